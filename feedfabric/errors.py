@@ -1,0 +1,61 @@
+"""Domain errors, each with the public code of OPERATIONS.md and its REST form."""
+
+from __future__ import annotations
+
+
+class FeedFabricError(Exception):
+    code = "INTERNAL"
+    rest_code = "internal"
+    status = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadInput(FeedFabricError):
+    code = "BAD_USER_INPUT"
+    rest_code = "request.invalid"
+    status = 400
+
+
+class Unauthenticated(FeedFabricError):
+    code = "UNAUTHENTICATED"
+    rest_code = "auth.unauthenticated"
+    status = 401
+
+
+class Forbidden(FeedFabricError):
+    code = "FORBIDDEN"
+    rest_code = "auth.forbidden"
+    status = 403
+
+
+class NotFound(FeedFabricError):
+    code = "NOT_FOUND"
+    rest_code = "resource.not_found"
+    status = 404
+
+
+class FavouriteLimitReached(FeedFabricError):
+    code = "FAVOURITE_LIMIT_REACHED"
+    rest_code = "favourite.limit_reached"
+    status = 409
+
+
+class Conflict(FeedFabricError):
+    code = "BAD_USER_INPUT"
+    rest_code = "request.conflict"
+    status = 409
+
+
+class RateLimited(FeedFabricError):
+    code = "RATE_LIMITED"
+    rest_code = "rate.limited"
+    status = 429
+
+
+class QueryTooComplex(FeedFabricError):
+    code = "QUERY_TOO_COMPLEX"
+    rest_code = "query.too_complex"
+    status = 400

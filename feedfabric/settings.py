@@ -1,0 +1,52 @@
+"""Configuration from the environment; the names and defaults are public (OPERATIONS.md)."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", frozen=True)
+
+    database_url: str | None = None
+    redis_url: str | None = None
+    kafka_bootstrap_servers: str | None = None
+    feedfabric_jwt_secret: str | None = None
+
+    feed_max_length: int = Field(500, ge=1)
+    fanout_batch_size: int = Field(1000, ge=1)
+    celebrity_follower_threshold: int = Field(10_000, ge=0)
+    inactive_after_days: int = Field(14, ge=0)
+    outbox_batch_size: int = Field(100, ge=1)
+    outbox_idle_ms: int = Field(500, ge=1)
+    outbox_retention_hours: int = Field(72, ge=1)
+    outbox_shards: int = Field(16, ge=1, le=1024)
+    kafka_topic_partitions: int = Field(6, ge=1)
+
+    feedfabric_data_dir: Path = Path(".feedfabric")
+    feedfabric_instance: str | None = None
+    feedfabric_dev_mode: bool = False
+
+    post_max_length: int = Field(5000, ge=1)
+    comment_max_length: int = Field(2000, ge=1)
+    favourite_limit: int = Field(30, ge=1)
+    max_body_bytes: int = Field(1_000_000, ge=1024)
+    redis_timeout_ms: int = Field(250, ge=1)
+
+    @cached_property
+    def jwt_secret(self) -> str:
+        if not self.feedfabric_jwt_secret:
+            raise RuntimeError("FEEDFABRIC_JWT_SECRET is not set")
+        return self.feedfabric_jwt_secret
+
+    @property
+    def inactive_after_seconds(self) -> int:
+        return self.inactive_after_days * 86_400
+
+
+def load_settings(**overrides: object) -> Settings:
+    return Settings(**overrides)  # type: ignore[arg-type]
