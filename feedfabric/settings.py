@@ -26,6 +26,8 @@ class Settings(BaseSettings):
     outbox_retention_hours: int = Field(72, ge=1)
     outbox_shards: int = Field(16, ge=1, le=1024)
     kafka_topic_partitions: int = Field(6, ge=1)
+    # Namespaces topics so several systems (or test runs) can share one broker.
+    kafka_topic_prefix: str = ""
 
     feedfabric_data_dir: Path = Path(".feedfabric")
     feedfabric_instance: str | None = None

@@ -51,6 +51,19 @@ CREATE INDEX posts_repost_of_idx ON posts (repost_of) WHERE repost_of IS NOT NUL
 CREATE UNIQUE INDEX posts_one_repost_idx ON posts (author_id, repost_of)
     WHERE repost_of IS NOT NULL AND status <> 'deleted';
 
+-- The one visibility rule of every feed: not deleted, held only for its
+-- author, author not suspended, and for a repost the same of the shared post.
+CREATE FUNCTION post_visible(p_status text, p_author uuid, p_repost_of uuid, viewer uuid)
+RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT (p_status = 'live' OR (p_status = 'held' AND p_author = viewer))
+       AND EXISTS (SELECT 1 FROM members m WHERE m.id = p_author AND m.status = 'active')
+       AND (p_repost_of IS NULL OR EXISTS (
+            SELECT 1 FROM posts o JOIN members om ON om.id = o.author_id
+            WHERE o.id = p_repost_of
+              AND (o.status = 'live' OR (o.status = 'held' AND o.author_id = viewer))
+              AND om.status = 'active'))
+$$;
+
 CREATE TABLE post_tags (
     post_id  uuid NOT NULL REFERENCES posts (id),
     tag      text NOT NULL,

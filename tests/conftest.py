@@ -1,0 +1,117 @@
+"""Shared fixtures: one real Postgres, Redis and Kafka-protocol broker per test session.
+
+Every test gets its own database (a copy of a migrated template), an empty
+Redis database and its own topic prefix, so tests never see each other's data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+import redis.asyncio as aioredis
+
+from feedfabric import devstack
+from feedfabric.db.migrate import migrate
+from feedfabric.db.pool import create_pool
+from feedfabric.settings import Settings
+
+TEMPLATE = "feedfabric_template"
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[devstack.DevStack]:
+    data_dir = Path(tempfile.mkdtemp(prefix="feedfabric-test-"))
+    running = devstack.start(data_dir)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _server_url(database_url: str, database: str) -> str:
+    base, _, _ = database_url.rpartition("/")
+    return f"{base}/{database}"
+
+
+@pytest.fixture(scope="session")
+def template_db(stack: devstack.DevStack) -> str:
+    async def build() -> str:
+        admin = await asyncpg.connect(_server_url(stack.postgres.url, "postgres"))
+        try:
+            await admin.execute(f"DROP DATABASE IF EXISTS {TEMPLATE}")
+            await admin.execute(f"CREATE DATABASE {TEMPLATE}")
+        finally:
+            await admin.close()
+        url = _server_url(stack.postgres.url, TEMPLATE)
+        await migrate(url)
+        return url
+
+    return asyncio.run(build())
+
+
+@pytest.fixture
+async def database_url(stack: devstack.DevStack, template_db: str) -> AsyncIterator[str]:
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    admin = await asyncpg.connect(_server_url(stack.postgres.url, "postgres"))
+    try:
+        await admin.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
+    finally:
+        await admin.close()
+    yield _server_url(stack.postgres.url, name)
+    admin = await asyncpg.connect(_server_url(stack.postgres.url, "postgres"))
+    try:
+        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    finally:
+        await admin.close()
+
+
+_redis_db_counter = iter(range(1, 10_000))
+
+
+@pytest.fixture
+async def redis_url(stack: devstack.DevStack) -> AsyncIterator[str]:
+    """A freshly flushed Redis logical database (16 exist; tests take them in turn)."""
+    index = next(_redis_db_counter) % 16
+    base, _, _ = stack.redis.url.rpartition("/")
+    url = f"{base}/{index}"
+    client = aioredis.from_url(url)
+    await client.flushdb()
+    await client.aclose()
+    yield url
+
+
+@pytest.fixture
+def settings(database_url: str, redis_url: str, stack: devstack.DevStack, tmp_path: Path) -> Settings:
+    return Settings(
+        database_url=database_url,
+        redis_url=redis_url,
+        kafka_bootstrap_servers=stack.kafka.url,
+        feedfabric_jwt_secret="test-secret-" + uuid.uuid4().hex,
+        kafka_topic_prefix=f"t{uuid.uuid4().hex[:10]}.",
+        feedfabric_data_dir=tmp_path,
+        outbox_idle_ms=50,
+    )
+
+
+@pytest.fixture
+async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    created = await create_pool(database_url, min_size=1, max_size=10)
+    yield created
+    await created.close()
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
