@@ -1,0 +1,1 @@
+"""The outbox relay, the consumer runner and one handler module per consumer group."""

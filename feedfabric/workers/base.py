@@ -1,0 +1,53 @@
+"""What the consumer runner and the handlers agree on.
+
+The runner owns offsets, retries, dead letters and idempotency: for each event
+it opens a transaction, records `(group, eventId)` in processed_events (a
+redelivered event stops there), calls the group's `handle` with that
+connection, and commits; only then is the offset committed. A handler never
+commits and never produces to Kafka: it writes outbox rows through
+`db.outbox.add_event` on the connection it was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import redis.asyncio as aioredis
+
+from feedfabric.events import Event
+from feedfabric.settings import Settings
+
+
+class PermanentError(Exception):
+    """The payload can never succeed: park it in dead letters and move on."""
+
+
+@dataclass
+class WorkerContext:
+    settings: Settings
+    pool: asyncpg.Pool
+    redis: aioredis.Redis
+    # Per-group lifespan resources (a loaded model, a client), set up by `GroupSpec.setup`.
+    resources: dict[str, Any] = field(default_factory=dict)
+
+
+Handle = Callable[[WorkerContext, asyncpg.Connection, Event], Awaitable[None]]
+Prepare = Callable[[WorkerContext, Sequence[Event]], Awaitable[None]]
+Setup = Callable[[WorkerContext], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """One consumer group: its name, the topics (unprefixed) and event types it takes, and its handler."""
+
+    name: str
+    topics: tuple[str, ...]
+    event_types: frozenset[str]
+    handle: Handle
+    # Called once per polled batch, before the per-event handles, for work that
+    # batches well (embedding a poll's texts at once). Must be idempotent.
+    prepare: Prepare | None = None
+    setup: Setup | None = None
