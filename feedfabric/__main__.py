@@ -1,0 +1,3 @@
+from feedfabric.cli import main
+
+main()

@@ -1,0 +1,144 @@
+"""The `feedfabric` command: dev, migrate, api, relay, worker, token, export-schema."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from feedfabric.settings import Settings, load_settings
+
+
+def _require(settings: Settings, *names: str) -> None:
+    missing = [n.upper() for n in names if not getattr(settings, n)]
+    if missing:
+        sys.exit(f"feedfabric: set {', '.join(missing)} (or use `feedfabric dev`)")
+
+
+def cmd_migrate(args: argparse.Namespace) -> None:
+    from feedfabric.db.migrate import migrate
+
+    settings = load_settings()
+    _require(settings, "database_url")
+    applied = asyncio.run(migrate(settings.database_url or ""))
+    print("applied: " + (", ".join(applied) if applied else "nothing pending"))
+
+
+def cmd_api(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    settings = load_settings()
+    _require(settings, "database_url", "feedfabric_jwt_secret")
+    uvicorn.run(
+        "feedfabric.app:create_app",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level="warning",
+        lifespan="on",
+    )
+
+
+def cmd_token(args: argparse.Namespace) -> None:
+    from feedfabric.auth import issue_token
+
+    settings = load_settings()
+    _require(settings, "feedfabric_jwt_secret")
+    print(issue_token(settings.jwt_secret, args.external_id, admin=args.admin, ttl=args.ttl))
+
+
+def cmd_export_schema(args: argparse.Namespace) -> None:
+    from feedfabric.schema import schema
+
+    print(schema.as_str())
+
+
+# Background processes `feedfabric dev` runs beside the API: (name, argv after `feedfabric`).
+DEV_CHILDREN: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+def cmd_dev(args: argparse.Namespace) -> None:
+    from feedfabric import devstack
+    from feedfabric.auth import issue_token
+    from feedfabric.db.migrate import migrate
+
+    data_dir = Path(args.data_dir)
+    stack = devstack.start(data_dir)
+    env = {**os.environ, **stack.env}
+    env.setdefault("FEEDFABRIC_JWT_SECRET", secrets.token_urlsafe(32))
+    env["FEEDFABRIC_DATA_DIR"] = str(data_dir.resolve())
+    env["FEEDFABRIC_DEV_MODE"] = "1"
+    os.environ.update(env)
+    children: list[subprocess.Popen[bytes]] = []
+    try:
+        asyncio.run(migrate(stack.postgres.url))
+        if args.demo:
+            from feedfabric.demo import load_demo
+
+            asyncio.run(load_demo(load_settings()))
+        for _name, argv in DEV_CHILDREN:
+            children.append(subprocess.Popen([sys.executable, "-m", "feedfabric", *argv], env=env))
+        base = f"http://127.0.0.1:{args.port}"
+        token = issue_token(env["FEEDFABRIC_JWT_SECRET"], args.token_for, ttl=7 * 86400)
+        print(
+            f"\nFeedFabric is running.\n  GraphiQL:   {base}/graphql\n  Playground: {base}/playground\n"
+            f"  REST:       {base}/userfeed/home\n  Postgres:   {stack.postgres.url}\n"
+            f"  Redis:      {stack.redis.url}\n  Kafka:      {stack.kafka.url}\n"
+            f"  Dev token for '{args.token_for}' (header: Authorization: Bearer <token>):\n    {token}\n"
+            "  Ctrl-C stops everything.\n",
+            flush=True,
+        )
+        import uvicorn
+
+        uvicorn.run("feedfabric.app:create_app", factory=True, host="127.0.0.1", port=args.port, log_level="warning")
+    finally:
+        for child in children:
+            child.send_signal(signal.SIGTERM)
+        for child in children:
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        stack.stop()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="feedfabric", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    dev = sub.add_parser("dev", help="the whole system on embedded services")
+    dev.add_argument("--port", type=int, default=8000)
+    dev.add_argument("--data-dir", default=".feedfabric")
+    dev.add_argument("--demo", action="store_true", help="load demo members and posts")
+    dev.add_argument("--token-for", default="demo-maya", help="external ID the printed dev token is for")
+    dev.set_defaults(func=cmd_dev)
+
+    sub.add_parser("migrate", help="apply pending SQL migrations").set_defaults(func=cmd_migrate)
+
+    api = sub.add_parser("api", help="the ASGI app under uvicorn")
+    api.add_argument("--host", default="127.0.0.1")
+    api.add_argument("--port", type=int, default=8000)
+    api.add_argument("--workers", type=int, default=1)
+    api.set_defaults(func=cmd_api)
+
+    token = sub.add_parser("token", help="print a signed bearer token")
+    token.add_argument("external_id")
+    token.add_argument("--admin", action="store_true")
+    token.add_argument("--ttl", type=int, default=3600)
+    token.set_defaults(func=cmd_token)
+
+    sub.add_parser("export-schema", help="print the served schema as SDL").set_defaults(func=cmd_export_schema)
+
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    args.func(args)
