@@ -39,6 +39,16 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(1_000_000, ge=1024)
     redis_timeout_ms: int = Field(250, ge=1)
 
+    # Engagement: a comment says more about a member's taste than a like.
+    like_weight: float = Field(1.0, gt=0)
+    comment_weight: float = Field(3.0, gt=0)
+    # Media uploads: bytes of the original, decoded pixels, longest side served.
+    media_max_bytes: int = Field(20_000_000, ge=1024)
+    media_max_pixels: int = Field(50_000_000, ge=1)
+    media_max_side: int = Field(2048, ge=16)
+    # similarPosts compares against at most this many of the newest embedded posts.
+    similar_scan_limit: int = Field(20_000, ge=1)
+
     @cached_property
     def jwt_secret(self) -> str:
         if not self.feedfabric_jwt_secret:
