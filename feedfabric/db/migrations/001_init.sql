@@ -16,6 +16,14 @@ CREATE TABLE members (
 CREATE UNIQUE INDEX members_username_key ON members (lower(username));
 CREATE INDEX members_last_seen_idx ON members (last_seen_at);
 
+-- Follower and following counts of members, kept in the follow transaction:
+-- reads and the celebrity rule need them without counting follows.
+CREATE TABLE member_stats (
+    member_id  uuid PRIMARY KEY REFERENCES members (id),
+    followers  integer NOT NULL DEFAULT 0,
+    following  integer NOT NULL DEFAULT 0
+);
+
 -- One table for every followable kind. target_id is the member or playlist
 -- UUID as text, or the lower-case tag.
 CREATE TABLE follows (

@@ -1,0 +1,49 @@
+"""Queries over comments."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import asyncpg
+
+from feedfabric.models import Comment
+
+Executor = asyncpg.Connection | asyncpg.Pool
+_COLUMNS = "id, post_id, author_id, content, created_at"
+
+
+async def insert(
+    conn: asyncpg.Connection, comment_id: uuid.UUID, post_id: uuid.UUID, author_id: uuid.UUID, content: str
+) -> Comment:
+    row = await conn.fetchrow(
+        f"INSERT INTO comments (id, post_id, author_id, content) VALUES ($1, $2, $3, $4) RETURNING {_COLUMNS}",
+        comment_id, post_id, author_id, content,
+    )
+    return Comment.of(row)
+
+
+async def by_ids(conn: Executor, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Comment]:
+    rows = await conn.fetch(f"SELECT {_COLUMNS} FROM comments WHERE id = ANY($1::uuid[])", list(ids))
+    return {r["id"]: Comment.of(r) for r in rows}
+
+
+async def counts(conn: Executor, post_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int]:
+    rows = await conn.fetch(
+        """SELECT c.post_id, count(*) AS n FROM comments c JOIN members m ON m.id = c.author_id
+           WHERE c.post_id = ANY($1::uuid[]) AND m.status = 'active' GROUP BY c.post_id""",
+        list(post_ids),
+    )
+    return {r["post_id"]: r["n"] for r in rows}
+
+
+async def page(conn: Executor, post_id: uuid.UUID, after: uuid.UUID | None, limit: int) -> list[Comment]:
+    """Oldest first, as a conversation reads."""
+    rows = await conn.fetch(
+        f"""SELECT c.id, c.post_id, c.author_id, c.content, c.created_at
+            FROM comments c JOIN members m ON m.id = c.author_id
+            WHERE c.post_id = $1 AND ($2::uuid IS NULL OR c.id > $2) AND m.status = 'active'
+            ORDER BY c.id LIMIT $3""",
+        post_id, after, limit,
+    )
+    return [Comment.of(r) for r in rows]

@@ -1,0 +1,54 @@
+"""Queries over favourites: up to a limit of members a member never wants to miss."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import asyncpg
+
+from feedfabric.db.members import _COLUMNS
+from feedfabric.models import Member
+
+
+async def count(conn: asyncpg.Connection, member_id: uuid.UUID) -> int:
+    return int(await conn.fetchval("SELECT count(*) FROM favourites WHERE member_id = $1", member_id))
+
+
+async def exists(conn: asyncpg.Connection, member_id: uuid.UUID, favourite_id: uuid.UUID) -> bool:
+    return bool(await conn.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM favourites WHERE member_id = $1 AND favourite_id = $2)",
+        member_id, favourite_id,
+    ))
+
+
+async def add(conn: asyncpg.Connection, member_id: uuid.UUID, favourite_id: uuid.UUID) -> None:
+    await conn.execute(
+        "INSERT INTO favourites (member_id, favourite_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        member_id, favourite_id,
+    )
+
+
+async def remove(conn: asyncpg.Connection, member_id: uuid.UUID, favourite_id: uuid.UUID) -> None:
+    await conn.execute("DELETE FROM favourites WHERE member_id = $1 AND favourite_id = $2", member_id, favourite_id)
+
+
+async def listed(conn: asyncpg.Connection | asyncpg.Pool, member_id: uuid.UUID) -> list[Member]:
+    """Most recently added first."""
+    cols = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+    rows = await conn.fetch(
+        f"""SELECT {cols} FROM favourites f JOIN members m ON m.id = f.favourite_id
+            WHERE f.member_id = $1 ORDER BY f.created_at DESC, f.favourite_id""",
+        member_id,
+    )
+    return [Member.of(r) for r in rows]
+
+
+async def among(
+    conn: asyncpg.Connection | asyncpg.Pool, member_id: uuid.UUID, candidate_ids: Sequence[uuid.UUID]
+) -> set[uuid.UUID]:
+    rows = await conn.fetch(
+        "SELECT favourite_id FROM favourites WHERE member_id = $1 AND favourite_id = ANY($2::uuid[])",
+        member_id, list(candidate_ids),
+    )
+    return {r["favourite_id"] for r in rows}

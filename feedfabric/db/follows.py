@@ -1,0 +1,86 @@
+"""Queries over the one follows table (target_type member, tag or playlist) and member_stats."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import asyncpg
+
+
+async def add(conn: asyncpg.Connection, follower_id: uuid.UUID, target_type: str, target_id: str) -> bool:
+    """True when the follow is new; member follows keep member_stats in step."""
+    status = await conn.execute(
+        "INSERT INTO follows (follower_id, target_type, target_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+        follower_id, target_type, target_id,
+    )
+    added = status.endswith(" 1")
+    if added and target_type == "member":
+        await _bump(conn, follower_id, uuid.UUID(target_id), 1)
+    return added
+
+
+async def remove(conn: asyncpg.Connection, follower_id: uuid.UUID, target_type: str, target_id: str) -> bool:
+    status = await conn.execute(
+        "DELETE FROM follows WHERE follower_id = $1 AND target_type = $2 AND target_id = $3",
+        follower_id, target_type, target_id,
+    )
+    removed = status.endswith(" 1")
+    if removed and target_type == "member":
+        await _bump(conn, follower_id, uuid.UUID(target_id), -1)
+    return removed
+
+
+async def _bump(conn: asyncpg.Connection, follower_id: uuid.UUID, target_id: uuid.UUID, delta: int) -> None:
+    await conn.execute(
+        """INSERT INTO member_stats (member_id, followers, following)
+           VALUES ($1, 0, $3), ($2, $3, 0)
+           ON CONFLICT (member_id) DO UPDATE
+              SET followers = member_stats.followers + EXCLUDED.followers,
+                  following = member_stats.following + EXCLUDED.following""",
+        follower_id, target_id, delta,
+    )
+
+
+async def member_stats(
+    conn: asyncpg.Connection | asyncpg.Pool, member_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, tuple[int, int]]:
+    """(followers, following) per member."""
+    rows = await conn.fetch(
+        "SELECT member_id, followers, following FROM member_stats WHERE member_id = ANY($1::uuid[])",
+        list(member_ids),
+    )
+    return {r["member_id"]: (r["followers"], r["following"]) for r in rows}
+
+
+async def follower_counts(
+    conn: asyncpg.Connection | asyncpg.Pool, target_type: str, target_ids: Sequence[str]
+) -> dict[str, int]:
+    rows = await conn.fetch(
+        "SELECT target_id, count(*) AS n FROM follows"
+        " WHERE target_type = $1 AND target_id = ANY($2::text[]) GROUP BY target_id",
+        target_type, list(target_ids),
+    )
+    return {r["target_id"]: r["n"] for r in rows}
+
+
+async def followed_among(
+    conn: asyncpg.Connection | asyncpg.Pool, follower_id: uuid.UUID, target_type: str, target_ids: Sequence[str]
+) -> set[str]:
+    rows = await conn.fetch(
+        "SELECT target_id FROM follows WHERE follower_id = $1 AND target_type = $2 AND target_id = ANY($3::text[])",
+        follower_id, target_type, list(target_ids),
+    )
+    return {r["target_id"] for r in rows}
+
+
+async def celebrities_followed(
+    conn: asyncpg.Connection | asyncpg.Pool, follower_id: uuid.UUID, threshold: int
+) -> list[uuid.UUID]:
+    """Followed authors above the celebrity threshold: their posts are pulled at read time."""
+    rows = await conn.fetch(
+        """SELECT s.member_id FROM follows f JOIN member_stats s ON s.member_id = f.target_id::uuid
+           WHERE f.follower_id = $1 AND f.target_type = 'member' AND s.followers > $2""",
+        follower_id, threshold,
+    )
+    return [r["member_id"] for r in rows]

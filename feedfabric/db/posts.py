@@ -1,0 +1,262 @@
+"""Queries over posts, their hashtags and mentions, and the newest-first lists built from them.
+
+Every list applies the one visibility rule, the SQL function post_visible.
+Cursors are post IDs: UUIDv7, so `id < cursor` is "older than the cursor".
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import asyncpg
+
+from feedfabric.models import Post
+
+_COLUMNS = "id, author_id, content, repost_of, status, created_at, updated_at"
+_P_COLUMNS = "p.id, p.author_id, p.content, p.repost_of, p.status, p.created_at, p.updated_at"
+
+Executor = asyncpg.Connection | asyncpg.Pool
+
+
+async def insert(
+    conn: asyncpg.Connection, post_id: uuid.UUID, author_id: uuid.UUID, content: str, repost_of: uuid.UUID | None
+) -> Post:
+    row = await conn.fetchrow(
+        f"INSERT INTO posts (id, author_id, content, repost_of) VALUES ($1, $2, $3, $4) RETURNING {_COLUMNS}",
+        post_id, author_id, content, repost_of,
+    )
+    return Post.of(row)
+
+
+async def get(conn: Executor, post_id: uuid.UUID, *, for_update: bool = False) -> Post | None:
+    lock = " FOR UPDATE" if for_update else ""
+    row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM posts WHERE id = $1{lock}", post_id)
+    return Post.of(row) if row else None
+
+
+async def live_repost(conn: asyncpg.Connection, author_id: uuid.UUID, original_id: uuid.UUID) -> Post | None:
+    row = await conn.fetchrow(
+        f"SELECT {_COLUMNS} FROM posts WHERE author_id = $1 AND repost_of = $2 AND status <> 'deleted'",
+        author_id, original_id,
+    )
+    return Post.of(row) if row else None
+
+
+async def is_visible(conn: Executor, post_id: uuid.UUID, viewer_id: uuid.UUID | None) -> bool:
+    return bool(await conn.fetchval(
+        "SELECT post_visible(status, author_id, repost_of, $2) FROM posts WHERE id = $1", post_id, viewer_id
+    ))
+
+
+async def update_content(conn: asyncpg.Connection, post_id: uuid.UUID, content: str) -> Post:
+    row = await conn.fetchrow(
+        f"UPDATE posts SET content = $2, updated_at = now(), version = version + 1 WHERE id = $1 RETURNING {_COLUMNS}",
+        post_id, content,
+    )
+    return Post.of(row)
+
+
+async def set_status(conn: asyncpg.Connection, post_id: uuid.UUID, status: str) -> Post:
+    row = await conn.fetchrow(
+        f"UPDATE posts SET status = $2, updated_at = now(), version = version + 1 WHERE id = $1 RETURNING {_COLUMNS}",
+        post_id, status,
+    )
+    return Post.of(row)
+
+
+async def replace_hashtags(conn: asyncpg.Connection, post_id: uuid.UUID, tags: Sequence[str]) -> None:
+    """Hashtags come from the text; inferred topics (source 'inferred') are left to the embeddings worker."""
+    await conn.execute("DELETE FROM post_tags WHERE post_id = $1 AND source = 'hashtag'", post_id)
+    if tags:
+        await conn.execute(
+            """INSERT INTO post_tags (post_id, tag, source)
+               SELECT $1, t, 'hashtag' FROM unnest($2::text[]) AS t
+               ON CONFLICT (post_id, tag) DO UPDATE SET source = 'hashtag'""",
+            post_id, list(tags),
+        )
+
+
+async def replace_mentions(
+    conn: asyncpg.Connection,
+    post_id: uuid.UUID,
+    comment_id: uuid.UUID | None,
+    member_ids: Sequence[uuid.UUID],
+) -> None:
+    item_id = comment_id or post_id
+    await conn.execute("DELETE FROM mentions WHERE item_id = $1", item_id)
+    if member_ids:
+        await conn.execute(
+            """INSERT INTO mentions (member_id, item_id, post_id, comment_id)
+               SELECT m, $1, $2, $3 FROM unnest($4::uuid[]) AS m ON CONFLICT DO NOTHING""",
+            item_id, post_id, comment_id, list(member_ids),
+        )
+
+
+# -- batched loads (DataLoaders call these once per page) ---------------------
+
+
+async def by_ids(conn: Executor, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Post]:
+    rows = await conn.fetch(f"SELECT {_COLUMNS} FROM posts WHERE id = ANY($1::uuid[])", list(ids))
+    return {r["id"]: Post.of(r) for r in rows}
+
+
+async def visible_by_ids(
+    conn: Executor, ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None
+) -> dict[uuid.UUID, Post]:
+    """Hydrates a page of timeline IDs in one query, dropping what the viewer must not see."""
+    rows = await conn.fetch(
+        f"""SELECT {_COLUMNS} FROM posts
+            WHERE id = ANY($1::uuid[]) AND post_visible(status, author_id, repost_of, $2)""",
+        list(ids), viewer_id,
+    )
+    return {r["id"]: Post.of(r) for r in rows}
+
+
+async def tags_of(conn: Executor, post_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[str]]:
+    rows = await conn.fetch(
+        "SELECT post_id, tag FROM post_tags WHERE post_id = ANY($1::uuid[]) ORDER BY post_id, tag",
+        list(post_ids),
+    )
+    out: dict[uuid.UUID, list[str]] = {}
+    for r in rows:
+        out.setdefault(r["post_id"], []).append(r["tag"])
+    return out
+
+
+async def mentioned_in(conn: Executor, item_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[uuid.UUID]]:
+    rows = await conn.fetch(
+        "SELECT item_id, member_id FROM mentions WHERE item_id = ANY($1::uuid[]) ORDER BY item_id, member_id",
+        list(item_ids),
+    )
+    out: dict[uuid.UUID, list[uuid.UUID]] = {}
+    for r in rows:
+        out.setdefault(r["item_id"], []).append(r["member_id"])
+    return out
+
+
+# -- newest-first lists (fan-out on read) ---------------------------------------
+
+
+async def home_page(
+    conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int
+) -> list[Post]:
+    """The Following feed from the follow graph: own posts, followed members' and followed tags'.
+
+    One LATERAL index scan per source, each stopping at `limit`, then merged:
+    the cost follows the number of sources, not the number of posts.
+    """
+    rows = await conn.fetch(
+        f"""WITH authors AS (
+                SELECT $1::uuid AS author_id
+                UNION
+                SELECT target_id::uuid FROM follows WHERE follower_id = $1 AND target_type = 'member'
+            ), candidates AS (
+                SELECT p.id FROM authors a CROSS JOIN LATERAL (
+                    SELECT p.id FROM posts p
+                    WHERE p.author_id = a.author_id AND ($2::uuid IS NULL OR p.id < $2)
+                      AND post_visible(p.status, p.author_id, p.repost_of, $1)
+                    ORDER BY p.id DESC LIMIT $3) p
+                UNION
+                SELECT t.post_id FROM follows f CROSS JOIN LATERAL (
+                    SELECT pt.post_id FROM post_tags pt JOIN posts p ON p.id = pt.post_id
+                    WHERE pt.tag = f.target_id AND ($2::uuid IS NULL OR pt.post_id < $2)
+                      AND post_visible(p.status, p.author_id, p.repost_of, $1)
+                    ORDER BY pt.post_id DESC LIMIT $3) t
+                WHERE f.follower_id = $1 AND f.target_type = 'tag'
+            )
+            SELECT {_P_COLUMNS} FROM candidates c JOIN posts p ON p.id = c.id
+            ORDER BY p.id DESC LIMIT $3""",
+        viewer_id, before, limit,
+    )
+    return [Post.of(r) for r in rows]
+
+
+async def by_authors_page(
+    conn: Executor,
+    author_ids: Sequence[uuid.UUID],
+    viewer_id: uuid.UUID | None,
+    before: uuid.UUID | None,
+    limit: int,
+) -> list[Post]:
+    """Newest visible posts of a set of authors (favourites feed, celebrity pull)."""
+    rows = await conn.fetch(
+        f"""SELECT {_P_COLUMNS} FROM unnest($1::uuid[]) AS a(author_id) CROSS JOIN LATERAL (
+                SELECT * FROM posts p
+                WHERE p.author_id = a.author_id AND ($3::uuid IS NULL OR p.id < $3)
+                  AND post_visible(p.status, p.author_id, p.repost_of, $2)
+                ORDER BY p.id DESC LIMIT $4) p
+            ORDER BY p.id DESC LIMIT $4""",
+        list(author_ids), viewer_id, before, limit,
+    )
+    return [Post.of(r) for r in rows]
+
+
+async def favourites_page(
+    conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int
+) -> list[Post]:
+    rows = await conn.fetch(
+        f"""SELECT {_P_COLUMNS} FROM favourites f CROSS JOIN LATERAL (
+                SELECT * FROM posts p
+                WHERE p.author_id = f.favourite_id AND ($2::uuid IS NULL OR p.id < $2)
+                  AND post_visible(p.status, p.author_id, p.repost_of, $1)
+                ORDER BY p.id DESC LIMIT $3) p
+            WHERE f.member_id = $1
+            ORDER BY p.id DESC LIMIT $3""",
+        viewer_id, before, limit,
+    )
+    return [Post.of(r) for r in rows]
+
+
+async def tag_page(
+    conn: Executor, tag: str, viewer_id: uuid.UUID | None, before: uuid.UUID | None, limit: int
+) -> list[Post]:
+    rows = await conn.fetch(
+        f"""SELECT {_P_COLUMNS} FROM post_tags t JOIN posts p ON p.id = t.post_id
+            WHERE t.tag = $1 AND ($3::uuid IS NULL OR t.post_id < $3)
+              AND post_visible(p.status, p.author_id, p.repost_of, $2)
+            ORDER BY t.post_id DESC LIMIT $4""",
+        tag, viewer_id, before, limit,
+    )
+    return [Post.of(r) for r in rows]
+
+
+async def author_page(
+    conn: Executor,
+    author_id: uuid.UUID,
+    viewer_id: uuid.UUID | None,
+    *,
+    newest_first: bool,
+    gt: uuid.UUID | None,
+    gte: uuid.UUID | None,
+    lt: uuid.UUID | None,
+    lte: uuid.UUID | None,
+    limit: int,
+) -> list[Post]:
+    order = "DESC" if newest_first else "ASC"
+    rows = await conn.fetch(
+        f"""SELECT {_COLUMNS} FROM posts p
+            WHERE p.author_id = $1
+              AND ($3::uuid IS NULL OR p.id > $3) AND ($4::uuid IS NULL OR p.id >= $4)
+              AND ($5::uuid IS NULL OR p.id < $5) AND ($6::uuid IS NULL OR p.id <= $6)
+              AND post_visible(p.status, p.author_id, p.repost_of, $2)
+            ORDER BY p.id {order} LIMIT $7""",
+        author_id, viewer_id, gt, gte, lt, lte, limit,
+    )
+    return [Post.of(r) for r in rows]
+
+
+async def mention_page(
+    conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int
+) -> list[asyncpg.Record]:
+    """(item_id, post_id, comment_id) of posts and comments that mention the viewer, newest first."""
+    return await conn.fetch(
+        """SELECT m.item_id, m.post_id, m.comment_id FROM mentions m JOIN posts p ON p.id = m.post_id
+           WHERE m.member_id = $1 AND ($2::uuid IS NULL OR m.item_id < $2)
+             AND post_visible(p.status, p.author_id, p.repost_of, $1)
+             AND (m.comment_id IS NULL OR EXISTS (
+                  SELECT 1 FROM comments c JOIN members ca ON ca.id = c.author_id
+                  WHERE c.id = m.comment_id AND ca.status = 'active'))
+           ORDER BY m.item_id DESC LIMIT $3""",
+        viewer_id, before, limit,
+    )

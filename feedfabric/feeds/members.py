@@ -1,0 +1,103 @@
+"""Profiles, follows of members and tags, favourites and suspension."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from feedfabric.db import favourites as favourites_db
+from feedfabric.db import follows as follows_db
+from feedfabric.db import members as members_db
+from feedfabric.db.outbox import add_event
+from feedfabric.errors import BadInput, FavouriteLimitReached, NotFound
+from feedfabric.feeds import text
+from feedfabric.ids import new_id
+from feedfabric.models import Member
+from feedfabric.settings import Settings
+
+
+async def upsert_profile(
+    conn: asyncpg.Connection,
+    external_id: str,
+    username: str,
+    display_name: str,
+    avatar_url: str | None,
+) -> Member:
+    username = text.username(username)
+    display_name = text.clean_text(display_name, "displayName", max_length=100)
+    avatar_url = text.url(avatar_url, "avatarUrl")
+    taken = await members_db.by_username(conn, username)
+    if taken is not None and taken.external_id != external_id:
+        raise BadInput("that username is taken")
+    try:
+        async with conn.transaction():
+            return await members_db.upsert(conn, new_id(), external_id, username, display_name, avatar_url)
+    except asyncpg.UniqueViolationError:
+        raise BadInput("that username is taken") from None
+
+
+async def target(conn: asyncpg.Connection | asyncpg.Pool, external_id: str) -> Member:
+    if not external_id or "\x00" in external_id or len(external_id) > 200:
+        raise BadInput("externalUserId is not valid")
+    member = await members_db.by_external_id(conn, external_id)
+    if member is None:
+        raise NotFound("member not found")
+    return member
+
+
+async def follow(conn: asyncpg.Connection, settings: Settings, follower: Member, external_id: str) -> Member:
+    followed = await target(conn, external_id)
+    if followed.id == follower.id:
+        raise BadInput("you cannot follow yourself")
+    if not followed.active:
+        raise NotFound("member not found")
+    if await follows_db.add(conn, follower.id, "member", str(followed.id)):
+        await add_event(
+            conn, "MemberFollowed", str(follower.id),
+            {"followerId": str(follower.id), "memberId": str(followed.id)},
+            shards=settings.outbox_shards,
+        )
+    return followed
+
+
+async def unfollow(conn: asyncpg.Connection, settings: Settings, follower: Member, external_id: str) -> Member:
+    followed = await target(conn, external_id)
+    if await follows_db.remove(conn, follower.id, "member", str(followed.id)):
+        await add_event(
+            conn, "MemberUnfollowed", str(follower.id),
+            {"followerId": str(follower.id), "memberId": str(followed.id)},
+            shards=settings.outbox_shards,
+        )
+    return followed
+
+
+async def follow_tag(conn: asyncpg.Connection, follower: Member, tag: str, *, on: bool) -> bool:
+    tag = text.normalise_tag(tag)
+    if on:
+        await follows_db.add(conn, follower.id, "tag", tag)
+    else:
+        await follows_db.remove(conn, follower.id, "tag", tag)
+    return True
+
+
+async def add_favourite(conn: asyncpg.Connection, settings: Settings, member: Member, external_id: str) -> Member:
+    favourite = await target(conn, external_id)
+    if favourite.id == member.id:
+        raise BadInput("you cannot favourite yourself")
+    await members_db.lock(conn, member.id)
+    if await favourites_db.exists(conn, member.id, favourite.id):
+        return favourite
+    if await favourites_db.count(conn, member.id) >= settings.favourite_limit:
+        raise FavouriteLimitReached(f"you already have {settings.favourite_limit} favourites; remove one first")
+    await favourites_db.add(conn, member.id, favourite.id)
+    return favourite
+
+
+async def remove_favourite(conn: asyncpg.Connection, member: Member, external_id: str) -> Member:
+    favourite = await target(conn, external_id)
+    await favourites_db.remove(conn, member.id, favourite.id)
+    return favourite
+
+
+async def set_suspended(conn: asyncpg.Connection, external_id: str, suspended: bool) -> Member:
+    member = await target(conn, external_id)
+    return await members_db.set_status(conn, member.id, "suspended" if suspended else "active")

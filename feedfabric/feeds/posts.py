@@ -1,0 +1,152 @@
+"""Writing posts: create, repost, edit, delete. Each write commits its outbox event with it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import asyncpg
+
+from feedfabric.db import members as members_db
+from feedfabric.db import posts as posts_db
+from feedfabric.db.outbox import add_event
+from feedfabric.errors import BadInput, Forbidden, NotFound
+from feedfabric.feeds import text
+from feedfabric.ids import id_millis, new_id
+from feedfabric.models import Member, Post
+from feedfabric.settings import Settings
+
+MAX_MEDIA_PER_POST = 4
+
+
+async def _write_entities(conn: asyncpg.Connection, post: Post, author: Member) -> list[uuid.UUID]:
+    """Hashtags and @mentions of the text; returns the members mentioned (never the author)."""
+    await posts_db.replace_hashtags(conn, post.id, text.hashtags(post.content))
+    names = text.mentions(post.content)
+    found = await members_db.ids_by_usernames(conn, names) if names else {}
+    mentioned = sorted(m for m in found.values() if m != author.id)
+    await posts_db.replace_mentions(conn, post.id, None, mentioned)
+    return mentioned
+
+
+async def create_post(
+    conn: asyncpg.Connection,
+    settings: Settings,
+    author: Member,
+    content: str,
+    media_ids: Sequence[uuid.UUID] = (),
+) -> Post:
+    content = text.clean_text(content, "content", max_length=settings.post_max_length)
+    if len(set(media_ids)) != len(media_ids) or len(media_ids) > MAX_MEDIA_PER_POST:
+        raise BadInput(f"a post takes at most {MAX_MEDIA_PER_POST} distinct media")
+    post = await posts_db.insert(conn, new_id(), author.id, content, None)
+    if media_ids:
+        await _attach_media(conn, post.id, author.id, media_ids)
+    mentioned = await _write_entities(conn, post, author)
+    await add_event(
+        conn, "PostCreated", str(post.id),
+        {
+            "postId": str(post.id), "authorId": str(author.id), "createdAtMs": id_millis(post.id),
+            "repostOf": None, "mentionedIds": [str(m) for m in mentioned],
+        },
+        shards=settings.outbox_shards,
+    )
+    return post
+
+
+async def _attach_media(
+    conn: asyncpg.Connection, post_id: uuid.UUID, owner_id: uuid.UUID, media_ids: Sequence[uuid.UUID]
+) -> None:
+    attached = await conn.fetch(
+        """INSERT INTO post_media (post_id, media_id, position)
+           SELECT $1, m.id, a.position::smallint
+           FROM unnest($3::uuid[]) WITH ORDINALITY AS a(id, position)
+           JOIN media m ON m.id = a.id AND m.owner_id = $2 AND m.status = 'ready'
+           RETURNING media_id""",
+        post_id, owner_id, list(media_ids),
+    )
+    if len(attached) != len(media_ids):
+        raise BadInput("a post may attach only your own media once it is ready")
+
+
+async def repost(conn: asyncpg.Connection, settings: Settings, author: Member, post_id: uuid.UUID) -> Post:
+    """Sharing a repost shares its original; sharing twice returns the first repost."""
+    target = await posts_db.get(conn, post_id)
+    if target is None or not await posts_db.is_visible(conn, post_id, author.id):
+        raise NotFound("post not found")
+    original_id = target.repost_of or target.id
+    original = target if target.repost_of is None else await posts_db.get(conn, original_id)
+    if original is None or not await posts_db.is_visible(conn, original_id, author.id):
+        raise NotFound("post not found")
+    existing = await posts_db.live_repost(conn, author.id, original_id)
+    if existing is not None:
+        return existing
+    post = await posts_db.insert(conn, new_id(), author.id, "", original_id)
+    await add_event(
+        conn, "PostCreated", str(post.id),
+        {
+            "postId": str(post.id), "authorId": str(author.id), "createdAtMs": id_millis(post.id),
+            "repostOf": str(original_id), "originalAuthorId": str(original.author_id), "mentionedIds": [],
+        },
+        shards=settings.outbox_shards,
+    )
+    return post
+
+
+async def _own_post(conn: asyncpg.Connection, author: Member, post_id: uuid.UUID) -> Post:
+    post = await posts_db.get(conn, post_id, for_update=True)
+    if post is None or post.status == "deleted":
+        raise NotFound("post not found")
+    if post.author_id != author.id:
+        raise Forbidden("only the author may change this post")
+    return post
+
+
+async def update_post(
+    conn: asyncpg.Connection, settings: Settings, author: Member, post_id: uuid.UUID, content: str
+) -> Post:
+    content = text.clean_text(content, "content", max_length=settings.post_max_length)
+    post = await _own_post(conn, author, post_id)
+    if post.repost_of is not None:
+        raise BadInput("a repost has no text to edit")
+    post = await posts_db.update_content(conn, post.id, content)
+    mentioned = await _write_entities(conn, post, author)
+    await add_event(
+        conn, "PostUpdated", str(post.id),
+        {"postId": str(post.id), "authorId": str(author.id), "mentionedIds": [str(m) for m in mentioned]},
+        shards=settings.outbox_shards,
+    )
+    return post
+
+
+async def delete_post(
+    conn: asyncpg.Connection, settings: Settings, actor: Member, post_id: uuid.UUID, *, as_admin: bool = False
+) -> bool:
+    post = await posts_db.get(conn, post_id, for_update=True)
+    if post is None or post.status == "deleted":
+        raise NotFound("post not found")
+    if post.author_id != actor.id and not as_admin:
+        raise Forbidden("only the author may delete this post")
+    await posts_db.set_status(conn, post.id, "deleted")
+    await add_event(
+        conn, "PostDeleted", str(post.id), {"postId": str(post.id), "authorId": str(post.author_id)},
+        shards=settings.outbox_shards,
+    )
+    return True
+
+
+async def set_held(conn: asyncpg.Connection, settings: Settings, post_id: uuid.UUID, held: bool) -> Post:
+    """Moderation: a held post is seen only by its author until released."""
+    post = await posts_db.get(conn, post_id, for_update=True)
+    if post is None or post.status == "deleted":
+        raise NotFound("post not found")
+    wanted = "held" if held else "live"
+    if post.status == wanted:
+        return post
+    post = await posts_db.set_status(conn, post.id, wanted)
+    await add_event(
+        conn, "PostHeld" if held else "PostReleased", str(post.id),
+        {"postId": str(post.id), "authorId": str(post.author_id)},
+        shards=settings.outbox_shards,
+    )
+    return post

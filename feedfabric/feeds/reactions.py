@@ -1,0 +1,70 @@
+"""Likes and comments, each committed with its engagement event."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+
+from feedfabric.db import comments as comments_db
+from feedfabric.db import likes as likes_db
+from feedfabric.db import members as members_db
+from feedfabric.db import posts as posts_db
+from feedfabric.db.outbox import add_event
+from feedfabric.errors import NotFound
+from feedfabric.feeds import text
+from feedfabric.ids import new_id
+from feedfabric.models import Comment, Member, Post
+from feedfabric.settings import Settings
+
+
+async def _visible_post(conn: asyncpg.Connection, post_id: uuid.UUID, viewer: Member) -> Post:
+    post = await posts_db.get(conn, post_id)
+    if post is None or not await posts_db.is_visible(conn, post_id, viewer.id):
+        raise NotFound("post not found")
+    return post
+
+
+async def like(conn: asyncpg.Connection, settings: Settings, member: Member, post_id: uuid.UUID) -> Post:
+    post = await _visible_post(conn, post_id, member)
+    if await likes_db.add(conn, post.id, member.id):
+        await add_event(
+            conn, "PostLiked", str(post.id),
+            {"postId": str(post.id), "memberId": str(member.id), "authorId": str(post.author_id)},
+            shards=settings.outbox_shards,
+        )
+    return post
+
+
+async def unlike(conn: asyncpg.Connection, settings: Settings, member: Member, post_id: uuid.UUID) -> Post:
+    post = await posts_db.get(conn, post_id)
+    if post is None:
+        raise NotFound("post not found")
+    if await likes_db.remove(conn, post.id, member.id):
+        await add_event(
+            conn, "PostUnliked", str(post.id),
+            {"postId": str(post.id), "memberId": str(member.id), "authorId": str(post.author_id)},
+            shards=settings.outbox_shards,
+        )
+    return post
+
+
+async def comment(
+    conn: asyncpg.Connection, settings: Settings, member: Member, post_id: uuid.UUID, content: str
+) -> Comment:
+    content = text.clean_text(content, "content", max_length=settings.comment_max_length)
+    post = await _visible_post(conn, post_id, member)
+    created = await comments_db.insert(conn, new_id(), post.id, member.id, content)
+    names = text.mentions(content)
+    found = await members_db.ids_by_usernames(conn, names) if names else {}
+    mentioned = sorted(m for m in found.values() if m != member.id)
+    await posts_db.replace_mentions(conn, post.id, created.id, mentioned)
+    await add_event(
+        conn, "CommentCreated", str(post.id),
+        {
+            "commentId": str(created.id), "postId": str(post.id), "memberId": str(member.id),
+            "authorId": str(post.author_id), "mentionedIds": [str(m) for m in mentioned],
+        },
+        shards=settings.outbox_shards,
+    )
+    return created

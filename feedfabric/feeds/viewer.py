@@ -1,0 +1,98 @@
+"""Who is asking: the signed-in member behind a bearer token, resolved once per request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+
+from feedfabric.auth import Claims, bearer_token, decode_token
+from feedfabric.db import members as members_db
+from feedfabric.db.outbox import add_event
+from feedfabric.db.pool import transaction
+from feedfabric.errors import FeedFabricError, Forbidden, Unauthenticated
+from feedfabric.models import Member
+from feedfabric.settings import Settings
+
+# last_seen_at is written at most this often, so reading does not write on every request.
+SEEN_GRANULARITY = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class Viewer:
+    claims: Claims | None = None
+    member: Member | None = None
+    # Set when the member came back after INACTIVE_AFTER_DAYS: their timeline is being rebuilt.
+    returning: bool = False
+
+    @property
+    def signed_in(self) -> bool:
+        return self.member is not None
+
+    def require_claims(self) -> Claims:
+        if self.claims is None:
+            raise Unauthenticated("sign in first: send 'Authorization: Bearer <token>'")
+        return self.claims
+
+    def require_member(self) -> Member:
+        self.require_claims()
+        if self.member is None:
+            raise Forbidden("create your profile first with upsertProfile")
+        return self.member
+
+    def require_admin(self) -> Member:
+        member = self.require_member()
+        assert self.claims is not None
+        if not self.claims.is_admin:
+            raise Forbidden("moderation needs an admin token")
+        return member
+
+
+ANONYMOUS = Viewer()
+
+
+@dataclass(frozen=True)
+class ViewerResult:
+    """A refused token is not an anonymous viewer: every resolver re-raises its error."""
+
+    viewer: Viewer
+    error: FeedFabricError | None = None
+
+    def get(self) -> Viewer:
+        if self.error is not None:
+            raise self.error
+        return self.viewer
+
+
+async def resolve_viewer(pool: asyncpg.Pool, settings: Settings, authorization: str | None) -> ViewerResult:
+    try:
+        token = bearer_token(authorization)
+        if token is None:
+            return ViewerResult(ANONYMOUS)
+        claims = decode_token(settings.jwt_secret, token)
+        member = await members_db.by_external_id(pool, claims.external_id)
+        if member is None:
+            return ViewerResult(Viewer(claims=claims))
+        if not member.active:
+            raise Unauthenticated("this account is suspended")
+        returning = await _note_seen(pool, settings, member)
+        return ViewerResult(Viewer(claims=claims, member=member, returning=returning))
+    except FeedFabricError as error:
+        return ViewerResult(ANONYMOUS, error)
+
+
+async def _note_seen(pool: asyncpg.Pool, settings: Settings, member: Member) -> bool:
+    """Tracks last-seen coarsely; a member back from inactivity gets a MemberReturned event."""
+    now = datetime.now(UTC)
+    away = now - member.last_seen_at
+    if away < SEEN_GRANULARITY:
+        return False
+    returning = settings.inactive_after_days > 0 and away > timedelta(days=settings.inactive_after_days)
+    async with transaction(pool) as conn:
+        await members_db.touch_seen(conn, member.id)
+        if returning:
+            await add_event(
+                conn, "MemberReturned", str(member.id), {"memberId": str(member.id)}, shards=settings.outbox_shards
+            )
+    return returning

@@ -1,0 +1,85 @@
+"""Rows as the domain sees them: plain frozen dataclasses, built from asyncpg records."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from asyncpg import Record
+
+
+def _pick(cls: Any, record: Record) -> Any:
+    return cls(**{name: record[name] for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    id: uuid.UUID
+    external_id: str
+    username: str
+    display_name: str
+    avatar_url: str | None
+    status: str
+    last_seen_at: datetime
+
+    @classmethod
+    def of(cls, record: Record) -> Member:
+        return _pick(cls, record)  # type: ignore[no-any-return]
+
+    @property
+    def active(self) -> bool:
+        return self.status == "active"
+
+
+@dataclass(frozen=True, slots=True)
+class Post:
+    id: uuid.UUID
+    author_id: uuid.UUID
+    content: str
+    repost_of: uuid.UUID | None
+    status: str
+    created_at: datetime
+    updated_at: datetime | None
+
+    @classmethod
+    def of(cls, record: Record) -> Post:
+        return _pick(cls, record)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
+class Comment:
+    id: uuid.UUID
+    post_id: uuid.UUID
+    author_id: uuid.UUID
+    content: str
+    created_at: datetime
+
+    @classmethod
+    def of(cls, record: Record) -> Comment:
+        return _pick(cls, record)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    id: uuid.UUID
+    kind: str
+    actor_id: uuid.UUID
+    post_id: uuid.UUID | None
+    comment_id: uuid.UUID | None
+    created_at: datetime
+    read_at: datetime | None
+
+    @classmethod
+    def of(cls, record: Record) -> Notification:
+        return _pick(cls, record)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A newest-first (or oldest-first) list page; next_cursor is the last item's ID or None."""
+
+    items: list[Any]
+    next_cursor: str | None
+    source: str = "postgres"
