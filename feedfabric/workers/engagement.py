@@ -1,0 +1,39 @@
+"""worker-engagement: likes, unlikes and comments into likers, affinity and interest."""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+
+from feedfabric import events
+from feedfabric.events import Event
+from feedfabric.feeds import engagement
+from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
+
+
+def _ids(event: Event, *names: str) -> list[uuid.UUID]:
+    try:
+        return [uuid.UUID(str(event.data[n])) for n in names]
+    except (KeyError, ValueError) as exc:
+        raise PermanentError(f"{event.type} {event.event_id}: bad payload ({exc})") from None
+
+
+async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> None:
+    if event.type == "PostLiked":
+        post_id, member_id, author_id = _ids(event, "postId", "memberId", "authorId")
+        await engagement.apply_like(conn, ctx.redis, ctx.settings, post_id, member_id, author_id)
+    elif event.type == "PostUnliked":
+        post_id, member_id = _ids(event, "postId", "memberId")
+        await engagement.apply_unlike(conn, ctx.redis, post_id, member_id)
+    elif event.type == "CommentCreated":
+        post_id, member_id, author_id = _ids(event, "postId", "memberId", "authorId")
+        await engagement.apply_comment(conn, ctx.settings, post_id, member_id, author_id)
+
+
+GROUP = GroupSpec(
+    name="worker-engagement",
+    topics=(events.ENGAGEMENT,),
+    event_types=frozenset({"PostLiked", "PostUnliked", "CommentCreated"}),
+    handle=handle,
+)
