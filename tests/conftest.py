@@ -115,3 +115,17 @@ async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
 
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture
+async def api(settings: Settings) -> AsyncIterator["Api"]:
+    import httpx
+
+    from feedfabric.app import create_app
+    from tests.support import Api
+
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            yield Api(client, settings)

@@ -1,0 +1,146 @@
+"""The ASGI app: GraphQL (HTTP and WebSocket) at /graphql, the REST routes, health and readiness."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import redis.asyncio as aioredis
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+
+from feedfabric.context import Context, Resources, build_context
+from feedfabric.db.pool import create_pool
+from feedfabric.feeds.viewer import resolve_viewer
+from feedfabric.rest import routes as rest_routes
+from feedfabric.schema import schema
+from feedfabric.settings import Settings, load_settings
+
+log = logging.getLogger("feedfabric.app")
+
+
+class FeedFabricGraphQL(GraphQL[Context, None]):
+    async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> Context:
+        resources: Resources = request.app.state.resources
+        header = request.headers.get("authorization")
+        params: dict[str, Any] | None = None
+        if isinstance(request, WebSocket):
+            params = getattr(request.state, "connection_params", None)
+            if params and isinstance(params.get("authorization"), str):
+                header = params["authorization"]
+        viewer = await resolve_viewer(resources.pool, resources.settings, header)
+        return build_context(resources, viewer, request=request, response=response, connection_params=params)
+
+
+class BodyLimit:
+    """Refuses request bodies over the limit before anything reads them (413)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await _too_large(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> dict[str, Any]:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise _BodyTooLarge
+            return message  # type: ignore[no-any-return]
+
+        try:
+            await self.app(scope, limited, send)
+        except _BodyTooLarge:
+            await _too_large(scope, receive, send)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _too_large(scope: Scope, receive: Receive, send: Send) -> None:
+    response = JSONResponse(
+        {"error": {"code": "request.too_large", "message": "request body too large"}}, status_code=413
+    )
+    await response(scope, receive, send)
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    resources: Resources = request.app.state.resources
+    checks: dict[str, str] = {}
+    try:
+        await resources.pool.fetchval("SELECT 1")
+        checks["postgres"] = "ok"
+    except Exception:  # noqa: BLE001 - readiness reports, it never raises
+        checks["postgres"] = "down"
+    if resources.redis is None:
+        checks["redis"] = "not configured"
+    else:
+        try:
+            await resources.redis.ping()
+            checks["redis"] = "ok"
+        except Exception:  # noqa: BLE001
+            checks["redis"] = "down"
+    ready = checks["postgres"] == "ok"
+    return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
+
+
+def create_app(settings: Settings | None = None) -> Starlette:
+    settings = settings or load_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if not settings.database_url:
+            raise RuntimeError("DATABASE_URL is not set")
+        pool = await create_pool(settings.database_url, max_size=20)
+        redis = (
+            aioredis.from_url(
+                settings.redis_url,
+                socket_timeout=settings.redis_timeout_ms / 1000,
+                socket_connect_timeout=settings.redis_timeout_ms / 1000,
+            )
+            if settings.redis_url
+            else None
+        )
+        app.state.resources = Resources(settings=settings, pool=pool, redis=redis)
+        try:
+            yield
+        finally:
+            if redis is not None:
+                await redis.aclose()
+            await pool.close()
+
+    graphql = FeedFabricGraphQL(schema, graphql_ide="graphiql", multipart_uploads_enabled=True)
+    app = Starlette(
+        routes=[
+            Route("/healthz", healthz),
+            Route("/readyz", readyz),
+            *rest_routes.routes(),
+            Route("/graphql", graphql),
+            WebSocketRoute("/graphql", graphql),
+        ],
+        lifespan=lifespan,
+    )
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app

@@ -1,0 +1,86 @@
+"""Per-request DataLoaders over the batched queries, so a page costs a fixed number of statements.
+
+A new `Loaders` is made for every request (and for every event a
+subscription sends), so nothing is cached across viewers or across time.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import asyncpg
+from strawberry.dataloader import DataLoader
+
+from feedfabric.db import comments as comments_db
+from feedfabric.db import favourites as favourites_db
+from feedfabric.db import follows as follows_db
+from feedfabric.db import likes as likes_db
+from feedfabric.db import media as media_db
+from feedfabric.db import members as members_db
+from feedfabric.db import posts as posts_db
+from feedfabric.models import Comment, Member, Post
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+def _loader(
+    fetch: Callable[[list[K]], Awaitable[Mapping[K, V]]], default: Callable[[], Any] = lambda: None
+) -> DataLoader[K, Any]:
+    async def load(keys: Sequence[K]) -> list[Any]:
+        found = await fetch(list(keys))
+        return [found.get(k, default()) for k in keys]
+
+    return DataLoader(load_fn=load)
+
+
+@dataclass
+class Loaders:
+    member: DataLoader[uuid.UUID, Member | None]
+    member_stats: DataLoader[uuid.UUID, tuple[int, int]]
+    post: DataLoader[uuid.UUID, Post | None]
+    visible_post: DataLoader[uuid.UUID, Post | None]
+    comment: DataLoader[uuid.UUID, Comment | None]
+    tags: DataLoader[uuid.UUID, list[str]]
+    mentions: DataLoader[uuid.UUID, list[uuid.UUID]]
+    media: DataLoader[uuid.UUID, list[asyncpg.Record]]
+    like_count: DataLoader[uuid.UUID, int]
+    comment_count: DataLoader[uuid.UUID, int]
+    viewer_liked: DataLoader[uuid.UUID, bool]
+    viewer_follows: DataLoader[uuid.UUID, bool]
+    viewer_favourite: DataLoader[uuid.UUID, bool]
+
+
+def make_loaders(pool: asyncpg.Pool, viewer_id: uuid.UUID | None) -> Loaders:
+    async def viewer_set(fetch: Callable[[uuid.UUID], Awaitable[set[Any]]], keys: list[Any]) -> dict[Any, bool]:
+        if viewer_id is None:
+            return {}
+        hits = await fetch(viewer_id)
+        return {k: k in hits for k in keys}
+
+    async def follows(keys: list[uuid.UUID]) -> dict[uuid.UUID, bool]:
+        if viewer_id is None:
+            return {}
+        followed = await follows_db.followed_among(pool, viewer_id, "member", [str(k) for k in keys])
+        return {k: str(k) in followed for k in keys}
+
+    return Loaders(
+        member=_loader(lambda ids: members_db.by_ids(pool, ids)),
+        member_stats=_loader(lambda ids: follows_db.member_stats(pool, ids), lambda: (0, 0)),
+        post=_loader(lambda ids: posts_db.by_ids(pool, ids)),
+        visible_post=_loader(lambda ids: posts_db.visible_by_ids(pool, ids, viewer_id)),
+        comment=_loader(lambda ids: comments_db.by_ids(pool, ids)),
+        tags=_loader(lambda ids: posts_db.tags_of(pool, ids), list),
+        mentions=_loader(lambda ids: posts_db.mentioned_in(pool, ids), list),
+        media=_loader(lambda ids: media_db.media_for_posts(pool, ids), list),  # type: ignore[arg-type]
+        like_count=_loader(lambda ids: likes_db.counts(pool, ids), int),
+        comment_count=_loader(lambda ids: comments_db.counts(pool, ids), int),
+        viewer_liked=_loader(lambda ids: viewer_set(lambda v: likes_db.liked_among(pool, v, ids), ids), bool),
+        viewer_follows=_loader(follows, bool),
+        viewer_favourite=_loader(
+            lambda ids: viewer_set(lambda v: favourites_db.among(pool, v, ids), ids), bool
+        ),
+    )

@@ -1,0 +1,98 @@
+"""Reads: members, posts and the feeds."""
+
+from __future__ import annotations
+
+import uuid
+
+from feedfabric.context import Context
+from feedfabric.db import comments as comments_db
+from feedfabric.db import favourites as favourites_db
+from feedfabric.db import members as members_db
+from feedfabric.db import notifications as notifications_db
+from feedfabric.errors import BadInput
+from feedfabric.feeds import home, lists, paging
+from feedfabric.ids import parse_id, parse_optional_id
+from feedfabric.models import Member, Page, Post
+
+
+async def viewer(ctx: Context) -> Member | None:
+    return ctx.viewer.member
+
+
+async def member(ctx: Context, username: str | None, external_id: str | None) -> Member | None:
+    ctx.viewer  # a refused token is an error even here
+    if (username is None) == (external_id is None):
+        raise BadInput("give exactly one of username or externalId")
+    for value in (username, external_id):
+        if value is not None and ("\x00" in value or len(value) > 200):
+            raise BadInput("not a valid member reference")
+    found = (
+        await members_db.by_username(ctx.pool, username)
+        if username is not None
+        else await members_db.by_external_id(ctx.pool, external_id or "")
+    )
+    return found
+
+
+async def post(ctx: Context, post_id: str) -> Post | None:
+    ctx.viewer  # a refused token is an error even here
+    return await ctx.loaders.visible_post.load(parse_id(post_id, "post id"))
+
+
+async def home_feed(ctx: Context, first: int | None, after: str | None) -> Page:
+    member = ctx.viewer.require_member()
+    return await home.read(ctx.resources, ctx.viewer, member, paging.cursor(after), paging.page_size(first))
+
+
+async def favourites_feed(ctx: Context, first: int | None, after: str | None) -> Page:
+    member = ctx.viewer.require_member()
+    return await lists.favourites(ctx.pool, member.id, paging.cursor(after), paging.page_size(first))
+
+
+async def tag_feed(ctx: Context, tag: str, first: int | None, after: str | None) -> Page:
+    viewer = ctx.viewer
+    viewer_id = viewer.member.id if viewer.member else None
+    return await lists.tag(ctx.pool, tag, viewer_id, paging.cursor(after), paging.page_size(first))
+
+
+async def mentions_feed(ctx: Context, first: int | None, after: str | None) -> Page:
+    member = ctx.viewer.require_member()
+    return await lists.mentions(ctx.pool, member.id, paging.cursor(after), paging.page_size(first))
+
+
+async def member_posts(
+    ctx: Context,
+    author: Member,
+    *,
+    newest_first: bool,
+    first: int | None,
+    after: str | None,
+    gt: str | None,
+    gte: str | None,
+    lt: str | None,
+    lte: str | None,
+) -> Page:
+    viewer = ctx.viewer
+    return await lists.member_posts(
+        ctx.pool, author.id, viewer.member.id if viewer.member else None,
+        newest_first=newest_first, after=paging.cursor(after),
+        gt=parse_optional_id(gt, "gt"), gte=parse_optional_id(gte, "gte"),
+        lt=parse_optional_id(lt, "lt"), lte=parse_optional_id(lte, "lte"),
+        limit=paging.page_size(first),
+    )
+
+
+async def comments(ctx: Context, post_id: uuid.UUID, first: int | None, after: str | None) -> Page:
+    limit = paging.page_size(first)
+    return lists.cut(await comments_db.page(ctx.pool, post_id, paging.cursor(after), limit + 1), limit)
+
+
+async def favourites(ctx: Context) -> list[Member]:
+    member = ctx.viewer.require_member()
+    return await favourites_db.listed(ctx.pool, member.id)
+
+
+async def notifications(ctx: Context, first: int | None, after: str | None) -> tuple[Page, int]:
+    member = ctx.viewer.require_member()
+    page = await lists.notifications(ctx.pool, member.id, paging.cursor(after), paging.page_size(first))
+    return page, await notifications_db.unread_count(ctx.pool, member.id)

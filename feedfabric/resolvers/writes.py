@@ -1,0 +1,110 @@
+"""Writes: each runs in one transaction, the boundary that commits."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from feedfabric.context import Context
+from feedfabric.db import notifications as notifications_db
+from feedfabric.db.pool import transaction
+from feedfabric.feeds import members as members_svc
+from feedfabric.feeds import posts as posts_svc
+from feedfabric.feeds import reactions
+from feedfabric.ids import parse_id, parse_optional_id
+from feedfabric.models import Comment, Member, Post
+
+
+async def upsert_profile(ctx: Context, username: str, display_name: str, avatar_url: str | None) -> Member:
+    claims = ctx.viewer.require_claims()
+    async with transaction(ctx.pool) as conn:
+        return await members_svc.upsert_profile(conn, claims.external_id, username, display_name, avatar_url)
+
+
+async def create_post(ctx: Context, content: str, media_ids: Sequence[str] | None) -> Post:
+    author = ctx.viewer.require_member()
+    ids = [parse_id(m, "media id") for m in media_ids or ()]
+    async with transaction(ctx.pool) as conn:
+        return await posts_svc.create_post(conn, ctx.settings, author, content, ids)
+
+
+async def repost(ctx: Context, post_id: str) -> Post:
+    author = ctx.viewer.require_member()
+    async with transaction(ctx.pool) as conn:
+        return await posts_svc.repost(conn, ctx.settings, author, parse_id(post_id, "postId"))
+
+
+async def update_post(ctx: Context, post_id: str, content: str) -> Post:
+    author = ctx.viewer.require_member()
+    async with transaction(ctx.pool) as conn:
+        return await posts_svc.update_post(conn, ctx.settings, author, parse_id(post_id, "id"), content)
+
+
+async def delete_post(ctx: Context, post_id: str) -> bool:
+    viewer = ctx.viewer
+    actor = viewer.require_member()
+    is_admin = bool(viewer.claims and viewer.claims.is_admin)
+    async with transaction(ctx.pool) as conn:
+        return await posts_svc.delete_post(conn, ctx.settings, actor, parse_id(post_id, "id"), as_admin=is_admin)
+
+
+async def follow(ctx: Context, external_id: str) -> Member:
+    member = ctx.viewer.require_member()
+    async with transaction(ctx.pool) as conn:
+        return await members_svc.follow(conn, ctx.settings, member, external_id)
+
+
+async def unfollow(ctx: Context, external_id: str) -> Member:
+    member = ctx.viewer.require_member()
+    async with transaction(ctx.pool) as conn:
+        return await members_svc.unfollow(conn, ctx.settings, member, external_id)
+
+
+async def follow_tag(ctx: Context, tag: str, on: bool) -> bool:
+    member = ctx.viewer.require_member()
+    async with transaction(ctx.pool) as conn:
+        return await members_svc.follow_tag(conn, member, tag, on=on)
+
+
+async def add_favourite(ctx: Context, external_id: str) -> Member:
+    member = ctx.viewer.require_member()
+    async with transaction(ctx.pool) as conn:
+        return await members_svc.add_favourite(conn, ctx.settings, member, external_id)
+
+
+async def remove_favourite(ctx: Context, external_id: str) -> Member:
+    member = ctx.viewer.require_member()
+    async with transaction(ctx.pool) as conn:
+        return await members_svc.remove_favourite(conn, member, external_id)
+
+
+async def like(ctx: Context, post_id: str, on: bool) -> Post:
+    member = ctx.viewer.require_member()
+    pid = parse_id(post_id, "postId")
+    async with transaction(ctx.pool) as conn:
+        if on:
+            return await reactions.like(conn, ctx.settings, member, pid)
+        return await reactions.unlike(conn, ctx.settings, member, pid)
+
+
+async def add_comment(ctx: Context, post_id: str, content: str) -> Comment:
+    member = ctx.viewer.require_member()
+    async with transaction(ctx.pool) as conn:
+        return await reactions.comment(conn, ctx.settings, member, parse_id(post_id, "postId"), content)
+
+
+async def mark_notifications_read(ctx: Context, up_to: str | None) -> int:
+    member = ctx.viewer.require_member()
+    async with transaction(ctx.pool) as conn:
+        return await notifications_db.mark_read(conn, member.id, parse_optional_id(up_to, "upTo"))
+
+
+async def hold_post(ctx: Context, post_id: str, held: bool) -> Post:
+    ctx.viewer.require_admin()
+    async with transaction(ctx.pool) as conn:
+        return await posts_svc.set_held(conn, ctx.settings, parse_id(post_id, "id"), held)
+
+
+async def suspend_member(ctx: Context, external_id: str, suspended: bool) -> Member:
+    ctx.viewer.require_admin()
+    async with transaction(ctx.pool) as conn:
+        return await members_svc.set_suspended(conn, external_id, suspended)

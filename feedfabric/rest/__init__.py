@@ -1,0 +1,1 @@
+"""REST routes with the same services and semantics as GraphQL."""

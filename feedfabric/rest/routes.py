@@ -1,0 +1,138 @@
+"""REST routes of OPERATIONS.md over the same resolvers as GraphQL."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from feedfabric.context import Context, Resources, build_context
+from feedfabric.errors import BadInput, FeedFabricError
+from feedfabric.feeds.viewer import resolve_viewer
+from feedfabric.models import Page
+from feedfabric.resolvers import reads, writes
+from feedfabric.rest import serialize
+
+log = logging.getLogger("feedfabric.rest")
+
+Handler = Callable[[Context, Request], Awaitable[Any]]
+
+
+def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """Builds the request context, runs the handler and maps domain errors to the REST error shape."""
+
+    async def run(request: Request) -> Response:
+        resources: Resources = request.app.state.resources
+        try:
+            viewer = await resolve_viewer(resources.pool, resources.settings, request.headers.get("authorization"))
+            ctx = build_context(resources, viewer, request=request)
+            return JSONResponse(await handler(ctx, request))
+        except FeedFabricError as error:
+            return JSONResponse({"error": {"code": error.rest_code, "message": error.message}}, error.status)
+        except Exception:
+            log.exception("unexpected error on %s %s", request.method, request.url.path)
+            return JSONResponse({"error": {"code": "internal", "message": "Internal server error."}}, 500)
+
+    return run
+
+
+def _limit(request: Request) -> int:
+    raw = request.query_params.get("limit")
+    if raw is None:
+        return 20
+    if not raw.isdigit():
+        raise BadInput("limit must be a whole number from 1 to 100")
+    return int(raw)
+
+
+def _cursor(request: Request) -> str | None:
+    return request.query_params.get("cursor") or None
+
+
+async def _feed(ctx: Context, page: Page) -> dict[str, Any]:
+    return await serialize.feed_page(ctx, page)
+
+
+async def home(ctx: Context, request: Request) -> dict[str, Any]:
+    return await _feed(ctx, await reads.home_feed(ctx, _limit(request), _cursor(request)))
+
+
+async def favourites_feed(ctx: Context, request: Request) -> dict[str, Any]:
+    return await _feed(ctx, await reads.favourites_feed(ctx, _limit(request), _cursor(request)))
+
+
+async def tag_feed(ctx: Context, request: Request) -> dict[str, Any]:
+    tag = request.path_params["tag"]
+    return await _feed(ctx, await reads.tag_feed(ctx, tag, _limit(request), _cursor(request)))
+
+
+async def mentions(ctx: Context, request: Request) -> dict[str, Any]:
+    page = await reads.mentions_feed(ctx, _limit(request), _cursor(request))
+    items: list[dict[str, Any]] = []
+    for item in page.items:
+        if item["comment_id"] is None:
+            post = await ctx.loaders.post.load(item["post_id"])
+            if post is not None:
+                items.append({"type": "post", **await serialize.feed_post(ctx, post)})
+        else:
+            comment = await ctx.loaders.comment.load(item["comment_id"])
+            author = await ctx.loaders.member.load(comment.author_id) if comment else None
+            if comment is not None and author is not None:
+                items.append({
+                    "type": "comment", "id": str(comment.id), "postId": str(comment.post_id),
+                    "authorUsername": author.username, "content": comment.content,
+                    "createdAt": comment.created_at.isoformat(),
+                })
+    return {"posts": items, "nextCursor": page.next_cursor, "source": page.source}
+
+
+async def own_posts(ctx: Context, request: Request) -> dict[str, Any]:
+    member = ctx.viewer.require_member()
+    q = request.query_params
+    order = q.get("order", "newest")
+    if order not in ("newest", "oldest"):
+        raise BadInput("order must be newest or oldest")
+    page = await reads.member_posts(
+        ctx, member, newest_first=order == "newest", first=_limit(request), after=_cursor(request),
+        gt=q.get("gt"), gte=q.get("gte"), lt=q.get("lt"), lte=q.get("lte"),
+    )
+    return await serialize.feed_page(ctx, page, bare=True)
+
+
+async def follow(ctx: Context, request: Request) -> dict[str, Any]:
+    target = request.path_params["external_id"]
+    if request.method == "PUT":
+        member = await writes.follow(ctx, target)
+    else:
+        member = await writes.unfollow(ctx, target)
+    return {"member": serialize.member(member), "following": request.method == "PUT"}
+
+
+async def favourite(ctx: Context, request: Request) -> dict[str, Any]:
+    target = request.path_params["external_id"]
+    if request.method == "PUT":
+        member = await writes.add_favourite(ctx, target)
+    else:
+        member = await writes.remove_favourite(ctx, target)
+    return {"member": serialize.member(member), "favourite": request.method == "PUT"}
+
+
+async def favourites(ctx: Context, request: Request) -> dict[str, Any]:
+    return {"favourites": [serialize.member(m) for m in await reads.favourites(ctx)]}
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/userfeed/home", endpoint(home), methods=["GET"]),
+        Route("/userfeed/favourites", endpoint(favourites_feed), methods=["GET"]),
+        Route("/userfeed/tags/{tag}/posts", endpoint(tag_feed), methods=["GET"]),
+        Route("/userfeed/mentions", endpoint(mentions), methods=["GET"]),
+        Route("/userfeed", endpoint(own_posts), methods=["GET"]),
+        Route("/follows/{external_id}", endpoint(follow), methods=["PUT", "DELETE"]),
+        Route("/favourites/{external_id}", endpoint(favourite), methods=["PUT", "DELETE"]),
+        Route("/favourites", endpoint(favourites), methods=["GET"]),
+    ]

@@ -1,0 +1,74 @@
+"""JSON shapes of the REST routes, loaded through the same per-request DataLoaders as GraphQL."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from feedfabric.context import Context
+from feedfabric.models import Member, Page, Post
+
+
+def member(row: Member) -> dict[str, Any]:
+    return {
+        "id": str(row.id),
+        "externalId": row.external_id,
+        "username": row.username,
+        "displayName": row.display_name,
+        "avatarUrl": row.avatar_url,
+    }
+
+
+def bare_post(row: Post) -> dict[str, Any]:
+    return {
+        "id": str(row.id),
+        "authorId": str(row.author_id),
+        "content": row.content,
+        "repostOf": str(row.repost_of) if row.repost_of else None,
+        "status": row.status.upper(),
+        "createdAt": row.created_at.isoformat(),
+        "updatedAt": row.updated_at.isoformat() if row.updated_at else None,
+    }
+
+
+async def feed_post(ctx: Context, row: Post, *, depth: int = 0) -> dict[str, Any]:
+    loaders = ctx.loaders
+    author, tags, media, likes, comments, liked, original = await asyncio.gather(
+        loaders.member.load(row.author_id),
+        loaders.tags.load(row.id),
+        loaders.media.load(row.id),
+        loaders.like_count.load(row.id),
+        loaders.comment_count.load(row.id),
+        loaders.viewer_liked.load(row.id),
+        loaders.visible_post.load(row.repost_of) if row.repost_of and depth == 0 else _none(),
+    )
+    out = bare_post(row)
+    out.update(
+        authorUsername=author.username if author else None,
+        authorDisplayName=author.display_name if author else None,
+        authorAvatarUrl=author.avatar_url if author else None,
+        tags=list(tags),
+        media=[
+            {"id": str(m["id"]), "contentType": m["content_type"], "width": m["width"], "height": m["height"],
+             "url": f"/media/{m['id']}", "score": m["score"]}
+            for m in media
+        ],
+        likeCount=int(likes),
+        commentCount=int(comments),
+        viewerHasLiked=bool(liked),
+    )
+    if original is not None:
+        out["repost"] = await feed_post(ctx, original, depth=1)
+    return out
+
+
+async def _none() -> None:
+    return None
+
+
+async def feed_page(ctx: Context, page: Page, *, bare: bool = False) -> dict[str, Any]:
+    if bare:
+        posts = [bare_post(p) for p in page.items]
+    else:
+        posts = list(await asyncio.gather(*(feed_post(ctx, p) for p in page.items)))
+    return {"posts": posts, "nextCursor": page.next_cursor, "source": page.source}

@@ -1,0 +1,88 @@
+"""The Query root."""
+
+from __future__ import annotations
+
+import strawberry
+
+from feedfabric.resolvers import reads
+from feedfabric.schema.types import (
+    Comment,
+    ContextInfo,
+    FeedConnection,
+    Member,
+    MentionConnection,
+    MentionEdge,
+    Notification,
+    NotificationConnection,
+    NotificationEdge,
+    PageInfo,
+    Post,
+    member_or_none,
+)
+
+
+@strawberry.type
+class Query:
+    @strawberry.field(description="The signed-in member; null when signed out.")
+    async def viewer(self, info: ContextInfo) -> Member | None:
+        return member_or_none(await reads.viewer(info.context))
+
+    @strawberry.field
+    async def member(
+        self, info: ContextInfo, username: str | None = None, external_id: str | None = None
+    ) -> Member | None:
+        return member_or_none(await reads.member(info.context, username, external_id))
+
+    @strawberry.field
+    async def post(self, info: ContextInfo, id: strawberry.ID) -> Post | None:
+        row = await reads.post(info.context, id)
+        return Post(row=row) if row is not None else None
+
+    @strawberry.field(description="Following feed: GET /userfeed/home.")
+    async def home_feed(self, info: ContextInfo, first: int | None = 20, after: str | None = None) -> FeedConnection:
+        return FeedConnection.of(await reads.home_feed(info.context, first, after))
+
+    @strawberry.field(description="GET /userfeed/favourites.")
+    async def favourites_feed(
+        self, info: ContextInfo, first: int | None = 20, after: str | None = None
+    ) -> FeedConnection:
+        return FeedConnection.of(await reads.favourites_feed(info.context, first, after))
+
+    @strawberry.field(description="GET /userfeed/tags/{tag}/posts: hashtag or inferred topic.")
+    async def tag_feed(
+        self, info: ContextInfo, tag: str, first: int | None = 20, after: str | None = None
+    ) -> FeedConnection:
+        return FeedConnection.of(await reads.tag_feed(info.context, tag, first, after))
+
+    @strawberry.field(description="GET /userfeed/mentions: posts and comments that @mention the viewer.")
+    async def mentions_feed(
+        self, info: ContextInfo, first: int | None = 20, after: str | None = None
+    ) -> MentionConnection:
+        page = await reads.mentions_feed(info.context, first, after)
+        loaders = info.context.loaders
+        edges = []
+        for item in page.items:
+            if item["comment_id"] is not None:
+                comment = await loaders.comment.load(item["comment_id"])
+                node: Post | Comment | None = Comment(row=comment) if comment else None
+            else:
+                post = await loaders.post.load(item["post_id"])
+                node = Post(row=post) if post else None
+            if node is not None:
+                edges.append(MentionEdge(cursor=str(item["item_id"]), node=node))
+        return MentionConnection(edges=edges, page_info=PageInfo.of(page))
+
+    @strawberry.field(description="GET /favourites: most recently added first.")
+    async def favourites(self, info: ContextInfo) -> list[Member]:
+        return [Member(row=m) for m in await reads.favourites(info.context)]
+
+    @strawberry.field
+    async def notifications(
+        self, info: ContextInfo, first: int | None = 20, after: str | None = None
+    ) -> NotificationConnection:
+        page, unread = await reads.notifications(info.context, first, after)
+        return NotificationConnection(
+            edges=[NotificationEdge(cursor=str(n.id), node=Notification(row=n)) for n in page.items],
+            page_info=PageInfo.of(page),
+            unread_count=unread,
+        )

@@ -1,0 +1,374 @@
+"""The object types of the public contract. Fields load through the request's DataLoaders, never SQL."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Annotated, Any
+
+import strawberry
+from strawberry.types import Info
+
+from feedfabric import models
+from feedfabric.context import Context
+from feedfabric.resolvers import reads
+
+ContextInfo = Info[Context, None]
+
+
+@strawberry.enum
+class MemberStatus(Enum):
+    ACTIVE = "active"
+    SUSPENDED = "suspended"
+
+
+@strawberry.enum
+class PostStatus(Enum):
+    LIVE = "live"
+    HELD = "held"
+    DELETED = "deleted"
+
+
+@strawberry.enum
+class FeedSource(Enum):
+    REDIS = "redis"
+    POSTGRES = "postgres"
+    REDIS_POSTGRES = "redis+postgres"
+
+
+@strawberry.enum
+class PostOrder(Enum):
+    NEWEST = "newest"
+    OLDEST = "oldest"
+
+
+@strawberry.enum
+class MediaStatus(Enum):
+    PENDING = "pending"
+    READY = "ready"
+    REJECTED = "rejected"
+
+
+@strawberry.enum
+class NotificationKind(Enum):
+    FOLLOW = "follow"
+    LIKE = "like"
+    COMMENT = "comment"
+    MENTION = "mention"
+    REPOST = "repost"
+
+
+@strawberry.type
+class PageInfo:
+    has_next_page: bool
+    end_cursor: str | None
+
+    @classmethod
+    def of(cls, page: models.Page) -> PageInfo:
+        return cls(has_next_page=page.next_cursor is not None, end_cursor=page.next_cursor)
+
+
+@strawberry.type
+class Member:
+    row: strawberry.Private[models.Member]
+
+    @strawberry.field
+    def id(self) -> strawberry.ID:
+        return strawberry.ID(str(self.row.id))
+
+    @strawberry.field
+    def external_id(self) -> str:
+        return self.row.external_id
+
+    @strawberry.field
+    def username(self) -> str:
+        return self.row.username
+
+    @strawberry.field
+    def display_name(self) -> str:
+        return self.row.display_name
+
+    @strawberry.field
+    def avatar_url(self) -> str | None:
+        return self.row.avatar_url
+
+    @strawberry.field
+    def status(self) -> MemberStatus:
+        return MemberStatus(self.row.status)
+
+    @strawberry.field
+    async def follower_count(self, info: ContextInfo) -> int:
+        return (await info.context.loaders.member_stats.load(self.row.id))[0]
+
+    @strawberry.field
+    async def following_count(self, info: ContextInfo) -> int:
+        return (await info.context.loaders.member_stats.load(self.row.id))[1]
+
+    @strawberry.field(description="Whether the signed-in viewer follows this member (false when signed out).")
+    async def viewer_follows(self, info: ContextInfo) -> bool:
+        return bool(await info.context.loaders.viewer_follows.load(self.row.id))
+
+    @strawberry.field(description="Whether this member is one of the viewer's favourites.")
+    async def is_favourite(self, info: ContextInfo) -> bool:
+        return bool(await info.context.loaders.viewer_favourite.load(self.row.id))
+
+    @strawberry.field(description="The member's own posts: GET /userfeed. Bounds are post IDs.")
+    async def posts(
+        self,
+        info: ContextInfo,
+        order: PostOrder | None = PostOrder.NEWEST,
+        first: int | None = 20,
+        after: str | None = None,
+        gt: strawberry.ID | None = None,
+        gte: strawberry.ID | None = None,
+        lt: strawberry.ID | None = None,
+        lte: strawberry.ID | None = None,
+    ) -> FeedConnection:
+        page = await reads.member_posts(
+            info.context, self.row, newest_first=order != PostOrder.OLDEST, first=first, after=after,
+            gt=gt, gte=gte, lt=lt, lte=lte,
+        )
+        return FeedConnection.of(page)
+
+
+def member_or_none(row: models.Member | None) -> Member | None:
+    return Member(row=row) if row is not None else None
+
+
+@strawberry.type
+class Media:
+    row: strawberry.Private[Any]
+
+    @strawberry.field
+    def id(self) -> strawberry.ID:
+        return strawberry.ID(str(self.row["id"]))
+
+    @strawberry.field
+    def status(self) -> MediaStatus:
+        return MediaStatus(self.row["status"])
+
+    @strawberry.field(description="Sniffed from the bytes, never taken from the upload's declared type.")
+    def content_type(self) -> str | None:
+        return self.row["content_type"]
+
+    @strawberry.field
+    def width(self) -> int | None:
+        return self.row["width"]
+
+    @strawberry.field
+    def height(self) -> int | None:
+        return self.row["height"]
+
+    @strawberry.field
+    def url(self) -> str | None:
+        return f"/media/{self.row['id']}" if self.row["status"] == "ready" else None
+
+    @strawberry.field
+    def score(self) -> float | None:
+        return self.row["score"]
+
+
+@strawberry.type
+class Post:
+    row: strawberry.Private[models.Post]
+
+    @strawberry.field
+    def id(self) -> strawberry.ID:
+        return strawberry.ID(str(self.row.id))
+
+    @strawberry.field
+    async def author(self, info: ContextInfo) -> Member:
+        row = await info.context.loaders.member.load(self.row.author_id)
+        assert row is not None
+        return Member(row=row)
+
+    @strawberry.field
+    def content(self) -> str:
+        return self.row.content
+
+    @strawberry.field(description="Hashtags and inferred topics, lower case, without '#'.")
+    async def tags(self, info: ContextInfo) -> list[str]:
+        return list(await info.context.loaders.tags.load(self.row.id))
+
+    @strawberry.field
+    async def mentions(self, info: ContextInfo) -> list[Member]:
+        ids = await info.context.loaders.mentions.load(self.row.id)
+        rows = await info.context.loaders.member.load_many(ids)
+        return [Member(row=r) for r in rows if r is not None]
+
+    @strawberry.field
+    async def media(self, info: ContextInfo) -> list[Media]:
+        return [Media(row=r) for r in await info.context.loaders.media.load(self.row.id)]
+
+    @strawberry.field(description="Set when this post is a repost; feeds show the shared post.")
+    async def repost_of(self, info: ContextInfo) -> Post | None:
+        if self.row.repost_of is None:
+            return None
+        row = await info.context.loaders.visible_post.load(self.row.repost_of)
+        return Post(row=row) if row is not None else None
+
+    @strawberry.field
+    def status(self) -> PostStatus:
+        return PostStatus(self.row.status)
+
+    @strawberry.field
+    def created_at(self) -> datetime:
+        return self.row.created_at
+
+    @strawberry.field
+    def updated_at(self) -> datetime | None:
+        return self.row.updated_at
+
+    @strawberry.field
+    async def like_count(self, info: ContextInfo) -> int:
+        return int(await info.context.loaders.like_count.load(self.row.id))
+
+    @strawberry.field
+    async def comment_count(self, info: ContextInfo) -> int:
+        return int(await info.context.loaders.comment_count.load(self.row.id))
+
+    @strawberry.field
+    async def viewer_has_liked(self, info: ContextInfo) -> bool:
+        return bool(await info.context.loaders.viewer_liked.load(self.row.id))
+
+    @strawberry.field
+    async def comments(self, info: ContextInfo, first: int | None = 20, after: str | None = None) -> CommentConnection:
+        page = await reads.comments(info.context, self.row.id, first, after)
+        return CommentConnection(
+            edges=[CommentEdge(cursor=str(c.id), node=Comment(row=c)) for c in page.items],
+            page_info=PageInfo.of(page),
+        )
+
+
+@strawberry.type
+class Comment:
+    row: strawberry.Private[models.Comment]
+
+    @strawberry.field
+    def id(self) -> strawberry.ID:
+        return strawberry.ID(str(self.row.id))
+
+    @strawberry.field
+    async def post(self, info: ContextInfo) -> Post:
+        row = await info.context.loaders.post.load(self.row.post_id)
+        assert row is not None
+        return Post(row=row)
+
+    @strawberry.field
+    async def author(self, info: ContextInfo) -> Member:
+        row = await info.context.loaders.member.load(self.row.author_id)
+        assert row is not None
+        return Member(row=row)
+
+    @strawberry.field
+    def content(self) -> str:
+        return self.row.content
+
+    @strawberry.field
+    def created_at(self) -> datetime:
+        return self.row.created_at
+
+
+MentionItem = Annotated[Post | Comment, strawberry.union("MentionItem")]
+
+
+@strawberry.type
+class FeedEdge:
+    cursor: str
+    node: Post
+
+
+@strawberry.type
+class FeedConnection:
+    edges: list[FeedEdge]
+    page_info: PageInfo
+    source: FeedSource = strawberry.field(
+        description="Where the page came from. Only the home feed ever says REDIS or REDIS_POSTGRES."
+    )
+
+    @classmethod
+    def of(cls, page: models.Page) -> FeedConnection:
+        return cls(
+            edges=[FeedEdge(cursor=str(p.id), node=Post(row=p)) for p in page.items],
+            page_info=PageInfo.of(page),
+            source=FeedSource(page.source),
+        )
+
+
+@strawberry.type
+class CommentEdge:
+    cursor: str
+    node: Comment
+
+
+@strawberry.type
+class CommentConnection:
+    edges: list[CommentEdge]
+    page_info: PageInfo
+
+
+@strawberry.type
+class MentionEdge:
+    cursor: str
+    node: MentionItem
+
+
+@strawberry.type
+class MentionConnection:
+    edges: list[MentionEdge]
+    page_info: PageInfo
+
+
+@strawberry.type
+class Notification:
+    row: strawberry.Private[models.Notification]
+
+    @strawberry.field
+    def id(self) -> strawberry.ID:
+        return strawberry.ID(str(self.row.id))
+
+    @strawberry.field
+    def kind(self) -> NotificationKind:
+        return NotificationKind(self.row.kind)
+
+    @strawberry.field
+    async def actor(self, info: ContextInfo) -> Member:
+        row = await info.context.loaders.member.load(self.row.actor_id)
+        assert row is not None
+        return Member(row=row)
+
+    @strawberry.field
+    async def post(self, info: ContextInfo) -> Post | None:
+        if self.row.post_id is None:
+            return None
+        row = await info.context.loaders.visible_post.load(self.row.post_id)
+        return Post(row=row) if row is not None else None
+
+    @strawberry.field
+    async def comment(self, info: ContextInfo) -> Comment | None:
+        if self.row.comment_id is None:
+            return None
+        row = await info.context.loaders.comment.load(self.row.comment_id)
+        return Comment(row=row) if row is not None else None
+
+    @strawberry.field
+    def created_at(self) -> datetime:
+        return self.row.created_at
+
+    @strawberry.field
+    def read(self) -> bool:
+        return self.row.read_at is not None
+
+
+@strawberry.type
+class NotificationEdge:
+    cursor: str
+    node: Notification
+
+
+@strawberry.type
+class NotificationConnection:
+    edges: list[NotificationEdge]
+    page_info: PageInfo
+    unread_count: int
+
