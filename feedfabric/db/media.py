@@ -1,0 +1,85 @@
+"""media and post_media rows. Only READY media are ever listed for posts or served."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import asyncpg
+
+_COLUMNS = "id, owner_id, status, content_type, width, height, byte_size, score, reason, created_at, updated_at"
+
+
+async def create_pending(conn: asyncpg.Connection, media_id: uuid.UUID, owner_id: uuid.UUID, byte_size: int) -> None:
+    await conn.execute(
+        "INSERT INTO media (id, owner_id, status, byte_size) VALUES ($1, $2, 'pending', $3)",
+        media_id, owner_id, byte_size,
+    )
+
+
+async def get_one(conn: asyncpg.Connection, media_id: uuid.UUID, *, for_update: bool = False) -> asyncpg.Record | None:
+    lock = " FOR UPDATE" if for_update else ""
+    return await conn.fetchrow(f"SELECT {_COLUMNS} FROM media WHERE id = $1{lock}", media_id)
+
+
+async def get_media(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, asyncpg.Record]:
+    """Rows by ID in any status (callers check status and owner); missing IDs are absent."""
+    rows = await conn.fetch(f"SELECT {_COLUMNS} FROM media WHERE id = ANY($1::uuid[])", list(ids))
+    return {r["id"]: r for r in rows}
+
+
+async def owned_ready_ids(
+    conn: asyncpg.Connection, owner_id: uuid.UUID, ids: Sequence[uuid.UUID]
+) -> set[uuid.UUID]:
+    """Which of these IDs the member may attach to a post: their own, and READY."""
+    rows = await conn.fetch(
+        "SELECT id FROM media WHERE id = ANY($1::uuid[]) AND owner_id = $2 AND status = 'ready'",
+        list(ids), owner_id,
+    )
+    return {r["id"] for r in rows}
+
+
+async def mark_ready(
+    conn: asyncpg.Connection,
+    media_id: uuid.UUID,
+    *,
+    content_type: str,
+    width: int,
+    height: int,
+    byte_size: int,
+    score: float,
+) -> bool:
+    """PENDING → READY; False when the row was not pending (already decided)."""
+    done = await conn.fetchval(
+        "UPDATE media SET status = 'ready', content_type = $2, width = $3, height = $4, byte_size = $5,"
+        " score = $6, reason = NULL, updated_at = now() WHERE id = $1 AND status = 'pending' RETURNING true",
+        media_id, content_type, width, height, byte_size, score,
+    )
+    return bool(done)
+
+
+async def mark_rejected(conn: asyncpg.Connection, media_id: uuid.UUID, reason: str) -> bool:
+    """PENDING → REJECTED with the reason code shown to the uploader."""
+    done = await conn.fetchval(
+        "UPDATE media SET status = 'rejected', reason = $2, updated_at = now()"
+        " WHERE id = $1 AND status = 'pending' RETURNING true",
+        media_id, reason,
+    )
+    return bool(done)
+
+
+async def media_for_posts(
+    conn: asyncpg.Connection, post_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, list[asyncpg.Record]]:
+    """READY media of each post in attachment order, one query for a page of posts."""
+    rows = await conn.fetch(
+        f"SELECT pm.post_id, pm.position, {', '.join('m.' + c for c in _COLUMNS.split(', '))}"
+        " FROM post_media pm JOIN media m ON m.id = pm.media_id"
+        " WHERE pm.post_id = ANY($1::uuid[]) AND m.status = 'ready'"
+        " ORDER BY pm.post_id, pm.position",
+        list(post_ids),
+    )
+    found: dict[uuid.UUID, list[asyncpg.Record]] = {pid: [] for pid in post_ids}
+    for r in rows:
+        found.setdefault(r["post_id"], []).append(r)
+    return found
