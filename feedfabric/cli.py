@@ -61,7 +61,10 @@ def cmd_export_schema(args: argparse.Namespace) -> None:
 
 
 # Background processes `feedfabric dev` runs beside the API: (name, argv after `feedfabric`).
-DEV_CHILDREN: tuple[tuple[str, tuple[str, ...]], ...] = ()
+DEV_CHILDREN: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("relay", ("relay",)),
+    ("worker", ("worker",)),
+)
 
 
 def cmd_dev(args: argparse.Namespace) -> None:
@@ -135,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
     token.set_defaults(func=cmd_token)
 
     sub.add_parser("export-schema", help="print the served schema as SDL").set_defaults(func=cmd_export_schema)
+
+    from feedfabric.workers.commands import add_commands as add_pipeline_commands
+
+    add_pipeline_commands(sub)
 
     return parser
 

@@ -1,0 +1,124 @@
+"""SQL of the event pipeline: the relay's claims over the outbox, shard locks, and the runner's bookkeeping."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+# Advisory-lock namespaces (the two-int form: namespace, shard or pid).
+SHARD_LOCKS = 0x0FEED0B0
+RELAY_PRESENCE = 0x0FEED0B1
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    id: int
+    topic: str
+    key: str
+    event_type: str
+    version: int
+    payload: Any
+
+
+async def claim(conn: asyncpg.Connection, shards: list[int], limit: int) -> list[OutboxRow]:
+    """The oldest unpublished rows of the given shards, locked until the caller's transaction ends."""
+    rows = await conn.fetch(
+        "SELECT id, topic, key, event_type, aggregate_version, payload::text AS payload FROM outbox"
+        " WHERE published_at IS NULL AND shard = ANY($1::int[])"
+        " ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
+        shards, limit,
+    )
+    return [OutboxRow(r["id"], r["topic"], r["key"], r["event_type"], r["aggregate_version"], r["payload"]) for r in rows]
+
+
+async def stamp(conn: asyncpg.Connection, ids: list[int]) -> None:
+    if ids:
+        await conn.execute("UPDATE outbox SET published_at = now() WHERE id = ANY($1::bigint[])", ids)
+
+
+async def prune(conn: asyncpg.Connection, retention_hours: int, limit: int = 10_000) -> int:
+    """Deletes up to `limit` rows published before the retention window; returns how many."""
+    done = await conn.execute(
+        "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox"
+        " WHERE published_at < now() - make_interval(hours => $1) ORDER BY published_at LIMIT $2)",
+        retention_hours, limit,
+    )
+    return int(done.split()[-1])
+
+
+async def unpublish_since(
+    conn: asyncpg.Connection, since: dt.datetime, topics: list[str] | None = None
+) -> int:
+    """Marks rows published at or after `since` (of the given topics, or all) for the relays to send again."""
+    done = await conn.execute(
+        "UPDATE outbox SET published_at = NULL"
+        " WHERE published_at >= $1 AND ($2::text[] IS NULL OR topic = ANY($2::text[]))",
+        since, topics,
+    )
+    return int(done.split()[-1])
+
+
+async def published_counts(conn: asyncpg.Connection) -> dict[str, int]:
+    rows = await conn.fetch("SELECT topic, count(*) AS n FROM outbox WHERE published_at IS NOT NULL GROUP BY topic")
+    return {r["topic"]: int(r["n"]) for r in rows}
+
+
+async def try_lock_shard(conn: asyncpg.Connection, shard: int) -> bool:
+    return bool(await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)", SHARD_LOCKS, shard))
+
+
+async def unlock_shard(conn: asyncpg.Connection, shard: int) -> None:
+    await conn.execute("SELECT pg_advisory_unlock($1, $2)", SHARD_LOCKS, shard)
+
+
+async def announce_relay(conn: asyncpg.Connection) -> None:
+    """A session lock per live relay, so the others can count it before it owns any shard."""
+    await conn.execute("SELECT pg_advisory_lock($1, pg_backend_pid())", RELAY_PRESENCE)
+
+
+@dataclass(frozen=True)
+class LockView:
+    relays: int
+    held_by_others: set[int]
+
+
+async def lock_view(conn: asyncpg.Connection) -> LockView:
+    rows = await conn.fetch(
+        "SELECT classid::int AS ns, objid::int AS obj, pid = pg_backend_pid() AS mine FROM pg_locks"
+        " WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND database ="
+        " (SELECT oid FROM pg_database WHERE datname = current_database())"
+        " AND classid::int IN ($1, $2)",
+        SHARD_LOCKS, RELAY_PRESENCE,
+    )
+    relays = sum(1 for r in rows if r["ns"] == RELAY_PRESENCE)
+    others = {r["obj"] for r in rows if r["ns"] == SHARD_LOCKS and not r["mine"]}
+    return LockView(max(relays, 1), others)
+
+
+async def mark_processed(conn: asyncpg.Connection, group: str, event_id: int) -> bool:
+    """Records the event for the group; False when it was already there (a redelivery)."""
+    return bool(
+        await conn.fetchval(
+            "INSERT INTO processed_events (group_name, event_id) VALUES ($1, $2)"
+            " ON CONFLICT DO NOTHING RETURNING true",
+            group, event_id,
+        )
+    )
+
+
+async def add_dead_letter(
+    conn: asyncpg.Connection | asyncpg.Pool,
+    group: str, topic: str, partition: int, offset: int, key: str | None, payload: str, error: str,
+) -> None:
+    await conn.execute(
+        'INSERT INTO dead_letters (group_name, topic, partition, "offset", key, payload, error)'
+        " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        group, topic, partition, offset, key, payload, error,
+    )
+
+
+async def wake_relays(conn: asyncpg.Connection) -> None:
+    await conn.execute("SELECT pg_notify('feedfabric_outbox', 'replay')")

@@ -1,0 +1,164 @@
+"""Post-level SQL behind the Redis timelines: fan-out audiences and timeline rebuilds.
+
+The rules (who gets a post, what a rebuilt timeline holds) live in
+`feedfabric.feeds.timelines`; these are only the queries, each keyset-paged or
+bounded, never OFFSET.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import asyncpg
+
+
+@dataclass(frozen=True)
+class FanoutPost:
+    id: uuid.UUID
+    author_id: uuid.UUID
+    status: str
+    tags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AudiencePage:
+    """One keyset page of a post's audience: the active followers, and where the next page starts."""
+
+    active: list[str]
+    last: uuid.UUID | None
+    scanned: int
+
+
+async def fanout_post(conn: asyncpg.Connection, post_id: uuid.UUID) -> FanoutPost | None:
+    row = await conn.fetchrow(
+        "SELECT p.id, p.author_id, p.status,"
+        " COALESCE(ARRAY(SELECT t.tag FROM post_tags t WHERE t.post_id = p.id ORDER BY t.tag), '{}') AS tags"
+        " FROM posts p WHERE p.id = $1",
+        post_id,
+    )
+    if row is None:
+        return None
+    return FanoutPost(row["id"], row["author_id"], row["status"], tuple(row["tags"]))
+
+
+async def has_more_followers_than(conn: asyncpg.Connection, member_id: uuid.UUID, threshold: int) -> bool:
+    """Counts at most threshold + 1 follows, so a celebrity costs no more to classify than anyone else."""
+    return bool(
+        await conn.fetchval(
+            "SELECT count(*) > $2 FROM (SELECT 1 FROM follows"
+            " WHERE target_type = 'member' AND target_id = $1 LIMIT $2 + 1) f",
+            str(member_id), threshold,
+        )
+    )
+
+
+# Each target's followers come from its own bounded index range (target_type,
+# target_id, follower_id), then the smallest `limit` distinct IDs of them all
+# form the page: a member who follows the author and a tag appears once.
+# Activity is judged after the limit so the keyset always advances over raw
+# follows, however many followers are inactive.
+_AUDIENCE_PAGE = """
+WITH targets AS (
+    SELECT 'member'::text AS target_type, $1::text AS target_id WHERE $1::text IS NOT NULL
+    UNION ALL
+    SELECT 'tag', t FROM unnest($2::text[]) AS t
+),
+page AS (
+    SELECT DISTINCT f.follower_id
+    FROM targets tg
+    CROSS JOIN LATERAL (
+        SELECT follower_id FROM follows
+        WHERE target_type = tg.target_type AND target_id = tg.target_id AND follower_id > $3
+        ORDER BY follower_id LIMIT $4
+    ) f
+    ORDER BY f.follower_id
+    LIMIT $4
+)
+SELECT
+    COALESCE(array_agg(p.follower_id::text) FILTER (
+        WHERE m.last_seen_at >= now() - make_interval(days => $5)), '{}') AS active,
+    (array_agg(p.follower_id ORDER BY p.follower_id DESC))[1] AS last,
+    count(*) AS scanned
+FROM page p JOIN members m ON m.id = p.follower_id
+"""
+
+
+async def audience_page(
+    conn: asyncpg.Connection,
+    author_id: uuid.UUID | None,
+    tags: tuple[str, ...],
+    after: uuid.UUID,
+    limit: int,
+    inactive_after_days: int,
+) -> AudiencePage:
+    """Followers of the author (if given) or of any of the tags, with IDs above `after`, `limit` at most."""
+    row = await conn.fetchrow(
+        _AUDIENCE_PAGE,
+        None if author_id is None else str(author_id),
+        list(tags), after, limit, inactive_after_days,
+    )
+    assert row is not None
+    return AudiencePage(list(row["active"]), row["last"], int(row["scanned"]))
+
+
+# Newest posts for a rebuilt timeline: the member's own, those of followed
+# members who are not celebrities (their posts are pulled at read time), and
+# those carrying followed tags by non-celebrity authors. Each source is bounded
+# by the timeline length; deleted posts are left out, held ones kept (reads
+# filter them, as they do for fanned-out entries).
+_REBUILD = """
+WITH followed AS (
+    SELECT f.target_id::uuid AS author_id FROM follows f
+    WHERE f.follower_id = $1 AND f.target_type = 'member'
+),
+authors AS (
+    SELECT $1::uuid AS author_id
+    UNION
+    SELECT fo.author_id FROM followed fo
+    WHERE (SELECT count(*) FROM (SELECT 1 FROM follows c
+           WHERE c.target_type = 'member' AND c.target_id = fo.author_id::text LIMIT $3 + 1) x) <= $3
+),
+by_author AS (
+    SELECT p.id FROM authors a
+    CROSS JOIN LATERAL (
+        SELECT id FROM posts WHERE author_id = a.author_id AND status <> 'deleted'
+        ORDER BY id DESC LIMIT $2
+    ) p
+),
+by_tag AS (
+    SELECT p.id FROM follows ft
+    CROSS JOIN LATERAL (
+        SELECT pt.post_id AS id FROM post_tags pt JOIN posts po ON po.id = pt.post_id
+        WHERE pt.tag = ft.target_id AND po.status <> 'deleted'
+          AND (po.author_id = $1 OR (SELECT count(*) FROM (SELECT 1 FROM follows c
+               WHERE c.target_type = 'member' AND c.target_id = po.author_id::text LIMIT $3 + 1) x) <= $3)
+        ORDER BY pt.post_id DESC LIMIT $2
+    ) p
+    WHERE ft.follower_id = $1 AND ft.target_type = 'tag'
+)
+SELECT id::text FROM (SELECT id FROM by_author UNION SELECT id FROM by_tag) u
+ORDER BY id DESC LIMIT $2
+"""
+
+
+async def rebuild_post_ids(
+    conn: asyncpg.Connection, member_id: uuid.UUID, limit: int, celebrity_threshold: int
+) -> list[str]:
+    """Post IDs (text, newest first) a member's timeline holds when rebuilt from Postgres."""
+    rows = await conn.fetch(_REBUILD, member_id, limit, celebrity_threshold)
+    return [r[0] for r in rows]
+
+
+async def followed_celebrities(
+    conn: asyncpg.Connection, member_id: uuid.UUID, celebrity_threshold: int
+) -> list[uuid.UUID]:
+    """Members this member follows whose posts are not pushed: the home feed pulls them at read time."""
+    rows = await conn.fetch(
+        "SELECT f.target_id::uuid FROM follows f"
+        " WHERE f.follower_id = $1 AND f.target_type = 'member'"
+        " AND (SELECT count(*) FROM (SELECT 1 FROM follows c WHERE c.target_type = 'member'"
+        "      AND c.target_id = f.target_id LIMIT $2 + 1) x) > $2",
+        member_id, celebrity_threshold,
+    )
+    return [r[0] for r in rows]

@@ -1,0 +1,213 @@
+"""Redis timelines: every rule about what goes into `feed:{memberId}` and how it is read.
+
+One sorted set per member; member = post ID (text), score = the post's
+creation time in Unix ms as its UUIDv7 carries it. Using the ID's own
+timestamp (rather than a separately stamped column) makes Redis order exactly
+ID order, since equal scores sort by the UUID text, which is ID order too; so
+Redis and Postgres pages are interchangeable and a cursor from either works.
+
+Fan-out on write pushes a post to its author, then to the active followers of
+the author and of the post's tags, one keyset page of follows at a time.
+Authors with more than CELEBRITY_FOLLOWER_THRESHOLD followers are pushed to
+their own timeline only: the home-feed reader pulls their posts from Postgres
+(`pulled_authors`). A rebuild holds exactly what fan-out would have pushed, so
+the two never disagree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import NoScriptError
+
+from feedfabric.db import timeline_queries as q
+from feedfabric.ids import id_millis
+from feedfabric.settings import Settings
+
+KEY_PREFIX = "feed:"
+_FIRST_ID = uuid.UUID(int=0)
+
+# One call adds a post to a whole batch of timelines and trims each: the
+# server loops, so the client sends one small command per batch instead of
+# two per follower (redis-py packing, not Redis, was the bottleneck).
+_PUSH_LUA = """
+local stop = -(tonumber(ARGV[3]) + 1)
+for i = 1, #KEYS do
+  redis.call('ZADD', KEYS[i], ARGV[1], ARGV[2])
+  redis.call('ZREMRANGEBYRANK', KEYS[i], 0, stop)
+end
+return #KEYS
+"""
+
+# A page newest first after a cursor, in one round trip and one consistent view.
+_READ_LUA = """
+local start = 0
+if ARGV[1] ~= '' then
+  local rank = redis.call('ZREVRANK', KEYS[1], ARGV[1])
+  if not rank then return {0, {}} end
+  start = rank + 1
+end
+return {1, redis.call('ZREVRANGE', KEYS[1], start, start + tonumber(ARGV[2]) - 1)}
+"""
+
+
+@dataclass(frozen=True)
+class _Script:
+    source: str
+
+    @property
+    def sha(self) -> str:
+        return hashlib.sha1(self.source.encode()).hexdigest()
+
+    async def __call__(self, redis: aioredis.Redis, keys: Sequence[str], args: Sequence[object]) -> object:
+        try:
+            return await redis.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return await redis.eval(self.source, len(keys), *keys, *args)
+
+
+PUSH = _Script(_PUSH_LUA)
+READ_PAGE = _Script(_READ_LUA)
+
+
+def feed_key(member_id: uuid.UUID | str) -> str:
+    return f"{KEY_PREFIX}{member_id}"
+
+
+def score_of(post_id: uuid.UUID) -> int:
+    return id_millis(post_id)
+
+
+def _is_cluster(redis: object) -> bool:
+    return isinstance(redis, RedisCluster)
+
+
+async def push(
+    redis: aioredis.Redis, member_ids: Sequence[str], post_id: uuid.UUID, max_length: int
+) -> None:
+    """Adds one post to many timelines, each trimmed to `max_length`. Idempotent (same member, same score)."""
+    if not member_ids:
+        return
+    keys = [KEY_PREFIX + m for m in member_ids]
+    score = score_of(post_id)
+    if not _is_cluster(redis):
+        await PUSH(redis, keys, (score, str(post_id), max_length))
+        return
+    # Keys of one script call must share a slot; on a cluster the pipeline
+    # splits per node instead.
+    pipe = redis.pipeline(transaction=False)
+    for key in keys:
+        pipe.zadd(key, {str(post_id): score})
+        pipe.zremrangebyrank(key, 0, -(max_length + 1))
+    await pipe.execute()
+
+
+@dataclass(frozen=True)
+class FanoutResult:
+    pushed: int
+    celebrity: bool
+
+
+async def fan_out(
+    conn: asyncpg.Connection, redis: aioredis.Redis, settings: Settings, post_id: uuid.UUID
+) -> FanoutResult | None:
+    """Pushes a post to its author and audience; None when the post does not exist.
+
+    While one batch is written to Redis the next page of followers is already
+    being read from Postgres, so the two round trips overlap.
+    """
+    post = await q.fanout_post(conn, post_id)
+    if post is None:
+        return None
+    await push(redis, [str(post.author_id)], post.id, settings.feed_max_length)
+    if await q.has_more_followers_than(conn, post.author_id, settings.celebrity_follower_threshold):
+        return FanoutResult(1, True)
+
+    def page(after: uuid.UUID) -> asyncio.Task[q.AudiencePage]:
+        return asyncio.ensure_future(
+            q.audience_page(
+                conn, post.author_id, post.tags, after,
+                settings.fanout_batch_size, settings.inactive_after_days,
+            )
+        )
+
+    pushed = 1
+    current: asyncio.Task[q.AudiencePage] | None = page(_FIRST_ID)
+    try:
+        while current is not None:
+            batch = await current
+            current = None
+            if batch.scanned >= settings.fanout_batch_size and batch.last is not None:
+                current = page(batch.last)
+            audience = [m for m in batch.active if m != str(post.author_id)]
+            await push(redis, audience, post.id, settings.feed_max_length)
+            pushed += len(audience)
+    finally:
+        if current is not None and not current.done():
+            # The connection is still busy with the prefetch; let it finish before the caller rolls back.
+            await asyncio.gather(current, return_exceptions=True)
+    return FanoutResult(pushed, False)
+
+
+async def rebuild(
+    conn: asyncpg.Connection, redis: aioredis.Redis, settings: Settings, member_id: uuid.UUID
+) -> int:
+    """Refills a member's timeline from Postgres with what fan-out would have pushed; returns entries written.
+
+    Merged into the existing set rather than replacing it: a fan-out that
+    lands between this query and the write is kept, and what was already
+    there is what fan-out put there anyway.
+    """
+    ids = await q.rebuild_post_ids(conn, member_id, settings.feed_max_length, settings.celebrity_follower_threshold)
+    if not ids:
+        return 0
+    key = feed_key(member_id)
+    pipe = redis.pipeline(transaction=True)
+    pipe.zadd(key, {i: score_of(uuid.UUID(i)) for i in ids})
+    pipe.zremrangebyrank(key, 0, -(settings.feed_max_length + 1))
+    await pipe.execute()
+    return len(ids)
+
+
+@dataclass(frozen=True)
+class TimelinePage:
+    """Post IDs newest first. `cursor_found` False: the cursor is not in the timeline, read from Postgres.
+
+    Fewer IDs than asked means the timeline is exhausted: a reader continues
+    from Postgres after the last ID (the redis+postgres case).
+    """
+
+    ids: list[str]
+    cursor_found: bool
+
+
+async def read_page(
+    redis: aioredis.Redis, member_id: uuid.UUID | str, after_post_id: uuid.UUID | str | None, count: int
+) -> TimelinePage:
+    result = await READ_PAGE(redis, [feed_key(member_id)], ("" if after_post_id is None else str(after_post_id), count))
+    assert isinstance(result, list)
+    found, ids = result
+    return TimelinePage([i.decode() if isinstance(i, bytes) else str(i) for i in ids], bool(found))
+
+
+async def has_timeline(redis: aioredis.Redis, member_id: uuid.UUID | str) -> bool:
+    """False for a new member or after Redis lost its data: serve from Postgres."""
+    return bool(await redis.exists(feed_key(member_id)))
+
+
+async def timeline_ids(redis: aioredis.Redis, member_id: uuid.UUID | str) -> list[str]:
+    """The whole timeline newest first (tests, tools)."""
+    return [i.decode() if isinstance(i, bytes) else str(i) for i in await redis.zrevrange(feed_key(member_id), 0, -1)]
+
+
+async def pulled_authors(conn: asyncpg.Connection, settings: Settings, member_id: uuid.UUID) -> list[uuid.UUID]:
+    """Followed authors whose posts are never pushed; the home feed merges their posts from Postgres."""
+    return await q.followed_celebrities(conn, member_id, settings.celebrity_follower_threshold)
+

@@ -1,0 +1,40 @@
+"""worker-events: fan-out on write of PostCreated, and timeline rebuilds on MemberReturned.
+
+Following and unfollowing change no timeline (no backfill, no removal), so
+the group does not take those events.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import asyncpg
+
+from feedfabric.events import MEMBERS, POSTS, Event
+from feedfabric.feeds import timelines
+from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
+
+
+def _uuid(event: Event, field: str) -> uuid.UUID:
+    raw = event.data.get(field) or event.key
+    try:
+        return uuid.UUID(str(raw))
+    except ValueError:
+        raise PermanentError(f"{event.type} {event.event_id}: {field} {raw!r} is not an ID") from None
+
+
+async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> None:
+    if event.type == "PostCreated":
+        result = await timelines.fan_out(conn, ctx.redis, ctx.settings, _uuid(event, "postId"))
+        if result is None:
+            raise PermanentError(f"PostCreated {event.event_id}: post {event.key} does not exist")
+    elif event.type == "MemberReturned":
+        await timelines.rebuild(conn, ctx.redis, ctx.settings, _uuid(event, "memberId"))
+
+
+GROUP = GroupSpec(
+    name="worker-events",
+    topics=(POSTS, MEMBERS),
+    event_types=frozenset({"PostCreated", "MemberReturned"}),
+    handle=handle,
+)

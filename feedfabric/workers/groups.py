@@ -1,0 +1,18 @@
+"""The consumer groups `feedfabric worker` can run, by name. One line per handler module."""
+
+from __future__ import annotations
+
+from feedfabric.workers.base import GroupSpec
+
+
+def all_groups() -> dict[str, GroupSpec]:
+    from feedfabric.workers import fanout
+    from feedfabric.workers import embeddings, engagement, media
+
+    specs = [
+        fanout.GROUP,
+        engagement.GROUP,
+        embeddings.GROUP,
+        media.GROUP,
+    ]
+    return {spec.name: spec for spec in specs}

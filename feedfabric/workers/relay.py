@@ -1,0 +1,336 @@
+"""The outbox relay: the only producer to Kafka.
+
+Ordering: a key's events share a shard (crc32(key) % OUTBOX_SHARDS), and a
+shard is published by the one relay holding its session advisory lock. The
+locks, the claims and the LISTEN all live on one dedicated connection, so a
+relay that loses its connection loses its shards and its open claim together:
+no other relay can publish a key's later events while its earlier ones are
+still claimed. Relays count each other through a presence lock and each keeps
+about its share of shards, taking over free ones periodically, so a dead
+relay's shards move within a second or so.
+
+Per batch, in one transaction: claim up to OUTBOX_BATCH_SIZE unpublished rows
+of owned shards in ID order (FOR UPDATE SKIP LOCKED), send them all
+(acks=all), await every ack, stamp published_at. Produce-then-stamp means a
+crash in between resends the batch: delivery is at-least-once and consumers
+absorb duplicates by eventId. A failed send leaves that row and the key's
+later rows of the batch unstamped, so the key is resent in order; the
+producer is then recreated.
+
+Broker data loss (cluster ID changed, a topic vanished, a partition's end
+offset went backwards, or at start a topic holding fewer messages than the
+outbox says were published to it) unpublishes the retention window, and the
+ordinary loop sends it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import asyncpg
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from feedfabric.db import pipeline as db
+from feedfabric.db.outbox import NOTIFY_CHANNEL
+from feedfabric.db.pool import _init_connection
+from feedfabric.events import Event
+from feedfabric.settings import Settings
+from feedfabric.workers.topics import all_topic_names, ensure_topics, topic_name
+
+log = logging.getLogger(__name__)
+
+# Called after every ack of a batch arrived and before it is stamped: the
+# seam where tests inject a crash.
+AfterProduce = Callable[[Sequence[db.OutboxRow]], Awaitable[None]]
+
+
+def make_producer(settings: Settings) -> AIOKafkaProducer:
+    return AIOKafkaProducer(
+        bootstrap_servers=settings.kafka_bootstrap_servers or "",
+        acks="all",
+        client_id="feedfabric-relay",
+        linger_ms=0,
+    )
+
+
+def encode(row: db.OutboxRow) -> bytes:
+    payload = json.loads(row.payload) if isinstance(row.payload, str) else row.payload
+    event = Event(event_id=row.id, type=row.event_type, key=row.key, version=row.version, data=payload)
+    return json.dumps(event.to_message(), separators=(",", ":")).encode()
+
+
+@dataclass
+class RelayTimings:
+    shard_check_s: float = 1.0
+    health_check_s: float = 5.0
+    prune_every_s: float = 300.0
+    reconnect_backoff_cap_s: float = 10.0
+
+
+@dataclass
+class Relay:
+    settings: Settings
+    after_produce: AfterProduce | None = None
+    timings: RelayTimings = field(default_factory=RelayTimings)
+    owned: set[int] = field(default_factory=set)
+    published: int = 0
+    replays: int = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Publishes until `stop`; reconnects after losing Postgres or the broker."""
+        failures = 0
+        while not stop.is_set():
+            try:
+                await self._session(stop)
+                return
+            except Exception as exc:
+                failures += 1
+                delay = min(self.timings.reconnect_backoff_cap_s, 0.2 * 2 ** min(failures, 10))
+                log.warning("relay: %s: %s; reconnecting in %.1fs", type(exc).__name__, exc, delay)
+                self.owned.clear()
+                await _sleep_unless(stop, delay)
+
+    async def _session(self, stop: asyncio.Event) -> None:
+        conn = await asyncpg.connect(self.settings.database_url or "")
+        await _init_connection(conn)
+        wake = asyncio.Event()
+        await conn.add_listener(NOTIFY_CHANNEL, lambda *_: wake.set())
+        kafka = _Kafka(self.settings)
+        try:
+            await db.announce_relay(conn)
+            await kafka.start()
+            await self._check_at_start(conn, kafka)
+            next_shards = next_health = 0.0
+            next_prune = time.monotonic() + self.timings.prune_every_s / 10
+            while not stop.is_set():
+                now = time.monotonic()
+                if now >= next_shards:
+                    await self._balance_shards(conn)
+                    next_shards = now + self.timings.shard_check_s
+                if now >= next_health:
+                    await self._check_health(conn, kafka)
+                    next_health = now + self.timings.health_check_s
+                if now >= next_prune:
+                    pruned = await db.prune(conn, self.settings.outbox_retention_hours)
+                    if pruned:
+                        log.info("relay: pruned %d published rows", pruned)
+                    next_prune = now + self.timings.prune_every_s
+                wake.clear()
+                claimed = await self._publish_batch(conn, kafka) if self.owned else 0
+                if claimed < self.settings.outbox_batch_size:
+                    await _wait_any(stop, wake, self.settings.outbox_idle_ms / 1000)
+        finally:
+            self.owned.clear()
+            await kafka.stop()
+            await conn.close(timeout=5)
+
+    async def _publish_batch(self, conn: asyncpg.Connection, kafka: _Kafka) -> int:
+        async with conn.transaction():
+            rows = await db.claim(conn, sorted(self.owned), self.settings.outbox_batch_size)
+            if not rows:
+                return 0
+            producer = await kafka.producer()
+            blocked: set[str] = set()
+            pending: list[tuple[db.OutboxRow, asyncio.Future[object] | None]] = []
+            for row in rows:
+                if row.key in blocked:
+                    pending.append((row, None))
+                    continue
+                try:
+                    fut = await producer.send(
+                        topic_name(self.settings, row.topic), encode(row), key=row.key.encode()
+                    )
+                except Exception as exc:
+                    log.warning("relay: send of outbox row %d failed: %s", row.id, exc)
+                    blocked.add(row.key)
+                    fut = None
+                pending.append((row, fut))
+            await asyncio.gather(*(f for _, f in pending if f is not None), return_exceptions=True)
+            stamped: list[int] = []
+            failed: set[str] = set()
+            for row, fut in pending:
+                if row.key in failed:
+                    continue
+                exc = fut.exception() if fut is not None else None
+                if fut is None or exc is not None:
+                    if exc is not None:
+                        log.warning("relay: outbox row %d not acknowledged: %s", row.id, exc)
+                    failed.add(row.key)
+                    continue
+                kafka.saw(fut.result())
+                stamped.append(row.id)
+            if self.after_produce is not None:
+                await self.after_produce(rows)
+            await db.stamp(conn, stamped)
+        self.published += len(stamped)
+        if failed:
+            await kafka.reset_producer()
+        return len(rows)
+
+    async def _balance_shards(self, conn: asyncpg.Connection) -> None:
+        """Holds about shards / live relays: takes free shards up to that, gives back the excess."""
+        shards = self.settings.outbox_shards
+        view = await db.lock_view(conn)
+        target = math.ceil(shards / view.relays)
+        for shard in range(shards):
+            if len(self.owned) >= target:
+                break
+            if shard not in self.owned and shard not in view.held_by_others and await db.try_lock_shard(conn, shard):
+                self.owned.add(shard)
+        while len(self.owned) > target:
+            shard = max(self.owned)
+            await db.unlock_shard(conn, shard)
+            self.owned.discard(shard)
+
+    async def _check_at_start(self, conn: asyncpg.Connection, kafka: _Kafka) -> None:
+        created = set(await ensure_topics(self.settings))
+        counts = await db.published_counts(conn)
+        lost = []
+        for base, published in counts.items():
+            name = topic_name(self.settings, base)
+            if name in created or await kafka.total_end_offset(name) < published:
+                lost.append(base)
+        if lost:
+            await self._replay(conn, kafka, f"topics {', '.join(lost)} hold less than was published", lost)
+        await kafka.remember_broker()
+
+    async def _check_health(self, conn: asyncpg.Connection, kafka: _Kafka) -> None:
+        reason = await kafka.data_loss()
+        if reason:
+            await ensure_topics(self.settings)
+            await self._replay(conn, kafka, reason, None)
+            await kafka.remember_broker()
+
+    async def _replay(self, conn: asyncpg.Connection, kafka: _Kafka, reason: str, topics: list[str] | None) -> None:
+        since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=self.settings.outbox_retention_hours)
+        count = await db.unpublish_since(conn, since, topics)
+        self.replays += 1
+        log.warning("relay: broker lost data (%s); republishing %d rows of the retention window", reason, count)
+        kafka.forget_offsets()
+        await kafka.reset_producer()
+
+
+class _Kafka:
+    """The relay's producer plus what it needs to notice a broker that lost its data."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._producer: AIOKafkaProducer | None = None
+        self._admin: AIOKafkaAdminClient | None = None
+        self._offsets: AIOKafkaConsumer | None = None
+        self._high: dict[TopicPartition, int] = {}
+        self._cluster_id: str | None = None
+        self._topics: set[str] = set()
+
+    async def start(self) -> None:
+        servers = self.settings.kafka_bootstrap_servers or ""
+        self._admin = AIOKafkaAdminClient(bootstrap_servers=servers)
+        await self._admin.start()
+        self._offsets = AIOKafkaConsumer(bootstrap_servers=servers, enable_auto_commit=False)
+        await self._offsets.start()
+
+    async def stop(self) -> None:
+        for closer in (self._close_producer(), _close(self._offsets), _close(self._admin)):
+            try:
+                await closer
+            except Exception:
+                log.debug("relay: closing a Kafka client failed", exc_info=True)
+
+    async def producer(self) -> AIOKafkaProducer:
+        if self._producer is None:
+            producer = make_producer(self.settings)
+            await producer.start()
+            self._producer = producer
+        return self._producer
+
+    async def reset_producer(self) -> None:
+        """After a fatal error the producer's state is suspect; the next batch gets a fresh one."""
+        await self._close_producer()
+
+    async def _close_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.stop()
+
+    def saw(self, metadata: object) -> None:
+        tp = TopicPartition(metadata.topic, metadata.partition)  # type: ignore[attr-defined]
+        self._high[tp] = max(self._high.get(tp, 0), metadata.offset + 1)  # type: ignore[attr-defined]
+
+    def forget_offsets(self) -> None:
+        self._high.clear()
+
+    async def total_end_offset(self, topic: str) -> int:
+        assert self._admin is not None and self._offsets is not None
+        described = await self._admin.describe_topics([topic])
+        partitions = [p["partition"] for t in described if t["error_code"] == 0 for p in t["partitions"]]
+        if not partitions:
+            return 0
+        ends = await self._offsets.end_offsets([TopicPartition(topic, p) for p in partitions])
+        return sum(ends.values())
+
+    async def remember_broker(self) -> None:
+        assert self._admin is not None
+        self._cluster_id = (await self._admin.describe_cluster()).get("cluster_id")
+        self._topics = set(await self._admin.list_topics()) & set(all_topic_names(self.settings))
+
+    async def data_loss(self) -> str | None:
+        assert self._admin is not None and self._offsets is not None
+        cluster_id = (await self._admin.describe_cluster()).get("cluster_id")
+        if self._cluster_id is not None and cluster_id != self._cluster_id:
+            return f"cluster ID changed from {self._cluster_id} to {cluster_id}"
+        present = set(await self._admin.list_topics())
+        vanished = self._topics - present
+        if vanished:
+            return f"topics vanished: {', '.join(sorted(vanished))}"
+        self._topics |= present & set(all_topic_names(self.settings))
+        known = [tp for tp in self._high if tp.topic in present]
+        if known:
+            ends = await self._offsets.end_offsets(known)
+            behind = [tp for tp in known if ends.get(tp, 0) < self._high[tp]]
+            if behind:
+                return f"end offset went backwards on {behind[0].topic}[{behind[0].partition}]"
+        return None
+
+
+async def _close(client: AIOKafkaAdminClient | AIOKafkaConsumer | None) -> None:
+    if client is None:
+        return
+    if isinstance(client, AIOKafkaAdminClient):
+        await client.close()
+    else:
+        await client.stop()
+
+
+async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except asyncio.TimeoutError:
+        pass
+
+
+async def _wait_any(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> None:
+    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
+    try:
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()
+
+
+async def replay_since(settings: Settings, since: dt.datetime) -> int:
+    """`feedfabric replay`: unpublishes rows stamped since `since`; the running relays send them again."""
+    conn = await asyncpg.connect(settings.database_url or "")
+    try:
+        count = await db.unpublish_since(conn, since)
+        await db.wake_relays(conn)
+        return count
+    finally:
+        await conn.close()

@@ -1,0 +1,233 @@
+"""The consumer runner: one aiokafka consumer per group, offsets committed only after success.
+
+Per record: decode (undecodable → dead letters), skip types the group does not
+take, then in one Postgres transaction record `(group, eventId)` in
+processed_events and call the handler; a redelivered event stops at the
+record. A PermanentError parks the record in dead letters and moves on. Any
+other error is transient: the partition is paused and rewound to the failed
+record, and polled again after an exponential backoff capped at 30 s, while
+the other partitions keep flowing and the consumer keeps its group
+membership. Offsets are committed per partition after each polled chunk, on
+revoke and on a clean stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
+from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+
+from feedfabric.db import pipeline as db
+from feedfabric.events import Event
+from feedfabric.settings import Settings
+from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
+from feedfabric.workers.topics import topic_name
+
+log = logging.getLogger(__name__)
+
+ConsumerFactory = Callable[[Settings, str], AIOKafkaConsumer]
+
+
+def default_consumer(settings: Settings, group_id: str) -> AIOKafkaConsumer:
+    return AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers or "",
+        group_id=group_id,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_poll_records=500,
+    )
+
+
+@dataclass
+class _Retry:
+    offset: int
+    attempt: int
+    resume_at: float
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, runner: GroupRunner) -> None:
+        self.runner = runner
+
+    async def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
+        async with self.runner.lock:
+            await self.runner.commit(set(revoked))
+            for tp in revoked:
+                self.runner.retries.pop(tp, None)
+
+    async def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
+        return None
+
+
+class GroupRunner:
+    def __init__(
+        self,
+        spec: GroupSpec,
+        ctx: WorkerContext,
+        *,
+        consumer_factory: ConsumerFactory = default_consumer,
+        backoff_initial: float = 0.5,
+        backoff_cap: float = 30.0,
+        poll_ms: int = 500,
+    ) -> None:
+        self.spec = spec
+        self.ctx = ctx
+        self.group_id = ctx.settings.kafka_topic_prefix + spec.name
+        self.consumer = consumer_factory(ctx.settings, self.group_id)
+        self.backoff_initial = backoff_initial
+        self.backoff_cap = backoff_cap
+        self.poll_ms = poll_ms
+        self.lock = asyncio.Lock()
+        self.done: dict[TopicPartition, int] = {}
+        self.retries: dict[TopicPartition, _Retry] = {}
+        self.dead_lettered = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        topics = [topic_name(self.ctx.settings, t) for t in self.spec.topics]
+        self.consumer.subscribe(topics, listener=_Listener(self))
+        await self.consumer.start()
+        try:
+            while not stop.is_set():
+                self._resume_due()
+                batch = await self.consumer.getmany(timeout_ms=self._poll_timeout(), max_records=500)
+                if batch:
+                    await self._handle_batch(batch, stop)
+        finally:
+            async with self.lock:
+                await self.commit(None)
+            await self.consumer.stop()
+
+    def _poll_timeout(self) -> int:
+        if not self.retries:
+            return self.poll_ms
+        wait = min(r.resume_at for r in self.retries.values()) - time.monotonic()
+        return max(1, min(self.poll_ms, int(wait * 1000)))
+
+    def _resume_due(self) -> None:
+        now = time.monotonic()
+        due = [tp for tp, r in self.retries.items() if r.resume_at <= now]
+        if due:
+            assigned = self.consumer.assignment()
+            self.consumer.resume(*[tp for tp in due if tp in assigned])
+
+    async def _handle_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]], stop: asyncio.Event) -> None:
+        if self.spec.prepare is not None:
+            wanted = [e for recs in batch.values() for r in recs if (e := _decode(r)) and e.type in self.spec.event_types]
+            if wanted:
+                try:
+                    await self.spec.prepare(self.ctx, wanted)
+                except Exception:
+                    log.exception("%s: prepare failed; handlers run without it", self.spec.name)
+        for tp, records in batch.items():
+            async with self.lock:
+                for record in records:
+                    if tp not in self.consumer.assignment() or tp in self.consumer.paused():
+                        break
+                    if not await self._process(tp, record):
+                        break
+                    self.done[tp] = record.offset + 1
+                await self.commit({tp})
+
+    async def _process(self, tp: TopicPartition, record: ConsumerRecord) -> bool:
+        """True when the record is finished with (handled, redelivered, skipped or parked)."""
+        event = _decode(record)
+        try:
+            if event is None:
+                await self._dead_letter(record, "undecodable payload")
+            elif event.type in self.spec.event_types:
+                async with self.ctx.pool.acquire() as conn, conn.transaction():
+                    if await db.mark_processed(conn, self.spec.name, event.event_id):
+                        await self.spec.handle(self.ctx, conn, event)
+        except PermanentError as exc:
+            try:
+                await self._dead_letter(record, f"{type(exc).__name__}: {exc}")
+            except Exception:
+                log.exception("%s: dead-lettering failed", self.spec.name)
+                return self._retry(tp, record)
+        except Exception:
+            log.exception("%s: %s[%d]@%d failed; will retry", self.spec.name, tp.topic, tp.partition, record.offset)
+            return self._retry(tp, record)
+        self.retries.pop(tp, None)
+        return True
+
+    def _retry(self, tp: TopicPartition, record: ConsumerRecord) -> bool:
+        previous = self.retries.get(tp)
+        attempt = previous.attempt + 1 if previous and previous.offset == record.offset else 1
+        delay = min(self.backoff_cap, self.backoff_initial * 2 ** (attempt - 1))
+        self.retries[tp] = _Retry(record.offset, attempt, time.monotonic() + delay)
+        self.consumer.pause(tp)
+        self.consumer.seek(tp, record.offset)
+        return False
+
+    async def _dead_letter(self, record: ConsumerRecord, error: str) -> None:
+        payload = record.value.decode("utf-8", "replace") if record.value is not None else ""
+        key = record.key.decode("utf-8", "replace") if record.key is not None else None
+        await db.add_dead_letter(
+            self.ctx.pool, self.spec.name, record.topic, record.partition, record.offset, key, payload, error[:2000]
+        )
+        self.dead_lettered += 1
+        log.warning("%s: parked %s[%d]@%d in dead letters: %s", self.spec.name, record.topic, record.partition, record.offset, error)
+
+    async def commit(self, tps: set[TopicPartition] | None) -> None:
+        """Commits finished offsets (of `tps`, or all); a failed commit only means a redelivery later."""
+        assigned = self.consumer.assignment()
+        offsets = {tp: o for tp, o in self.done.items() if (tps is None or tp in tps) and tp in assigned}
+        for tp in [tp for tp in self.done if tp not in assigned]:
+            del self.done[tp]
+        if not offsets:
+            return
+        try:
+            await self.consumer.commit(offsets)
+        except (CommitFailedError, IllegalStateError) as exc:
+            log.warning("%s: commit after a rebalance failed (%s); the new owner redelivers", self.spec.name, exc)
+        except KafkaError as exc:
+            log.warning("%s: commit failed (%s); will retry with the next one", self.spec.name, exc)
+            return
+        for tp, o in offsets.items():
+            if self.done.get(tp) == o:
+                del self.done[tp]
+
+
+def _decode(record: ConsumerRecord) -> Event | None:
+    try:
+        message = json.loads(record.value)
+        key = record.key.decode() if record.key is not None else ""
+        return Event.from_message(key, message)
+    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError):
+        return None
+
+
+async def run_groups(settings: Settings, specs: Sequence[GroupSpec], stop: asyncio.Event) -> None:
+    """Runs each group in its own consumer until `stop`; one Postgres pool and Redis client are shared."""
+    import redis.asyncio as aioredis
+
+    from feedfabric.db.pool import create_pool
+    from feedfabric.workers.topics import ensure_topics
+
+    await ensure_topics(settings)
+    pool = await create_pool(settings.database_url or "", min_size=1, max_size=max(4, 2 * len(specs)))
+    redis = aioredis.from_url(settings.redis_url or "")
+    try:
+        runners = []
+        for spec in specs:
+            ctx = WorkerContext(settings=settings, pool=pool, redis=redis)
+            if spec.setup is not None:
+                await spec.setup(ctx)
+            runners.append(GroupRunner(spec, ctx))
+        tasks = [asyncio.create_task(r.run(stop), name=r.group_id) for r in runners]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()
+        finally:
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        await redis.aclose()
+        await pool.close()

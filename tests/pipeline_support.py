@@ -1,0 +1,81 @@
+"""Running the relay and consumer groups inside a test, and waiting on their effects."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import asyncpg
+import redis.asyncio as aioredis
+from aiokafka import AIOKafkaConsumer
+
+from feedfabric.settings import Settings
+from feedfabric.workers.base import GroupSpec, WorkerContext
+from feedfabric.workers.relay import Relay, RelayTimings
+from feedfabric.workers.runner import GroupRunner
+from feedfabric.workers.topics import ensure_topics
+
+FAST = RelayTimings(shard_check_s=0.2, health_check_s=0.5, prune_every_s=3600)
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 20.0, every: float = 0.05) -> Any:
+    """Polls `check` until it returns something truthy; fails with its last value."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(every)
+    raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
+
+
+@contextlib.asynccontextmanager
+async def running(*runs: Callable[[asyncio.Event], Awaitable[None]]) -> AsyncIterator[asyncio.Event]:
+    """Runs each `run(stop)` as a task for the block, then stops them and surfaces their errors."""
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(r(stop)) for r in runs]
+    try:
+        yield stop
+    finally:
+        stop.set()
+        done = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)
+        errors = [d for d in done if isinstance(d, BaseException)]
+        if errors:
+            raise errors[0]
+
+
+def relay(settings: Settings, **kwargs: Any) -> Relay:
+    return Relay(settings, timings=kwargs.pop("timings", FAST), **kwargs)
+
+
+def group_runner(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis, spec: GroupSpec, **kwargs: Any) -> GroupRunner:
+    return GroupRunner(spec, WorkerContext(settings=settings, pool=pool, redis=redis), poll_ms=50, **kwargs)
+
+
+async def read_topic(settings: Settings, base: str, expect: int, timeout: float = 20.0) -> list[tuple[str, dict[str, Any]]]:
+    """Every (key, message) on a topic from the start, once at least `expect` have arrived."""
+    await ensure_topics(settings)
+    consumer = AIOKafkaConsumer(
+        settings.kafka_topic_prefix + base,
+        bootstrap_servers=settings.kafka_bootstrap_servers or "",
+        auto_offset_reset="earliest", enable_auto_commit=False,
+    )
+    await consumer.start()
+    got: list[tuple[str, dict[str, Any]]] = []
+    try:
+        deadline = time.monotonic() + timeout
+        while len(got) < expect and time.monotonic() < deadline:
+            batch = await consumer.getmany(timeout_ms=200)
+            for records in batch.values():
+                got += [(r.key.decode(), json.loads(r.value)) for r in records]
+        # A short quiet period to catch duplicates that follow.
+        for records in (await consumer.getmany(timeout_ms=300)).values():
+            got += [(r.key.decode(), json.loads(r.value)) for r in records]
+    finally:
+        await consumer.stop()
+    return got

@@ -1,0 +1,146 @@
+"""worker-events: who gets a post, and what happens on return and redelivery."""
+
+from __future__ import annotations
+
+import asyncpg
+import redis.asyncio as aioredis
+
+from feedfabric.events import Event
+from feedfabric.feeds import timelines
+from feedfabric.settings import Settings
+from feedfabric.workers import fanout
+from feedfabric.workers.base import WorkerContext
+from tests import factories as f
+from tests.pipeline_support import eventually, group_runner, relay, running
+
+
+def _small(settings: Settings, **extra: object) -> Settings:
+    return settings.model_copy(update={"fanout_batch_size": 2, **extra})
+
+
+async def _handle(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis, event: Event) -> None:
+    async with pool.acquire() as conn, conn.transaction():
+        await fanout.handle(WorkerContext(settings=settings, pool=pool, redis=redis), conn, event)
+
+
+def _created(post_id: object, event_id: int = 1) -> Event:
+    return Event(event_id, "PostCreated", str(post_id), 1, {"postId": str(post_id)})
+
+
+async def test_post_reaches_every_follower_and_not_a_non_follower(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+    settings = _small(settings)
+    author = await f.member(pool)
+    fans = await f.members(pool, 5)
+    stranger = await f.member(pool)
+    await f.followers(pool, author, fans)
+    runner = group_runner(settings, pool, redis, fanout.GROUP)
+    async with running(relay(settings).run, runner.run):
+        post = await f.post(pool, author, shards=settings.outbox_shards)
+
+        async def everyone_has_it() -> bool:
+            return all([str(post) in await timelines.timeline_ids(redis, m) for m in [author, *fans]])
+
+        await eventually(everyone_has_it)
+    assert await timelines.timeline_ids(redis, stranger) == []
+
+
+async def test_celebrity_post_is_pushed_to_nobody_but_the_author(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+    settings = _small(settings, celebrity_follower_threshold=3)
+    star = await f.member(pool)
+    fans = await f.members(pool, 4)
+    await f.followers(pool, star, fans)
+    post = await f.post(pool, star)
+    await _handle(settings, pool, redis, _created(post))
+    assert await timelines.timeline_ids(redis, star) == [str(post)]
+    for fan in fans:
+        assert not await timelines.has_timeline(redis, fan)
+
+
+async def test_inactive_follower_is_skipped_then_rebuilt_on_return(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+    settings = _small(settings, inactive_after_days=14)
+    author = await f.member(pool)
+    active = await f.member(pool)
+    away = await f.member(pool, seen_days_ago=30)
+    await f.followers(pool, author, [active, away])
+    post = await f.post(pool, author)
+    await _handle(settings, pool, redis, _created(post))
+    assert await timelines.timeline_ids(redis, active) == [str(post)]
+    assert not await timelines.has_timeline(redis, away)
+
+    event_id = await f.member_returned(pool, away)
+    await _handle(settings, pool, redis, Event(event_id, "MemberReturned", str(away), 1, {"memberId": str(away)}))
+    assert await timelines.timeline_ids(redis, away) == [str(post)]
+
+
+async def test_timeline_never_exceeds_its_maximum(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+    settings = _small(settings, feed_max_length=5)
+    author = await f.member(pool)
+    fan = await f.member(pool)
+    await f.follow(pool, fan, author)
+    posts = [await f.post(pool, author) for _ in range(8)]
+    for i, post in enumerate(posts):
+        await _handle(settings, pool, redis, _created(post, i + 1))
+        assert await redis.zcard(timelines.feed_key(fan)) <= 5
+    assert await timelines.timeline_ids(redis, fan) == [str(p) for p in reversed(posts[-5:])]
+
+
+async def test_same_event_delivered_twice_changes_nothing(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    from feedfabric.workers.topics import ensure_topics
+
+    calls: list[int] = []
+
+    async def counting(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> None:
+        calls.append(event.event_id)
+        await fanout.handle(ctx, conn, event)
+
+    spec = fanout.GROUP.__class__(**{**fanout.GROUP.__dict__, "handle": counting})
+    author = await f.member(pool)
+    fan = await f.member(pool)
+    await f.follow(pool, fan, author)
+    post = await f.post(pool, author)
+    await ensure_topics(settings)
+    message = _created(post, 7).to_message()
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap_servers, acks="all")
+    await producer.start()
+    try:
+        import json
+
+        for _ in range(2):
+            await producer.send_and_wait(settings.kafka_topic_prefix + "feedfabric.posts", json.dumps(message).encode(), key=str(post).encode())
+    finally:
+        await producer.stop()
+    runner = group_runner(settings, pool, redis, spec)
+    async with running(runner.run):
+        await eventually(lambda: pool.fetchval("SELECT count(*) FROM processed_events"))
+        await eventually(lambda: _committed(runner))
+    assert calls == [7]
+    assert await pool.fetchval("SELECT count(*) FROM processed_events WHERE event_id = 7") == 1
+    assert await timelines.timeline_ids(redis, fan) == [str(post)]
+
+
+async def _committed(runner: object) -> bool:
+    consumer = runner.consumer  # type: ignore[attr-defined]
+    for tp in consumer.assignment():
+        committed = await consumer.committed(tp)
+        end = (await consumer.end_offsets([tp]))[tp]
+        if end and committed != end:
+            return False
+    return bool(consumer.assignment())
+
+
+async def test_post_with_a_followed_tag_reaches_tag_followers_once(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+    settings = _small(settings)
+    author = await f.member(pool)
+    both = await f.member(pool)
+    tag_only = await f.members(pool, 3)
+    await f.follow(pool, both, author)
+    for m in [both, *tag_only]:
+        await f.follow(pool, m, "running", "tag")
+    post = await f.post(pool, author, tags=["running"])
+    async with pool.acquire() as conn:
+        result = await timelines.fan_out(conn, redis, settings, post)
+    assert result is not None and result.pushed == 5
+    for m in [both, *tag_only]:
+        assert await timelines.timeline_ids(redis, m) == [str(post)]
