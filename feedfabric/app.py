@@ -15,6 +15,8 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
+from strawberry.http import GraphQLHTTPResponse
+from strawberry.types import ExecutionResult
 
 from feedfabric.context import Context, Resources, build_context
 from feedfabric.db.pool import create_pool
@@ -37,6 +39,14 @@ class FeedFabricGraphQL(GraphQL[Context, None]):
                 header = params["authorization"]
         viewer = await resolve_viewer(resources.pool, resources.settings, header)
         return build_context(resources, viewer, request=request, response=response, connection_params=params)
+
+    async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
+        """Parse and validation errors end before the error-coding extension sees them: code them here."""
+        response = await super().process_result(request, result)
+        for error in response.get("errors") or []:
+            extensions = error.setdefault("extensions", {})
+            extensions.setdefault("code", "BAD_USER_INPUT")
+        return response
 
 
 class BodyLimit:

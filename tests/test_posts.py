@@ -1,0 +1,108 @@
+"""Writing posts: entities parsed from text, limits, ownership, and the outbox row in the same transaction."""
+
+import asyncpg
+
+from tests.support import Api
+
+POST_FIELDS = "id content tags mentions { username } status repostOf { id } author { username }"
+
+
+async def outbox(pool: asyncpg.Pool) -> list[tuple[str, str]]:
+    rows = await pool.fetch("SELECT event_type, key FROM outbox ORDER BY id")
+    return [(r["event_type"], r["key"]) for r in rows]
+
+
+async def test_a_post_parses_hashtags_and_mentions(api: Api) -> None:
+    maya = await api.member("maya")
+    await api.member("theo")
+    data = await api.gql(
+        f'mutation {{ createPost(input: {{content: "Long run with @Theo #Running #trail #running"}}) {{ {POST_FIELDS} }} }}',
+        token=maya,
+    )
+    post = data["createPost"]
+    assert post["tags"] == ["running", "trail"]
+    assert post["mentions"] == [{"username": "theo"}]
+    assert post["status"] == "LIVE"
+
+
+async def test_creating_a_post_writes_its_event_in_the_same_transaction(api: Api, pool: asyncpg.Pool) -> None:
+    maya = await api.member("maya")
+    post_id = await api.post(maya, "hello")
+    assert await outbox(pool) == [("PostCreated", post_id)]
+    payload = await pool.fetchval("SELECT payload FROM outbox")
+    assert payload["postId"] == post_id and set(payload) >= {"authorId", "createdAtMs"}
+
+
+async def test_an_over_long_post_is_refused_and_writes_nothing(api: Api, pool: asyncpg.Pool) -> None:
+    maya = await api.member("maya")
+    too_long = "x" * (api.settings.post_max_length + 1)
+    codes = await api.error_codes("mutation($c: String!) { createPost(input: {content: $c}) { id } }",
+                                  {"c": too_long}, token=maya)
+    assert codes == ["BAD_USER_INPUT"]
+    assert await pool.fetchval("SELECT count(*) FROM posts") == 0
+    assert await outbox(pool) == []
+
+
+async def test_a_nul_byte_in_a_post_is_bad_input(api: Api, pool: asyncpg.Pool) -> None:
+    maya = await api.member("maya")
+    codes = await api.error_codes("mutation($c: String!) { createPost(input: {content: $c}) { id } }",
+                                  {"c": "a\x00b"}, token=maya)
+    assert codes == ["BAD_USER_INPUT"]
+    assert await pool.fetchval("SELECT count(*) FROM posts") == 0
+
+
+async def test_only_the_author_may_edit_and_an_edit_reparses_tags(api: Api, pool: asyncpg.Pool) -> None:
+    maya = await api.member("maya")
+    theo = await api.member("theo")
+    post_id = await api.post(maya, "#one")
+    edit = "mutation($id: ID!, $c: String!) { updatePost(id: $id, content: $c) { content tags updatedAt } }"
+    assert await api.error_codes(edit, {"id": post_id, "c": "mine now"}, token=theo) == ["FORBIDDEN"]
+    data = await api.gql(edit, {"id": post_id, "c": "#two"}, token=maya)
+    assert data["updatePost"]["tags"] == ["two"] and data["updatePost"]["updatedAt"]
+    assert [e for e, _ in await outbox(pool)] == ["PostCreated", "PostUpdated"]
+
+
+async def test_a_deleted_post_is_gone_for_everyone(api: Api) -> None:
+    maya = await api.member("maya")
+    post_id = await api.post(maya, "oops")
+    assert (await api.gql("mutation($id: ID!) { deletePost(id: $id) }", {"id": post_id}, token=maya))["deletePost"]
+    assert (await api.gql("query($id: ID!) { post(id: $id) { id } }", {"id": post_id}, token=maya))["post"] is None
+    codes = await api.error_codes("mutation($id: ID!) { deletePost(id: $id) }", {"id": post_id}, token=maya)
+    assert codes == ["NOT_FOUND"]
+
+
+async def test_a_repost_shares_the_original_once(api: Api, pool: asyncpg.Pool) -> None:
+    maya = await api.member("maya")
+    theo = await api.member("theo")
+    original = await api.post(maya, "share me")
+    repost = "mutation($id: ID!) { repost(postId: $id) { id repostOf { id content } } }"
+    first = (await api.gql(repost, {"id": original}, token=theo))["repost"]
+    assert first["repostOf"] == {"id": original, "content": "share me"}
+    again = (await api.gql(repost, {"id": first["id"]}, token=theo))["repost"]
+    assert again["id"] == first["id"]
+    payload = await pool.fetchval("SELECT payload FROM outbox WHERE key = $1", first["id"])
+    assert payload["repostOf"] == original
+
+
+async def test_a_malformed_id_is_bad_input(api: Api) -> None:
+    maya = await api.member("maya")
+    for query in ('{ post(id: "not-a-uuid") { id } }', 'mutation { likePost(postId: "x") { id } }'):
+        assert await api.error_codes(query, token=maya) == ["BAD_USER_INPUT"]
+
+
+async def test_likes_and_comments_count_and_write_events(api: Api, pool: asyncpg.Pool) -> None:
+    maya = await api.member("maya")
+    theo = await api.member("theo")
+    post_id = await api.post(maya, "like me")
+    like = "mutation($id: ID!) { likePost(postId: $id) { likeCount viewerHasLiked } }"
+    assert (await api.gql(like, {"id": post_id}, token=theo))["likePost"] == {"likeCount": 1, "viewerHasLiked": True}
+    assert (await api.gql(like, {"id": post_id}, token=theo))["likePost"]["likeCount"] == 1
+    await api.gql('mutation($id: ID!) { addComment(postId: $id, content: "nice @maya") { id } }', {"id": post_id},
+                  token=theo)
+    data = await api.gql("query($id: ID!) { post(id: $id) { commentCount comments { edges { node { content author { username } } } } } }",
+                         {"id": post_id}, token=maya)
+    assert data["post"]["commentCount"] == 1
+    assert data["post"]["comments"]["edges"][0]["node"] == {"content": "nice @maya", "author": {"username": "theo"}}
+    unlike = "mutation($id: ID!) { unlikePost(postId: $id) { likeCount viewerHasLiked } }"
+    assert (await api.gql(unlike, {"id": post_id}, token=theo))["unlikePost"] == {"likeCount": 0, "viewerHasLiked": False}
+    assert [e for e, _ in await outbox(pool)] == ["PostCreated", "PostLiked", "CommentCreated", "PostUnliked"]
