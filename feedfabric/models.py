@@ -83,3 +83,29 @@ class Page:
     items: list[Any]
     next_cursor: str | None
     source: str = "postgres"
+
+
+@dataclass(frozen=True, slots=True)
+class Playlist:
+    id: uuid.UUID
+    owner_id: uuid.UUID
+    name: str
+    kind: str
+    created_at: datetime
+
+    @classmethod
+    def of(cls, record: Record) -> Playlist:
+        return _pick(cls, record)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
+class PlaylistItem:
+    id: uuid.UUID
+    playlist_id: uuid.UUID
+    post_id: uuid.UUID
+    rank: str
+    added_at: datetime
+
+    @classmethod
+    def of(cls, record: Record) -> PlaylistItem:
+        return _pick(cls, record)  # type: ignore[no-any-return]

@@ -20,8 +20,9 @@ from feedfabric.db import follows as follows_db
 from feedfabric.db import likes as likes_db
 from feedfabric.db import media as media_db
 from feedfabric.db import members as members_db
+from feedfabric.db import playlists as playlists_db
 from feedfabric.db import posts as posts_db
-from feedfabric.models import Comment, Member, Post
+from feedfabric.models import Comment, Member, Playlist, Post
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -35,6 +36,11 @@ def _loader(
         return [found.get(k, default()) for k in keys]
 
     return DataLoader(load_fn=load)
+
+
+async def _by_uuid(found: Awaitable[Mapping[str, V]]) -> dict[uuid.UUID, V]:
+    """follows.target_id is text; the loaders key playlists by UUID."""
+    return {uuid.UUID(k): v for k, v in (await found).items()}
 
 
 @dataclass
@@ -52,6 +58,10 @@ class Loaders:
     viewer_liked: DataLoader[uuid.UUID, bool]
     viewer_follows: DataLoader[uuid.UUID, bool]
     viewer_favourite: DataLoader[uuid.UUID, bool]
+    # Playlists: the Liked one by owner ID (upserted on first use); follows keyed by playlist ID.
+    liked_playlist: DataLoader[uuid.UUID, Playlist | None]
+    playlist_followers: DataLoader[uuid.UUID, int]
+    viewer_follows_playlist: DataLoader[uuid.UUID, bool]
 
 
 def make_loaders(pool: asyncpg.Pool, viewer_id: uuid.UUID | None) -> Loaders:
@@ -65,6 +75,12 @@ def make_loaders(pool: asyncpg.Pool, viewer_id: uuid.UUID | None) -> Loaders:
         if viewer_id is None:
             return {}
         followed = await follows_db.followed_among(pool, viewer_id, "member", [str(k) for k in keys])
+        return {k: str(k) in followed for k in keys}
+
+    async def playlist_follows(keys: list[uuid.UUID]) -> dict[uuid.UUID, bool]:
+        if viewer_id is None:
+            return {}
+        followed = await follows_db.followed_among(pool, viewer_id, "playlist", [str(k) for k in keys])
         return {k: str(k) in followed for k in keys}
 
     return Loaders(
@@ -83,4 +99,9 @@ def make_loaders(pool: asyncpg.Pool, viewer_id: uuid.UUID | None) -> Loaders:
         viewer_favourite=_loader(
             lambda ids: viewer_set(lambda v: favourites_db.among(pool, v, ids), ids), bool
         ),
+        liked_playlist=_loader(lambda ids: playlists_db.liked_of(pool, ids)),
+        playlist_followers=_loader(
+            lambda ids: _by_uuid(follows_db.follower_counts(pool, "playlist", [str(k) for k in ids])), int
+        ),
+        viewer_follows_playlist=_loader(playlist_follows, bool),
     )

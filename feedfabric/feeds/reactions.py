@@ -12,7 +12,7 @@ from feedfabric.db import members as members_db
 from feedfabric.db import posts as posts_db
 from feedfabric.db.outbox import add_event
 from feedfabric.errors import NotFound
-from feedfabric.feeds import text
+from feedfabric.feeds import playlists, text
 from feedfabric.ids import new_id
 from feedfabric.models import Comment, Member, Post
 from feedfabric.settings import Settings
@@ -28,6 +28,8 @@ async def _visible_post(conn: asyncpg.Connection, post_id: uuid.UUID, viewer: Me
 async def like(conn: asyncpg.Connection, settings: Settings, member: Member, post_id: uuid.UUID) -> Post:
     post = await _visible_post(conn, post_id, member)
     if await likes_db.add(conn, post.id, member.id):
+        # The Liked playlist moves with the like, in its transaction, through the ordinary playlist path.
+        await playlists.on_liked(conn, member, post.id)
         await add_event(
             conn, "PostLiked", str(post.id),
             {"postId": str(post.id), "memberId": str(member.id), "authorId": str(post.author_id)},
@@ -41,6 +43,7 @@ async def unlike(conn: asyncpg.Connection, settings: Settings, member: Member, p
     if post is None:
         raise NotFound("post not found")
     if await likes_db.remove(conn, post.id, member.id):
+        await playlists.on_unliked(conn, member, post.id)
         await add_event(
             conn, "PostUnliked", str(post.id),
             {"postId": str(post.id), "memberId": str(member.id), "authorId": str(post.author_id)},

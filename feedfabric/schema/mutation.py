@@ -5,6 +5,7 @@ from __future__ import annotations
 import strawberry
 
 from feedfabric.resolvers import writes
+from feedfabric.schema.playlists import PlaylistMutation
 from feedfabric.schema.types import Comment, ContextInfo, Member, Post
 
 
@@ -15,7 +16,7 @@ class CreatePostInput:
 
 
 @strawberry.type
-class Mutation:
+class Mutation(PlaylistMutation):
     @strawberry.mutation(description="Create or update the signed-in member's profile (sub of the token = externalId).")
     async def upsert_profile(
         self, info: ContextInfo, username: str, display_name: str, avatar_url: str | None = None

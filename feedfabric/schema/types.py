@@ -130,6 +130,14 @@ class Member:
         )
         return FeedConnection.of(page)
 
+    @strawberry.field
+    async def liked_playlist(
+        self, info: ContextInfo
+    ) -> Annotated["Playlist", strawberry.lazy("feedfabric.schema.playlists")]:  # noqa: F821
+        from feedfabric.schema.playlists import liked_playlist_of
+
+        return await liked_playlist_of(info, self.row)
+
 
 def member_or_none(row: models.Member | None) -> Member | None:
     return Member(row=row) if row is not None else None
