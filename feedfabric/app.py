@@ -17,10 +17,16 @@ from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.http import GraphQLHTTPResponse
 from strawberry.types import ExecutionResult
+from strawberry.types.unset import UNSET, UnsetType
 
+from feedfabric import health, metrics
 from feedfabric.context import Context, Resources, build_context
 from feedfabric.db.pool import create_pool
+from feedfabric.feeds.feedlog import FeedLog
 from feedfabric.feeds.viewer import resolve_viewer
+from feedfabric.logging import RequestIdMiddleware, configure_logging
+from feedfabric.realtime import sockets
+from feedfabric.realtime.consumer import start_realtime
 from feedfabric.rest import routes as rest_routes
 from feedfabric.schema import schema
 from feedfabric.settings import Settings, load_settings
@@ -29,6 +35,13 @@ log = logging.getLogger("feedfabric.app")
 
 
 class FeedFabricGraphQL(GraphQL[Context, None]):
+    graphql_ws_handler_class = sockets.LegacyGraphQLWSHandler
+
+    async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
+        """A socket without a valid token is closed (4403) before it can run anything."""
+        await sockets.authenticate(context)
+        return UNSET
+
     async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> Context:
         resources: Resources = request.app.state.resources
         header = request.headers.get("authorization")
@@ -97,27 +110,14 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    resources: Resources = request.app.state.resources
-    checks: dict[str, str] = {}
-    try:
-        await resources.pool.fetchval("SELECT 1")
-        checks["postgres"] = "ok"
-    except Exception:  # noqa: BLE001 - readiness reports, it never raises
-        checks["postgres"] = "down"
-    if resources.redis is None:
-        checks["redis"] = "not configured"
-    else:
-        try:
-            await resources.redis.ping()
-            checks["redis"] = "ok"
-        except Exception:  # noqa: BLE001
-            checks["redis"] = "down"
-    ready = checks["postgres"] == "ok"
-    return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
+    """Postgres, Redis and the broker reported separately; only Postgres decides (feedfabric.health)."""
+    ready, body = await health.check(request.app.state.resources)
+    return JSONResponse(body, status_code=200 if ready else 503)
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or load_settings()
+    configure_logging(settings)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -133,19 +133,32 @@ def create_app(settings: Settings | None = None) -> Starlette:
             if settings.redis_url
             else None
         )
-        app.state.resources = Resources(settings=settings, pool=pool, redis=redis)
+        feed_log = FeedLog(pool)
+        feed_log.start()
+        app.state.resources = Resources(settings=settings, pool=pool, redis=redis, feed_log=feed_log)
+        realtime = start_realtime(app.state.resources)
         try:
             yield
         finally:
+            if realtime is not None:
+                await realtime.stop()
+            await feed_log.stop()
             if redis is not None:
                 await redis.aclose()
             await pool.close()
 
-    graphql = FeedFabricGraphQL(schema, graphql_ide="graphiql", multipart_uploads_enabled=True)
+    graphql = FeedFabricGraphQL(
+        schema,
+        graphql_ide=None if settings.feedfabric_production else "graphiql",
+        multipart_uploads_enabled=True,
+        allowed_origins=[o.strip() for o in settings.ws_allowed_origins.split(",") if o.strip()],
+        max_subscriptions_per_connection=settings.max_subscriptions_per_connection,
+    )
     app = Starlette(
         routes=[
             Route("/healthz", healthz),
             Route("/readyz", readyz),
+            Route("/metrics", metrics.metrics_endpoint),
             *rest_routes.routes(),
             Route("/graphql", graphql),
             WebSocketRoute("/graphql", graphql),
@@ -153,4 +166,6 @@ def create_app(settings: Settings | None = None) -> Starlette:
         lifespan=lifespan,
     )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(metrics.TrackWebSockets)
+    app.add_middleware(RequestIdMiddleware)
     return app

@@ -8,7 +8,9 @@ from typing import Any
 import asyncpg
 import redis.asyncio as aioredis
 
+from feedfabric.breaker import CircuitBreaker
 from feedfabric.db.loaders import Loaders, make_loaders
+from feedfabric.feeds.feedlog import FeedLog
 from feedfabric.feeds.viewer import Viewer, ViewerResult
 from feedfabric.settings import Settings
 
@@ -20,6 +22,8 @@ class Resources:
     settings: Settings
     pool: asyncpg.Pool
     redis: aioredis.Redis | None = None
+    breaker: CircuitBreaker = field(default_factory=CircuitBreaker)
+    feed_log: FeedLog | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
 

@@ -1,19 +1,43 @@
-"""The Following feed."""
+"""The Following feed: HomeFeedService over the Redis timeline, with Postgres behind it.
+
+Redis holds post IDs only; every page is hydrated from Postgres in one query
+per round, so text is never stale and the visibility rule is the same as on
+the Postgres path. Postgres serves the page when Redis is down or erroring
+(behind a circuit breaker), when the member has no timeline or is returning
+from inactivity, and when the cursor is not in the timeline; a page that runs
+past the oldest entry Redis keeps continues from Postgres. Posts of followed
+celebrities, never pushed, are merged in by ID, so hybrid fan-out is
+invisible to the reader. Both sources order by ID, so their cursors mix.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import asyncpg
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
+from feedfabric.breaker import CircuitBreaker
 from feedfabric.db import posts as posts_db
+from feedfabric.db.outbox import add_event
+from feedfabric.db.pool import transaction
+from feedfabric.feeds import timelines
 from feedfabric.feeds.lists import cut
 from feedfabric.feeds.viewer import Viewer
-from feedfabric.models import Member, Page
+from feedfabric.models import Member, Page, Post
+from feedfabric.settings import Settings
 
-if TYPE_CHECKING:
-    from feedfabric.context import Resources
+log = logging.getLogger("feedfabric.home")
+
+REDIS = "redis"
+POSTGRES = "postgres"
+MIXED = "redis+postgres"
+# A missing timeline asks for a rebuild at most this often per member.
+REBUILD_REQUEST_TTL_S = 300
 
 
 async def postgres_page(
@@ -23,5 +47,86 @@ async def postgres_page(
     return cut(await posts_db.home_page(conn, viewer_id, before, limit + 1), limit)
 
 
-async def read(resources: Resources, viewer: Viewer, member: Member, before: uuid.UUID | None, limit: int) -> Page:
-    return await postgres_page(resources.pool, member.id, before, limit)
+@dataclass
+class HomeFeedService:
+    settings: Settings
+    pool: asyncpg.Pool
+    redis: aioredis.Redis | None
+    breaker: CircuitBreaker
+
+    async def read(self, viewer: Viewer, member: Member, before: uuid.UUID | None, limit: int) -> Page:
+        if self.redis is None or viewer.returning or not self.breaker.allows:
+            return await postgres_page(self.pool, member.id, before, limit)
+        try:
+            page = await asyncio.wait_for(
+                self._from_redis(self.redis, member, before, limit), self.settings.redis_timeout_ms / 1000 * 4
+            )
+        except (RedisError, OSError, asyncio.TimeoutError) as error:
+            self.breaker.failed()
+            log.warning("redis unavailable for the home feed, serving from postgres: %s", type(error).__name__)
+            return await postgres_page(self.pool, member.id, before, limit)
+        self.breaker.succeeded()
+        return page if page is not None else await postgres_page(self.pool, member.id, before, limit)
+
+    async def _from_redis(
+        self, redis: aioredis.Redis, member: Member, before: uuid.UUID | None, limit: int
+    ) -> Page | None:
+        """None: Postgres must serve this page (no timeline, or the cursor is not in it)."""
+        if not await timelines.has_timeline(redis, member.id):
+            await self._request_rebuild(redis, member)
+            return None
+        wanted = limit + 1
+        visible: list[Post] = []
+        cursor: uuid.UUID | None = before
+        exhausted = False
+        while len(visible) < wanted:
+            batch = max(wanted - len(visible), 20)
+            page = await timelines.read_page(redis, member.id, cursor, batch)
+            if not page.cursor_found:
+                return None  # not in the timeline (or trimmed away between rounds)
+            ids = [uuid.UUID(i) for i in page.ids]
+            if ids:
+                found = await posts_db.visible_by_ids(self.pool, ids, member.id)
+                visible += [found[i] for i in ids if i in found]
+                cursor = ids[-1]
+            if len(ids) < batch:
+                exhausted = True
+                break
+        items = await self._merge_pulled(member, before, visible, wanted)
+        source = REDIS
+        if exhausted and len(items) < wanted:
+            # Past the oldest entry Redis keeps: Postgres continues the page.
+            boundary = cursor
+            older = await posts_db.home_page(self.pool, member.id, boundary, wanted)
+            merged = {p.id: p for p in older}
+            merged.update({p.id: p for p in items})
+            items = sorted(merged.values(), key=lambda p: p.id, reverse=True)[:wanted]
+            if boundary is None or any(p.id < boundary for p in items[:limit]):
+                source = MIXED
+        return _with_source(cut(items, limit), source)
+
+    async def _merge_pulled(
+        self, member: Member, before: uuid.UUID | None, visible: list[Post], wanted: int
+    ) -> list[Post]:
+        """Merges the posts of followed celebrities, which fan-out never pushed, by ID."""
+        async with self.pool.acquire() as conn:
+            pulled = await timelines.pulled_authors(conn, self.settings, member.id)
+        if not pulled:
+            return visible[:wanted]
+        theirs = await posts_db.by_authors_page(self.pool, pulled, member.id, before, wanted)
+        merged = {p.id: p for p in visible}
+        merged.update({p.id: p for p in theirs})
+        return sorted(merged.values(), key=lambda p: p.id, reverse=True)[:wanted]
+
+    async def _request_rebuild(self, redis: aioredis.Redis, member: Member) -> None:
+        """A member with no timeline (new, or Redis lost its data) gets one rebuilt through the pipeline."""
+        if await redis.set(f"feed:rebuild:{member.id}", 1, nx=True, ex=REBUILD_REQUEST_TTL_S):
+            async with transaction(self.pool) as conn:
+                await add_event(
+                    conn, "MemberReturned", str(member.id), {"memberId": str(member.id), "reason": "no-timeline"},
+                    shards=self.settings.outbox_shards,
+                )
+
+
+def _with_source(page: Page, source: str) -> Page:
+    return Page(page.items, page.next_cursor, source)

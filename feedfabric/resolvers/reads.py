@@ -40,13 +40,22 @@ async def post(ctx: Context, post_id: str) -> Post | None:
 
 
 async def home_feed(ctx: Context, first: int | None, after: str | None) -> Page:
-    member = ctx.viewer.require_member()
-    return await home.read(ctx.resources, ctx.viewer, member, paging.cursor(after), paging.page_size(first))
+    viewer = ctx.viewer
+    member = viewer.require_member()
+    before, limit = paging.cursor(after), paging.page_size(first)
+    r = ctx.resources
+    page = await home.HomeFeedService(r.settings, r.pool, r.redis, r.breaker).read(viewer, member, before, limit)
+    if r.feed_log is not None:
+        r.feed_log.record(member.id, "following", page)
+    return page
 
 
 async def favourites_feed(ctx: Context, first: int | None, after: str | None) -> Page:
     member = ctx.viewer.require_member()
-    return await lists.favourites(ctx.pool, member.id, paging.cursor(after), paging.page_size(first))
+    page = await lists.favourites(ctx.pool, member.id, paging.cursor(after), paging.page_size(first))
+    if ctx.resources.feed_log is not None:
+        ctx.resources.feed_log.record(member.id, "favourites", page)
+    return page
 
 
 async def tag_feed(ctx: Context, tag: str, first: int | None, after: str | None) -> Page:
