@@ -53,8 +53,20 @@ def relay(settings: Settings, **kwargs: Any) -> Relay:
     return Relay(settings, timings=kwargs.pop("timings", FAST), **kwargs)
 
 
+def quick_join_consumer(settings: Settings, group_id: str) -> AIOKafkaConsumer:
+    """The runner's consumer with short group timeouts: the broker holds a first join for about the session timeout."""
+    return AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap_servers or "",
+        group_id=group_id, enable_auto_commit=False, auto_offset_reset="earliest",
+        session_timeout_ms=2000, heartbeat_interval_ms=300, rebalance_timeout_ms=1000, fetch_max_wait_ms=50,
+    )
+
+
 def group_runner(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis, spec: GroupSpec, **kwargs: Any) -> GroupRunner:
-    return GroupRunner(spec, WorkerContext(settings=settings, pool=pool, redis=redis), poll_ms=50, **kwargs)
+    return GroupRunner(
+        spec, WorkerContext(settings=settings, pool=pool, redis=redis),
+        poll_ms=50, consumer_factory=quick_join_consumer, **kwargs,
+    )
 
 
 async def read_topic(settings: Settings, base: str, expect: int, timeout: float = 20.0) -> list[tuple[str, dict[str, Any]]]:
@@ -79,3 +91,15 @@ async def read_topic(settings: Settings, base: str, expect: int, timeout: float 
     finally:
         await consumer.stop()
     return got
+
+
+async def all_committed(runner: GroupRunner) -> bool:
+    """Every assigned partition consumed to its end and that position committed."""
+    consumer = runner.consumer
+    assigned = consumer.assignment()
+    for tp in assigned:
+        end = (await consumer.end_offsets([tp]))[tp]
+        position = await consumer.position(tp)
+        if (await consumer.committed(tp) or 0) < position or position < end:
+            return False
+    return bool(assigned)

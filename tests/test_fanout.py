@@ -11,7 +11,7 @@ from feedfabric.settings import Settings
 from feedfabric.workers import fanout
 from feedfabric.workers.base import WorkerContext
 from tests import factories as f
-from tests.pipeline_support import eventually, group_runner, relay, running
+from tests.pipeline_support import all_committed, eventually, group_runner, relay, running
 
 
 def _small(settings: Settings, **extra: object) -> Settings:
@@ -114,20 +114,10 @@ async def test_same_event_delivered_twice_changes_nothing(settings: Settings, po
     runner = group_runner(settings, pool, redis, spec)
     async with running(runner.run):
         await eventually(lambda: pool.fetchval("SELECT count(*) FROM processed_events"))
-        await eventually(lambda: _committed(runner))
+        await eventually(lambda: all_committed(runner))
     assert calls == [7]
     assert await pool.fetchval("SELECT count(*) FROM processed_events WHERE event_id = 7") == 1
     assert await timelines.timeline_ids(redis, fan) == [str(post)]
-
-
-async def _committed(runner: object) -> bool:
-    consumer = runner.consumer  # type: ignore[attr-defined]
-    for tp in consumer.assignment():
-        committed = await consumer.committed(tp)
-        end = (await consumer.end_offsets([tp]))[tp]
-        if end and committed != end:
-            return False
-    return bool(consumer.assignment())
 
 
 async def test_post_with_a_followed_tag_reaches_tag_followers_once(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:

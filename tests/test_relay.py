@@ -1,0 +1,131 @@
+"""The outbox relay: nothing lost, nothing doubled in a timeline, per-key order across relays."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+
+import asyncpg
+import pytest
+import redis.asyncio as aioredis
+
+from feedfabric.db.outbox import add_event
+from feedfabric.db.pipeline import OutboxRow
+from feedfabric.feeds import timelines
+from feedfabric.settings import Settings
+from feedfabric.workers import fanout
+from feedfabric.workers.relay import replay_since
+from tests import factories as f
+from tests.pipeline_support import eventually, group_runner, read_topic, relay, running
+
+
+class Killed(BaseException):
+    """The relay process dying: nothing after it runs, the claim transaction is rolled back."""
+
+
+async def _unpublished(pool: asyncpg.Pool) -> int:
+    return int(await pool.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL"))
+
+
+async def test_relay_killed_between_produce_and_stamp_loses_nothing_and_doubles_nothing(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    author = await f.member(pool)
+    fan = await f.member(pool)
+    await f.follow(pool, fan, author)
+    posts = [await f.post(pool, author) for _ in range(5)]
+
+    async def crash(rows: Sequence[OutboxRow]) -> None:
+        raise Killed
+
+    with pytest.raises(Killed):
+        async with running(relay(settings, after_produce=crash).run):
+            await asyncio.sleep(2)
+    assert await _unpublished(pool) == 5
+    produced_before = len(await read_topic(settings, "feedfabric.posts", 5))
+    assert produced_before == 5
+
+    runner = group_runner(settings, pool, redis, fanout.GROUP)
+    async with running(relay(settings).run, runner.run):
+        await eventually(lambda: _is_zero(pool))
+        await eventually(lambda: pool.fetchval("SELECT count(*) = 5 FROM processed_events"))
+    messages = await read_topic(settings, "feedfabric.posts", 10)
+    assert len(messages) == 10  # every event went out twice...
+    assert sorted(Counter(m["eventId"] for _, m in messages).values()) == [2] * 5
+    expected = [str(p) for p in reversed(posts)]
+    assert await timelines.timeline_ids(redis, fan) == expected  # ...and each is in the timeline once
+    assert await timelines.timeline_ids(redis, author) == expected
+
+
+async def _is_zero(pool: asyncpg.Pool) -> bool:
+    return await _unpublished(pool) == 0
+
+
+async def test_two_relays_publish_every_row_in_key_order_while_50_writers_hammer_10_keys(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    settings = settings.model_copy(update={"outbox_batch_size": 20})
+    keys = [f"hot-{i}" for i in range(10)]
+    per_writer = 20
+
+    async def writer(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(per_writer):
+            async with pool.acquire() as conn, conn.transaction():
+                await add_event(conn, "PostUpdated", rng.choice(keys), {"n": seed}, shards=settings.outbox_shards)
+            await asyncio.sleep(rng.random() * 0.005)
+
+    first, second = relay(settings), relay(settings)
+    async with running(first.run, second.run):
+        await asyncio.gather(*(writer(i) for i in range(50)))
+        await eventually(lambda: _is_zero(pool), timeout=30)
+    total = 50 * per_writer
+    assert first.published > 0 and second.published > 0
+    assert first.published + second.published == total
+
+    messages = await read_topic(settings, "feedfabric.posts", total)
+    seen: set[int] = set()
+    versions: dict[str, list[int]] = defaultdict(list)
+    for key, message in messages:
+        if message["eventId"] not in seen:
+            seen.add(message["eventId"])
+            versions[key].append(message["version"])
+    assert len(seen) == total
+    for key, got in versions.items():
+        assert got == list(range(1, len(got) + 1)), key
+
+
+async def test_replay_republishes_rows_stamped_since_a_time(settings: Settings, pool: asyncpg.Pool) -> None:
+    import datetime as dt
+
+    async with pool.acquire() as conn:
+        for i in range(3):
+            await add_event(conn, "PostUpdated", f"k{i}", {}, shards=settings.outbox_shards)
+    async with running(relay(settings).run):
+        await eventually(lambda: _is_zero(pool))
+        count = await replay_since(settings, dt.datetime.now(dt.UTC) - dt.timedelta(hours=1))
+        assert count == 3
+        await eventually(lambda: _is_zero(pool))
+    assert len(await read_topic(settings, "feedfabric.posts", 6)) == 6
+
+
+async def test_relay_replays_the_window_when_the_broker_lost_a_topic(settings: Settings, pool: asyncpg.Pool) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    async with pool.acquire() as conn:
+        for i in range(3):
+            await add_event(conn, "PostUpdated", f"k{i}", {}, shards=settings.outbox_shards)
+    the_relay = relay(settings)
+    async with running(the_relay.run):
+        await eventually(lambda: _is_zero(pool))
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+        await admin.start()
+        try:
+            await admin.delete_topics([settings.kafka_topic_prefix + "feedfabric.posts"])
+        finally:
+            await admin.close()
+        await eventually(lambda: asyncio.sleep(0, the_relay.replays >= 1))
+        await eventually(lambda: _is_zero(pool))
+    assert len(await read_topic(settings, "feedfabric.posts", 3)) == 3
