@@ -129,12 +129,11 @@ async def _bounds(
     moving: uuid.UUID | None,
 ) -> tuple[str | None, str | None]:
     """The keys of the two neighbours of the gap asked for (None: that end of the playlist)."""
-    if after is not None and before is not None:
-        following = await playlists_db.next_after(conn, playlist_id, after.rank, after.id, moving)
-        if following is None or following[1] != before.id:
-            raise BadInput("afterItemId and beforeItemId must be neighbours, in that order")
-        return after.rank, before.rank
+    if after is not None and before is not None and (after.rank, after.id) >= (before.rank, before.id):
+        raise BadInput("afterItemId must come before beforeItemId")
     if after is not None:
+        # With both anchors, a concurrent insert may have landed between them since the client looked:
+        # go right after `after`, which is still between the two, rather than fail.
         following = await playlists_db.next_after(conn, playlist_id, after.rank, after.id, moving)
         return after.rank, following[0] if following else None
     if before is not None:
