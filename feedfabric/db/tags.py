@@ -23,14 +23,10 @@ async def inferred_tags(conn: asyncpg.Connection, post_id: uuid.UUID) -> list[st
 
 async def replace_inferred_tags(conn: asyncpg.Connection, post_id: uuid.UUID, tags: Sequence[str]) -> None:
     """Makes the post's inferred tags exactly `tags`; a hashtag of the same name wins and stays a hashtag."""
-    wanted = sorted(set(tags))
     await conn.execute(
-        "DELETE FROM post_tags WHERE post_id = $1 AND source = 'inferred' AND NOT (tag = ANY($2::text[]))",
-        post_id, wanted,
+        "WITH gone AS (DELETE FROM post_tags WHERE post_id = $1 AND source = 'inferred'"
+        " AND NOT (tag = ANY($2::text[])))"
+        " INSERT INTO post_tags (post_id, tag, source) SELECT $1, t, 'inferred' FROM unnest($2::text[]) AS t"
+        " ON CONFLICT (post_id, tag) DO NOTHING",
+        post_id, sorted(set(tags)),
     )
-    if wanted:
-        await conn.execute(
-            "INSERT INTO post_tags (post_id, tag, source) SELECT $1, t, 'inferred' FROM unnest($2::text[]) AS t"
-            " ON CONFLICT (post_id, tag) DO NOTHING",
-            post_id, wanted,
-        )
