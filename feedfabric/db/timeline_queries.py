@@ -76,11 +76,12 @@ page AS (
     LIMIT $4
 )
 SELECT
-    COALESCE(array_agg(p.follower_id::text) FILTER (
-        WHERE m.last_seen_at >= now() - make_interval(days => $5)), '{}') AS active,
+    COALESCE(array_agg(p.follower_id::text) FILTER (WHERE EXISTS (
+        SELECT 1 FROM members m
+        WHERE m.id = p.follower_id AND m.last_seen_at >= now() - make_interval(days => $5))), '{}') AS active,
     (array_agg(p.follower_id ORDER BY p.follower_id DESC))[1] AS last,
     count(*) AS scanned
-FROM page p JOIN members m ON m.id = p.follower_id
+FROM page p
 """
 
 
