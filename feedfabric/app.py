@@ -20,6 +20,7 @@ from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET, UnsetType
 
 from feedfabric import health, metrics
+from feedfabric.breaker import CircuitBreaker
 from feedfabric.context import Context, Resources, build_context
 from feedfabric.db.pool import create_pool
 from feedfabric.feeds.feedlog import FeedLog
@@ -135,7 +136,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
         )
         feed_log = FeedLog(pool)
         feed_log.start()
-        app.state.resources = Resources(settings=settings, pool=pool, redis=redis, feed_log=feed_log)
+        app.state.resources = Resources(
+            settings=settings, pool=pool, redis=redis, feed_log=feed_log,
+            breaker=CircuitBreaker(cool_down_s=settings.redis_breaker_cooldown_ms / 1000),
+        )
         realtime = start_realtime(app.state.resources)
         try:
             yield

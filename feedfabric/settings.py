@@ -38,6 +38,7 @@ class Settings(BaseSettings):
     favourite_limit: int = Field(30, ge=1)
     max_body_bytes: int = Field(1_000_000, ge=1024)
     redis_timeout_ms: int = Field(250, ge=1)
+    redis_breaker_cooldown_ms: int = Field(5000, ge=0)
 
     # Engagement: a comment says more about a member's taste than a like.
     like_weight: float = Field(1.0, gt=0)
@@ -48,6 +49,21 @@ class Settings(BaseSettings):
     media_max_side: int = Field(2048, ge=16)
     # similarPosts compares against at most this many of the newest embedded posts.
     similar_scan_limit: int = Field(20_000, ge=1)
+
+    # Public-API limits and production switches (docs/operations.md).
+    feedfabric_production: bool = False  # no introspection, GraphiQL or field suggestions
+    graphql_max_cost: int = Field(10_000, ge=1)
+    rate_limit_operations: int = Field(600, ge=1)  # root fields per member (or client IP) per window
+    rate_limit_window_seconds: int = Field(60, ge=1)
+    persisted_query_ttl_seconds: int = Field(7 * 86_400, ge=60)
+    ws_allowed_origins: str = ""  # comma-separated origins allowed to open cross-origin WebSockets
+    max_subscriptions_per_connection: int = Field(10, ge=1)
+    # Live items queued per subscriber; a subscriber this far behind is disconnected as too slow.
+    realtime_queue_size: int = Field(256, ge=1)
+    # Observability: relay and worker processes serve /metrics on this port.
+    metrics_port: int = Field(9100, ge=0)
+    log_level: str = "INFO"
+    log_format: str = "json"  # or "text"
 
     @cached_property
     def jwt_secret(self) -> str:

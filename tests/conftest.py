@@ -119,13 +119,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 @pytest.fixture
 async def api(settings: Settings) -> AsyncIterator["Api"]:
-    import httpx
+    from tests.support import make_api
 
-    from feedfabric.app import create_app
-    from tests.support import Api
-
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-            yield Api(client, settings)
+    async with make_api(settings) as client:
+        yield client

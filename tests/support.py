@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,3 +80,14 @@ HOME = """query($first: Int, $after: String) {
     pageInfo { hasNextPage endCursor } source
   }
 }"""
+
+
+@asynccontextmanager
+async def make_api(settings: Settings) -> AsyncIterator[Api]:
+    """The real app over ASGI, with its lifespan (pool, Redis client, feed log) running."""
+    from feedfabric.app import create_app
+
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+            yield Api(client, settings)

@@ -1,0 +1,193 @@
+"""The Following feed's read path: Redis first, Postgres whenever it must, and no visible difference but `source`."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import asyncpg
+import pytest
+import redis.asyncio as aioredis
+
+from feedfabric import devstack
+from feedfabric.db.pool import transaction
+from feedfabric.feeds import timelines
+from feedfabric.settings import Settings
+from tests.support import HOME, Api, make_api
+
+
+async def fan_out_all(api: Api, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+    """What worker-events does for every PostCreated, run in place of the broker round trip."""
+    rows = await pool.fetch("SELECT payload FROM outbox WHERE event_type = 'PostCreated' ORDER BY id")
+    for row in rows:
+        async with transaction(pool) as conn:
+            await timelines.fan_out(conn, redis, api.settings, uuid.UUID(row["payload"]["postId"]))
+
+
+async def read_all(api: Api, token: str, first: int) -> tuple[list[str], list[str]]:
+    ids: list[str] = []
+    sources: list[str] = []
+    after = None
+    while True:
+        data = (await api.gql(HOME, {"first": first, "after": after}, token=token))["homeFeed"]
+        ids += [e["node"]["id"] for e in data["edges"]]
+        sources.append(data["source"])
+        if not data["pageInfo"]["hasNextPage"]:
+            return ids, sources
+        after = data["pageInfo"]["endCursor"]
+
+
+async def test_a_pushed_timeline_is_served_from_redis_with_fresh_text(
+    api: Api, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    maya = await api.member("maya")
+    theo = await api.member("theo")
+    await api.follow(maya, "theo")
+    post = await api.post(theo, "first draft")
+    await fan_out_all(api, pool, redis)
+    await api.gql('mutation($id: ID!) { updatePost(id: $id, content: "final") { id } }', {"id": post}, token=theo)
+    data = (await api.gql(HOME, {"first": 5}, token=maya))["homeFeed"]
+    assert data["source"] == "REDIS"
+    assert [e["node"]["content"] for e in data["edges"]] == ["final"]
+
+
+async def test_no_timeline_is_served_from_postgres_and_asks_for_a_rebuild_once(
+    api: Api, pool: asyncpg.Pool
+) -> None:
+    maya = await api.member("maya")
+    await api.post(maya, "mine")
+    for _ in range(2):
+        assert (await api.gql(HOME, token=maya))["homeFeed"]["source"] == "POSTGRES"
+    events = await pool.fetch("SELECT payload FROM outbox WHERE event_type = 'MemberReturned'")
+    assert len(events) == 1
+
+
+async def test_a_cursor_not_in_the_timeline_is_served_from_postgres(
+    api: Api, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    maya = await api.member("maya")
+    theo = await api.member("theo")
+    stranger = await api.member("stranger")
+    await api.follow(maya, "theo")
+    older = await api.post(theo, "older")
+    elsewhere = await api.post(stranger, "never in maya's timeline")
+    await api.post(maya, "mine")
+    await fan_out_all(api, pool, redis)
+    data = (await api.gql(HOME, {"first": 5, "after": elsewhere}, token=maya))["homeFeed"]
+    assert data["source"] == "POSTGRES"
+    assert [e["node"]["id"] for e in data["edges"]] == [older]
+
+
+async def test_a_page_past_the_kept_entries_continues_from_postgres_without_gap_or_duplicate(
+    api: Api, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    maya = await api.member("maya")
+    posted = [await api.post(maya, f"p{i}") for i in range(12)]
+    small = api.settings.model_copy(update={"feed_max_length": 5})
+    rows = await pool.fetch("SELECT payload FROM outbox WHERE event_type = 'PostCreated' ORDER BY id")
+    for row in rows:
+        async with transaction(pool) as conn:
+            await timelines.fan_out(conn, redis, small, uuid.UUID(row["payload"]["postId"]))
+    assert len(await timelines.timeline_ids(redis, (await pool.fetchval("SELECT id FROM members")))) == 5
+    ids, sources = await read_all(api, maya, 4)
+    assert ids == list(reversed(posted))
+    assert sources[0] == "REDIS" and sources[1] == "REDIS_POSTGRES" and sources[-1] == "POSTGRES"
+
+
+async def test_an_inactive_member_is_served_from_postgres_and_their_return_is_announced(
+    api: Api, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    maya = await api.member("maya")
+    await api.post(maya, "old")
+    await fan_out_all(api, pool, redis)
+    days = api.settings.inactive_after_days + 1
+    await pool.execute("UPDATE members SET last_seen_at = now() - $1::interval", timedelta(days=days))
+    assert (await api.gql(HOME, token=maya))["homeFeed"]["source"] == "POSTGRES"
+    events = await pool.fetch("SELECT payload FROM outbox WHERE event_type = 'MemberReturned'")
+    assert [e["payload"]["memberId"] for e in events] == [str(await pool.fetchval("SELECT id FROM members"))]
+    # Seen again now: the next read is back on Redis.
+    assert (await api.gql(HOME, token=maya))["homeFeed"]["source"] == "REDIS"
+
+
+async def test_the_celebrity_merge_reads_as_if_the_celebrity_had_been_pushed(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    async with make_api(settings.model_copy(update={"celebrity_follower_threshold": 2})) as api:
+        await _celebrity_scenario(api, pool, redis)
+
+
+async def _celebrity_scenario(api: Api, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+    fans = [await api.member(f"fan{i}") for i in range(3)]
+    star = await api.member("star")
+    friend = await api.member("friend")
+    for fan in fans:
+        await api.follow(fan, "star")
+    await api.follow(fans[0], "friend")
+    for i in range(6):
+        await api.post(star if i % 2 else friend, f"post {i}")
+    await fan_out_all(api, pool, redis)
+    fan_id = await pool.fetchval("SELECT id FROM members WHERE username = 'fan0'")
+    pushed = await timelines.timeline_ids(redis, fan_id)
+    assert len(pushed) == 3  # only friend's posts were pushed
+    for first in (1, 2, 4, 7):
+        ids, sources = await read_all(api, fans[0], first)
+        assert len(ids) == 6 and ids == sorted(ids, reverse=True)
+        assert sources[0] == "REDIS"
+
+
+@pytest.fixture
+async def own_redis(tmp_path: Path) -> AsyncIterator[devstack.Service]:
+    service = devstack.start_redis(tmp_path)
+    yield service
+    service.stop()
+
+
+async def test_redis_stopping_mid_test_costs_no_read_and_its_return_is_used(
+    settings: Settings, own_redis: devstack.Service, pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    settings = settings.model_copy(update={"redis_url": own_redis.url, "redis_breaker_cooldown_ms": 200})
+    redis = aioredis.from_url(own_redis.url)
+    async with make_api(settings) as api:
+        maya = await api.member("maya")
+        await api.post(maya, "hello")
+        await fan_out_all(api, pool, redis)
+        assert (await api.gql(HOME, token=maya))["homeFeed"]["source"] == "REDIS"
+        port = int(own_redis.url.rsplit(":", 1)[1].split("/")[0])
+        own_redis.stop()
+        for _ in range(5):
+            data = (await api.gql(HOME, token=maya))["homeFeed"]
+            assert data["source"] == "POSTGRES" and len(data["edges"]) == 1
+        restarted = devstack.start_redis(tmp_path / "again", port=port)
+        try:
+            await asyncio.sleep(0.3)
+            await redis.aclose()
+            redis = aioredis.from_url(own_redis.url)
+            await fan_out_all(api, pool, redis)
+            sources = [(await api.gql(HOME, token=maya))["homeFeed"]["source"] for _ in range(3)]
+            assert sources[-1] == "REDIS"
+        finally:
+            await redis.aclose()
+            restarted.stop()
+
+
+async def test_the_feed_log_records_served_pages_with_reposts_as_their_original(
+    api: Api, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    maya = await api.member("maya")
+    theo = await api.member("theo")
+    await api.follow(maya, "theo")
+    original = await api.post(maya, "share me")
+    await api.gql("mutation($id: ID!) { repost(postId: $id) { id } }", {"id": original}, token=theo)
+    await api.gql("{ homeFeed { source } }", token=maya)
+    await api.gql('{ tagFeed(tag: "x") { source } }', token=maya)
+    for _ in range(50):
+        rows = await pool.fetch("SELECT feed, post_id, position, source FROM feed_log ORDER BY position")
+        if len(rows) == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert [(r["feed"], str(r["post_id"]), r["position"]) for r in rows] == [
+        ("following", original, 0), ("following", original, 1)
+    ]
