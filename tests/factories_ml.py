@@ -6,6 +6,7 @@ the processed_events row first (a redelivery stops there), then the handler.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import uuid
 from collections.abc import Sequence
@@ -13,11 +14,18 @@ from typing import Any
 
 import asyncpg
 
+from feedfabric import embeddings
 from feedfabric.events import Event
 from feedfabric.ids import new_id
 from feedfabric.workers.base import GroupSpec, WorkerContext
 
 _event_ids = itertools.count(1)
+
+
+@functools.cache
+def shared_embedder() -> embeddings.Embedder:
+    """One loaded model for the whole test session (loading takes seconds)."""
+    return embeddings.load_embedder()
 
 
 async def member(conn: asyncpg.Connection | asyncpg.Pool, name: str | None = None) -> uuid.UUID:

@@ -16,7 +16,7 @@ from tests import factories_ml as f
 
 @pytest.fixture(scope="session")
 def embedder() -> embeddings.Embedder:
-    return embeddings.load_embedder()
+    return f.shared_embedder()
 
 
 @pytest.fixture
