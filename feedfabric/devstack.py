@@ -198,10 +198,14 @@ def redis_server_binary() -> str:
 
 
 def redis_args(port: int, feed_max_length: int) -> list[str]:
-    """Timelines stay compact listpacks up to FEED_MAX_LENGTH entries (24 KB vs 62 KB as a skiplist)."""
+    """Timelines stay compact listpacks up to FEED_MAX_LENGTH entries (24 KB vs 62 KB as a skiplist).
+
+    The limit is one above the length: fan-out adds before it trims, and a set
+    that passes the limit even for that instant becomes a skiplist for good.
+    """
     return [
         "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-        "--zset-max-ziplist-entries", str(max(feed_max_length, 128)),
+        "--zset-max-ziplist-entries", str(max(feed_max_length + 1, 128)),
         "--zset-max-ziplist-value", "64",
     ]
 

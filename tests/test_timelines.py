@@ -61,3 +61,12 @@ async def test_rebuild_holds_own_followed_and_tagged_posts_but_not_celebrities(
         assert await timelines.rebuild(conn, redis, settings, me) == 3
         assert await timelines.pulled_authors(conn, settings, me) == [star]
     assert await timelines.timeline_ids(redis, me) == [str(tagged), str(friends), str(mine)]
+
+
+async def test_full_timeline_stays_a_compact_listpack(redis: aioredis.Redis) -> None:
+    member = str(uuid.uuid4())
+    for _ in range(520):
+        await timelines.push(redis, [member], new_id(), 500)
+    key = timelines.feed_key(member)
+    assert await redis.zcard(key) == 500
+    assert await redis.object("encoding", key) in (b"ziplist", b"listpack")

@@ -35,12 +35,15 @@ ConsumerFactory = Callable[[Settings, str], AIOKafkaConsumer]
 
 
 def default_consumer(settings: Settings, group_id: str) -> AIOKafkaConsumer:
+    """fetch_max_wait_ms is short because some brokers (Tansu, the dev broker) hold a fetch for the
+    whole wait even when data arrives sooner; Apache Kafka answers at once either way."""
     return AIOKafkaConsumer(
         bootstrap_servers=settings.kafka_bootstrap_servers or "",
         group_id=group_id,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         max_poll_records=500,
+        fetch_max_wait_ms=50,
     )
 
 
