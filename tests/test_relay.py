@@ -129,3 +129,18 @@ async def test_relay_replays_the_window_when_the_broker_lost_a_topic(settings: S
         await eventually(lambda: asyncio.sleep(0, the_relay.replays >= 1))
         await eventually(lambda: _is_zero(pool))
     assert len(await read_topic(settings, "feedfabric.posts", 3)) == 3
+
+
+async def test_published_rows_are_pruned_after_the_retention_period(settings: Settings, pool: asyncpg.Pool) -> None:
+    from tests.pipeline_support import FAST
+
+    async with pool.acquire() as conn:
+        for i in range(4):
+            await add_event(conn, "PostUpdated", f"k{i}", {}, shards=settings.outbox_shards)
+    async with running(relay(settings).run):
+        await eventually(lambda: _is_zero(pool))
+    await pool.execute("UPDATE outbox SET published_at = now() - interval '100 hours' WHERE key IN ('k0', 'k1')")
+    pruning = relay(settings, timings=FAST.__class__(**{**FAST.__dict__, "prune_every_s": 0.1}))
+    async with running(pruning.run):
+        await eventually(lambda: pool.fetchval("SELECT count(*) = 2 FROM outbox"))
+    assert sorted(r[0] for r in await pool.fetch("SELECT key FROM outbox")) == ["k2", "k3"]
