@@ -48,7 +48,7 @@ class Settings(BaseSettings):
     media_max_pixels: int = Field(50_000_000, ge=1)
     media_max_side: int = Field(2048, ge=16)
     # similarPosts compares against at most this many of the newest embedded posts.
-    similar_scan_limit: int = Field(20_000, ge=1)
+    similar_scan_limit: int = Field(5_000, ge=1)
 
     # Public-API limits and production switches (docs/operations.md).
     feedfabric_production: bool = False  # no introspection, GraphiQL or field suggestions

@@ -128,3 +128,15 @@ async def test_redelivery_is_absorbed(ctx, pool, redis):
     assert await _inferred(pool, post) == before
     # The duplicate's prepared vector is dropped at the cap instead of piling up.
     assert len(ctx.resources[worker.PREPARED]) <= 4096
+
+
+async def test_similar_posts_without_redis_answers_none(pool):
+    import redis.asyncio as aioredis
+
+    from feedfabric.devstack import free_port
+
+    gone = aioredis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=0.2)
+    try:
+        assert await post_embeddings.similar_posts(gone, pool, f.new_id(), 5) == []
+    finally:
+        await gone.aclose()
