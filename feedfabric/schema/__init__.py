@@ -5,9 +5,14 @@ from __future__ import annotations
 import strawberry
 from strawberry.extensions import MaxAliasesLimiter, MaxTokensLimiter, ParserCache, QueryDepthLimiter, ValidationCache
 
+from feedfabric.schema.cost import QueryCost
 from feedfabric.schema.errors import ErrorCodes
 from feedfabric.schema.mutation import Mutation
+from feedfabric.schema.persisted import PersistedQueries
+from feedfabric.schema.production import ProductionGuards
 from feedfabric.schema.query import Query
+from feedfabric.schema.ratelimit import OperationRateLimit
+from feedfabric.schema.timing import OperationMetrics
 
 MAX_DEPTH = 10
 MAX_ALIASES = 30
@@ -19,12 +24,20 @@ def build_schema() -> strawberry.Schema:
         query=Query,
         mutation=Mutation,
         extensions=[
+            # Order matters (docs/operations.md): timing wraps everything and sees coded errors;
+            # persisted queries fill in the text before parsing; production rules join validation
+            # before its cache; cost, then the rate limit, run last, on validated documents.
+            OperationMetrics,
             ErrorCodes,
+            PersistedQueries,
+            ProductionGuards,
             lambda: QueryDepthLimiter(max_depth=MAX_DEPTH),
             lambda: MaxAliasesLimiter(max_alias_count=MAX_ALIASES),
             lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
             lambda: ParserCache(maxsize=256),
             lambda: ValidationCache(maxsize=256),
+            QueryCost,
+            OperationRateLimit,
         ],
     )
 

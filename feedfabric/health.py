@@ -1,0 +1,82 @@
+"""Readiness: Postgres, Redis and the broker, each reported on its own.
+
+Only Postgres decides readiness. Redis is an accelerator (reads fall back to
+Postgres) and the API never produces to Kafka (the relay does), so an API
+without either still serves correctly; taking it out of the load balancer
+would turn a degradation into an outage. Both are reported so operators see
+them. Results are cached for a second so a probe storm cannot become a
+database storm; the cache lives in the app's Resources, not in the module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from feedfabric.context import Resources
+
+CACHE_SECONDS = 1.0
+CHECK_TIMEOUT_S = 0.5
+_CACHE_KEY = "readiness"
+
+
+async def _postgres(resources: Resources) -> str:
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_S):
+            await resources.pool.fetchval("SELECT 1")
+        return "ok"
+    except Exception:  # noqa: BLE001 - readiness reports, it never raises
+        return "down"
+
+
+async def _redis(resources: Resources) -> str:
+    if resources.redis is None:
+        return "not configured"
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_S):
+            await resources.redis.ping()
+        return "ok"
+    except Exception:  # noqa: BLE001
+        return "down"
+
+
+async def _broker(bootstrap: str | None) -> str:
+    """A TCP connect to any bootstrap server: cheap, and enough to tell 'unreachable' from 'up'."""
+    if not bootstrap:
+        return "not configured"
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        host = host.strip("[]")
+        if not host or not port.isdigit():
+            continue
+        try:
+            async with asyncio.timeout(CHECK_TIMEOUT_S):
+                _, writer = await asyncio.open_connection(host, int(port))
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except Exception:  # noqa: BLE001
+                pass
+            return "ok"
+        except Exception:  # noqa: BLE001
+            continue
+    return "down"
+
+
+async def check(resources: Resources) -> tuple[bool, dict[str, Any]]:
+    """(ready, body) for /readyz; at most one real check per second per process."""
+    cached = resources.extras.get(_CACHE_KEY)
+    now = time.monotonic()
+    if cached is not None and now - cached[0] < CACHE_SECONDS:
+        return cached[1], cached[2]
+    postgres, redis, broker = await asyncio.gather(
+        _postgres(resources), _redis(resources), _broker(resources.settings.kafka_bootstrap_servers)
+    )
+    checks = {"postgres": postgres, "redis": redis, "broker": broker}
+    ready = postgres == "ok"
+    degraded = any(v == "down" for v in (redis, broker))
+    body = {"ready": ready, "status": "degraded" if ready and degraded else ("ok" if ready else "down"),
+            "checks": checks}
+    resources.extras[_CACHE_KEY] = (now, ready, body)
+    return ready, body

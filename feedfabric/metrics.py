@@ -1,0 +1,174 @@
+"""Every Prometheus metric FeedFabric exports, in one module on the default registry.
+
+One place so names and labels stay consistent across the API, the relay and
+the workers, and so docs/operations.md can list them all. Code elsewhere
+imports the object and calls it, e.g. `metrics.HOME_FEED_PAGES.labels(source="redis").inc()`.
+
+Each process keeps its own values: the API serves them at GET /metrics; the
+relay and worker processes call `serve(settings)` to expose theirs on
+METRICS_PORT. Gauges that describe shared state (outbox backlog, dead
+letters) are read from Postgres at scrape time by `refresh_from_postgres`, so
+any API replica reports the truth however many relays or workers run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import asyncpg
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest, start_http_server
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from feedfabric.settings import Settings
+
+log = logging.getLogger("feedfabric.metrics")
+
+# --- GraphQL (wired by feedfabric.schema.timing) ---------------------------------
+GRAPHQL_LATENCY = Histogram(
+    "feedfabric_graphql_operation_duration_seconds",
+    "Time to run one GraphQL query or mutation, by operation name and type.",
+    ["operation", "type"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+GRAPHQL_ERRORS = Counter(
+    "feedfabric_graphql_errors_total", "GraphQL errors returned, by extensions.code.", ["code"]
+)
+GRAPHQL_COST = Histogram(
+    "feedfabric_graphql_query_cost", "Requested cost of GraphQL operations (see docs/operations.md).",
+    buckets=(1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000),
+)
+RATE_LIMITED = Counter(
+    "feedfabric_rate_limited_total", "Operations refused with RATE_LIMITED."
+)
+
+# --- Home feed (call from the home-feed reader once per page served) -------------
+HOME_FEED_PAGES = Counter(
+    "feedfabric_home_feed_pages_total", "Home-feed pages served, by source (redis, postgres, redis+postgres).",
+    ["source"],
+)
+
+# --- Fan-out (call from worker-events) -------------------------------------------
+FANOUT_INSERTS = Counter(
+    "feedfabric_fanout_inserts_total", "Timeline entries written by fan-out on write (ZADDs)."
+)
+FANOUT_DURATION = Histogram(
+    "feedfabric_fanout_duration_seconds", "Time to fan one post out to every pushed follower.",
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60),
+)
+
+# --- Outbox (refreshed from Postgres at scrape; the relay may add PUBLISHED) ----
+OUTBOX_BACKLOG = Gauge("feedfabric_outbox_backlog", "Outbox rows not yet published.")
+OUTBOX_OLDEST_AGE = Gauge(
+    "feedfabric_outbox_oldest_unpublished_age_seconds", "Age of the oldest unpublished outbox row (0 when none)."
+)
+OUTBOX_PUBLISHED = Counter("feedfabric_outbox_published_total", "Outbox rows the relay published.")
+
+# --- Consumers (call from the consumer runner) -----------------------------------
+CONSUMER_LAG = Gauge(
+    "feedfabric_consumer_lag", "Messages behind the partition's high watermark, by group and topic.",
+    ["group", "topic"],
+)
+CONSUMER_RETRIES = Counter(
+    "feedfabric_consumer_retries_total", "Handler attempts that failed transiently and will be retried.", ["group"]
+)
+CONSUMER_HANDLED = Counter(
+    "feedfabric_consumer_events_total", "Events a consumer group finished handling.", ["group"]
+)
+DEAD_LETTERS = Counter(
+    "feedfabric_dead_letters_total", "Events parked in dead_letters by this process.", ["group"]
+)
+DEAD_LETTERS_STORED = Gauge(
+    "feedfabric_dead_letters_stored", "Rows in the dead_letters table (read at scrape), by group.", ["group"]
+)
+
+# --- Realtime ----------------------------------------------------------------------
+WEBSOCKET_CONNECTIONS = Gauge(
+    "feedfabric_websocket_connections", "Open GraphQL WebSocket connections on this API process."
+)
+DROPPED_SUBSCRIBERS = Counter(
+    "feedfabric_realtime_dropped_subscribers_total",
+    "Subscribers dropped because they could not keep up (queue full) or failed, by reason.", ["reason"],
+)
+
+_SCRAPE_TIMEOUT_S = 1.0
+
+_OUTBOX_SQL = """
+SELECT count(*) AS backlog,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest
+FROM outbox WHERE published_at IS NULL
+"""
+_DEAD_LETTERS_SQL = "SELECT group_name, count(*) AS n FROM dead_letters GROUP BY group_name"
+
+
+async def refresh_from_postgres(pool: asyncpg.Pool) -> None:
+    """Reads the gauges that describe shared state; a slow or failing database leaves the last values."""
+    try:
+        async with asyncio.timeout(_SCRAPE_TIMEOUT_S):
+            row = await pool.fetchrow(_OUTBOX_SQL)
+            dead = await pool.fetch(_DEAD_LETTERS_SQL)
+    except Exception:  # noqa: BLE001 - a scrape must still answer
+        log.warning("metrics: could not read outbox gauges from Postgres")
+        return
+    OUTBOX_BACKLOG.set(row["backlog"])
+    OUTBOX_OLDEST_AGE.set(row["oldest"])
+    for record in dead:
+        DEAD_LETTERS_STORED.labels(group=record["group_name"]).set(record["n"])
+
+
+async def metrics_endpoint(request: Request) -> Response:
+    """GET /metrics on the API: the default registry, after refreshing the Postgres-backed gauges."""
+    resources = getattr(request.app.state, "resources", None)
+    if resources is not None:
+        await refresh_from_postgres(resources.pool)
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+def serve(settings: Settings) -> None:
+    """Exposes this process's metrics on METRICS_PORT (relay and worker processes; 0 turns it off)."""
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port)
+
+
+def observe_fanout(started: float, inserted: int) -> None:
+    """Convenience for fan-out: `started = time.perf_counter()` before, then this after."""
+    FANOUT_INSERTS.inc(inserted)
+    FANOUT_DURATION.observe(time.perf_counter() - started)
+
+
+class TrackWebSockets:
+    """Counts open WebSocket connections: up when the app accepts one, down when it ends."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "websocket":
+            await self.app(scope, receive, send)
+            return
+        accepted = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal accepted
+            if message["type"] == "websocket.accept" and not accepted:
+                accepted = True
+                WEBSOCKET_CONNECTIONS.inc()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        finally:
+            if accepted:
+                WEBSOCKET_CONNECTIONS.dec()
+
+
+def sample(name: str, labels: dict[str, str] | None = None) -> float:
+    """The current value of one sample (tests and debugging); 0.0 when it was never set."""
+    from prometheus_client import REGISTRY
+
+    value: Any = REGISTRY.get_sample_value(name, labels or {})
+    return float(value) if value is not None else 0.0

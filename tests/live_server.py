@@ -1,0 +1,43 @@
+"""A real uvicorn serving the app on a loopback port, in a thread, for tests that need real sockets."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+
+from feedfabric.app import create_app
+from feedfabric.devstack import free_port
+from feedfabric.settings import Settings
+
+
+@contextmanager
+def live_server(settings: Settings) -> Iterator[str]:
+    """Yields the base URL (http://127.0.0.1:PORT) while the server runs; stops it on exit."""
+    port = free_port()
+    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="on",
+                            ws="websockets-sansio" if _has_sansio() else "auto")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
+def _has_sansio() -> bool:
+    try:
+        import uvicorn.protocols.websockets.websockets_sansio_impl  # noqa: F401
+    except Exception:  # noqa: BLE001
+        return False
+    return True

@@ -1,0 +1,375 @@
+"""Every public-API limit accepts just under its bound and refuses just past it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from feedfabric.app import create_app
+from feedfabric.devstack import free_port
+from feedfabric.schema import MAX_ALIASES, MAX_DEPTH, MAX_TOKENS
+from feedfabric.schema.cost import operation_cost
+from feedfabric.settings import Settings
+from tests.support import Api
+
+
+@asynccontextmanager
+async def api_with(settings: Settings, **overrides: Any) -> AsyncIterator[Api]:
+    """The `api` fixture's app, with some settings changed."""
+    changed = settings.model_copy(update=overrides)
+    app = create_app(changed)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            yield Api(client, changed)
+
+
+def codes(body: dict[str, Any]) -> list[str]:
+    return [e.get("extensions", {}).get("code") for e in body.get("errors") or []]
+
+
+# --- depth, aliases, tokens, body size -------------------------------------------------
+
+_CYCLE = ["posts(first: 1)", "edges", "node", "author"]
+
+
+def nested(levels: int) -> str:
+    """A valid query `levels` fields deep (root field first, `__typename` last)."""
+    fields = ['member(username: "nobody")'] + [_CYCLE[i % 4] for i in range(levels - 2)]
+    return "{ " + "".join(f"{f} {{ " for f in fields) + "__typename" + " }" * len(fields) + " }"
+
+
+async def test_depth_limit(api: Api) -> None:
+    # Root fields are depth 0, so MAX_DEPTH allows MAX_DEPTH + 1 levels of fields.
+    assert codes(await api.raw(nested(MAX_DEPTH + 1))) == []
+    refused = await api.raw(nested(MAX_DEPTH + 2))
+    assert codes(refused) == ["BAD_USER_INPUT"]
+    assert "depth" in refused["errors"][0]["message"]
+
+
+async def test_alias_limit(api: Api) -> None:
+    def aliased(n: int) -> str:
+        return "{ " + " ".join(f"a{i}: viewer {{ id }}" for i in range(n)) + " }"
+
+    assert codes(await api.raw(aliased(MAX_ALIASES))) == []
+    refused = await api.raw(aliased(MAX_ALIASES + 1))
+    assert codes(refused) == ["BAD_USER_INPUT"]
+    assert "aliases" in refused["errors"][0]["message"]
+
+
+def _lexer_tokens(query: str) -> int:
+    from graphql.language import Lexer, Source, TokenKind
+
+    lexer, count = Lexer(Source(query)), 0
+    while lexer.advance().kind != TokenKind.EOF:
+        count += 1
+    return count
+
+
+async def test_token_limit(api: Api) -> None:
+    def padded(list_items: int) -> str:
+        # A list default is cheap padding: repeated fields would trip the overlap check first.
+        return ("mutation($m: [ID!] = [" + " 1" * list_items + " ]) "
+                '{ createPost(input: {content: "x", mediaIds: $m}) { id } }')
+
+    frame = _lexer_tokens(padded(0))
+    at_limit, past_limit = padded(MAX_TOKENS - frame), padded(MAX_TOKENS - frame + 1)
+    assert _lexer_tokens(at_limit) == MAX_TOKENS
+    # Signed out, the mutation runs and is refused for that reason, not for its size.
+    assert codes(await api.raw(at_limit)) == ["UNAUTHENTICATED"]
+    refused = await api.raw(past_limit)
+    assert codes(refused) == ["BAD_USER_INPUT"]
+    assert "tokens" in refused["errors"][0]["message"]
+
+
+async def test_body_size_limit(api: Api) -> None:
+    limit = api.settings.max_body_bytes
+
+    def body(size: int) -> bytes:
+        frame = json.dumps({"query": "{ __typename }", "variables": {"pad": ""}}).encode()
+        padded = json.dumps({"query": "{ __typename }", "variables": {"pad": "x" * (size - len(frame))}}).encode()
+        assert len(padded) == size
+        return padded
+
+    headers = {"content-type": "application/json"}
+    ok = await api.client.post("/graphql", content=body(limit), headers=headers)
+    assert ok.status_code == 200
+    too_big = await api.client.post("/graphql", content=body(limit + 1), headers=headers)
+    assert too_big.status_code == 413
+
+
+# --- cost ------------------------------------------------------------------------------
+
+HOME_COST = "query($n: Int) { homeFeed(first: $n) { edges { node { author { username } } } } }"
+
+
+def test_cost_model() -> None:
+    from feedfabric.schema import schema
+    from graphql import parse
+
+    def cost(query: str, variables: dict[str, Any] | None = None) -> int:
+        return operation_cost(schema._schema, parse(query), None, variables)
+
+    # 1 (homeFeed) + n edges + n nodes + n authors
+    assert cost(HOME_COST, {"n": 20}) == 61
+    assert cost(HOME_COST, {}) == 61  # the schema's default `first`
+    # pageInfo is one object per connection: only the lists beneath a connection take its `first`.
+    assert cost("{ homeFeed(first: 5) { edges { node { id } } pageInfo { hasNextPage } } }") == 1 + 5 + 5 + 1
+    # Nested connections multiply.
+    nested_query = """{ member(username: "x") { posts(first: 10) { edges { node {
+        comments(first: 10) { edges { node { id } } } } } } } }"""
+    assert cost(nested_query) == 1 + 1 + 10 + 10 + 10 + 100 + 100
+    # Fragments count like the fields they hold; scalars and __typename are free.
+    assert cost("query { ...F } fragment F on Query { homeFeed(first: 2) { edges { node { id } } } }") == 5
+    assert cost("{ __typename viewer { id username } }") == 1
+
+
+async def test_cost_limit_exact_bound(api: Api, settings: Settings) -> None:
+    async with api_with(settings, graphql_max_cost=61) as limited:
+        token = await limited.member("costly")
+        ok = await limited.raw(HOME_COST, {"n": 20}, token=token)
+        assert codes(ok) == []
+        assert ok["extensions"]["cost"] == {"requestedQueryCost": 61, "maximumAvailable": 61}
+        refused = await limited.raw(HOME_COST, {"n": 21}, token=token)
+        assert codes(refused) == ["QUERY_TOO_COMPLEX"]
+        assert refused["data"] is None
+        assert refused["extensions"]["cost"]["requestedQueryCost"] == 64
+
+
+async def test_cost_limit_default(api: Api) -> None:
+    token = await api.member("deep")
+
+    def two_levels(a: int, b: int) -> str:
+        return (f'{{ member(username: "deep") {{ posts(first: {a}) {{ edges {{ node {{ author {{ '
+                f'posts(first: {b}) {{ edges {{ node {{ id }} }} }} }} }} }} }} }} }}')
+
+    # 2 + 4a + 2ab: a=50, b=97 costs 9,902; b=99 costs 10,102 (the default maximum is 10,000).
+    ok = await api.raw(two_levels(50, 97), token=token)
+    assert codes(ok) == [] and ok["extensions"]["cost"]["requestedQueryCost"] == 9902
+    refused = await api.raw(two_levels(50, 99), token=token)
+    assert codes(refused) == ["QUERY_TOO_COMPLEX"]
+
+
+async def test_every_response_reports_cost(api: Api) -> None:
+    ok = await api.raw("{ viewer { id } }")
+    assert ok["extensions"]["cost"]["requestedQueryCost"] == 1
+    invalid = await api.raw("{ nope }")
+    assert codes(invalid) == ["BAD_USER_INPUT"]
+    assert "cost" in invalid["extensions"]
+    token = await api.member("mutator")
+    created = await api.raw('mutation { createPost(input: {content: "hi"}) { id author { id } } }', token=token)
+    assert codes(created) == [] and created["extensions"]["cost"]["requestedQueryCost"] == 2
+
+
+# --- persisted queries -----------------------------------------------------------------
+
+PQ_QUERY = "query Me { viewer { id username } }"
+PQ_HASH = hashlib.sha256(PQ_QUERY.encode()).hexdigest()
+
+
+def pq(sha: str = PQ_HASH) -> dict[str, Any]:
+    return {"persistedQuery": {"version": 1, "sha256Hash": sha}}
+
+
+async def _post(api: Api, payload: dict[str, Any], token: str | None = None) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    response = await api.client.post("/graphql", json=payload, headers=headers)
+    assert response.status_code == 200, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+async def test_persisted_query_flow(api: Api) -> None:
+    token = await api.member("apq")
+    # Unknown hash: the client is told to send the text.
+    missing = await _post(api, {"extensions": pq(), "operationName": "Me"}, token)
+    assert codes(missing) == ["PERSISTED_QUERY_NOT_FOUND"]
+    assert missing["errors"][0]["message"] == "PersistedQueryNotFound"
+    # Text with its hash registers it and runs.
+    registered = await _post(api, {"query": PQ_QUERY, "extensions": pq()}, token)
+    assert registered["data"]["viewer"]["username"] == "apq"
+    # Hash alone now runs the stored text, over POST and over GET.
+    by_hash = await _post(api, {"extensions": pq(), "operationName": "Me"}, token)
+    assert by_hash["data"]["viewer"]["username"] == "apq"
+    got = await api.client.get("/graphql", params={"extensions": json.dumps(pq())},
+                               headers={"Authorization": f"Bearer {token}", "accept": "application/json"})
+    assert got.json()["data"]["viewer"]["username"] == "apq"
+
+
+async def test_persisted_query_hash_mismatch(api: Api) -> None:
+    wrong = hashlib.sha256(b"something else").hexdigest()
+    body = await _post(api, {"query": PQ_QUERY, "extensions": pq(wrong)})
+    assert codes(body) == ["BAD_USER_INPUT"]
+    assert body["data"] is None
+    malformed = await _post(api, {"query": PQ_QUERY, "extensions": pq("not-a-hash")})
+    assert codes(malformed) == ["BAD_USER_INPUT"]
+    # A mismatch never registers the hash.
+    after = await _post(api, {"extensions": pq(wrong)})
+    assert codes(after) == ["PERSISTED_QUERY_NOT_FOUND"]
+
+
+async def test_persisted_query_shared_through_redis(api: Api, settings: Settings) -> None:
+    await _post(api, {"query": PQ_QUERY, "extensions": pq()})
+    async with api_with(settings) as other_replica:
+        body = await _post(other_replica, {"extensions": pq()})
+        assert codes(body) == [] and body["data"] == {"viewer": None}
+
+
+async def test_persisted_query_without_redis(api: Api, settings: Settings) -> None:
+    dead_redis = f"redis://127.0.0.1:{free_port()}/0"
+    async with api_with(settings, redis_url=dead_redis) as no_redis:
+        assert codes(await _post(no_redis, {"extensions": pq()})) == ["PERSISTED_QUERY_NOT_FOUND"]
+        assert codes(await _post(no_redis, {"query": PQ_QUERY, "extensions": pq()})) == []
+        assert codes(await _post(no_redis, {"extensions": pq()})) == []
+
+
+# --- production switches ---------------------------------------------------------------
+
+INTROSPECTION = "{ __schema { queryType { name } } }"
+
+
+async def test_development_keeps_introspection_graphiql_and_suggestions(api: Api) -> None:
+    assert codes(await api.raw(INTROSPECTION)) == []
+    ide = await api.client.get("/graphql", headers={"accept": "text/html"})
+    assert ide.status_code == 200 and "graphiql" in ide.text.lower()
+    typo = await api.raw("{ viewr { id } }")
+    assert "Did you mean" in typo["errors"][0]["message"]
+
+
+async def test_production_turns_them_off(api: Api, settings: Settings) -> None:
+    async with api_with(settings, feedfabric_production=True) as prod:
+        refused = await prod.raw(INTROSPECTION)
+        assert set(codes(refused)) == {"BAD_USER_INPUT"} and "introspection" in refused["errors"][0]["message"]
+        assert codes(await prod.raw("{ __typename }")) == []
+        ide = await prod.client.get("/graphql", headers={"accept": "text/html"})
+        assert ide.status_code == 404
+        typo = await prod.raw("{ viewr { id } }")
+        assert codes(typo) == ["BAD_USER_INPUT"]
+        assert "Did you mean" not in typo["errors"][0]["message"]
+        enum_typo = await prod.raw('{ member(username: "x") { posts(order: NEWES) { source } } }')
+        assert codes(enum_typo) and "Did you mean" not in json.dumps(enum_typo)
+
+
+# --- rate limits -----------------------------------------------------------------------
+
+def aliases(n: int) -> str:
+    return "{ " + " ".join(f"v{i}: viewer {{ id }}" for i in range(n)) + " }"
+
+
+async def test_rate_limit_counts_root_fields(api: Api, settings: Settings) -> None:
+    async with api_with(settings, rate_limit_operations=5) as limited:
+        token = await limited.member("busy")  # counted against the client address: no member yet
+        ok = await limited.raw(aliases(5), token=token)  # 5 of 5
+        assert codes(ok) == []
+        assert ok["extensions"]["rateLimit"]["remaining"] == 0
+        refused = await limited.raw("{ viewer { id } }", token=token)  # the 6th
+        assert codes(refused) == ["RATE_LIMITED"]
+        assert refused["data"] is None
+        # Another member has a budget of their own.
+        other = await limited.member("quiet")
+        assert codes(await limited.raw(aliases(5), token=other)) == []
+
+
+async def test_rate_limit_refuses_one_request_with_too_many_aliases(api: Api, settings: Settings) -> None:
+    async with api_with(settings, rate_limit_operations=5) as limited:
+        token = limited.token("greedy")
+        refused = await limited.raw(aliases(6), token=token)
+        assert codes(refused) == ["RATE_LIMITED"]
+
+
+async def test_rate_limit_fragments_count_their_fields(api: Api, settings: Settings) -> None:
+    async with api_with(settings, rate_limit_operations=3) as limited:
+        query = "query { ...F a: viewer { id } } fragment F on Query { b: viewer { id } c: viewer { id } }"
+        token = limited.token("fragmented")
+        assert codes(await limited.raw(query, token=token)) == []  # 3 of 3
+        assert codes(await limited.raw("{ __typename }", token=token)) == ["RATE_LIMITED"]
+
+
+async def test_rate_limit_signed_out_by_client_address(api: Api, settings: Settings) -> None:
+    async with api_with(settings, rate_limit_operations=2) as limited:
+        assert codes(await limited.raw(aliases(2))) == []
+        assert codes(await limited.raw(aliases(1))) == ["RATE_LIMITED"]
+
+
+async def test_rate_limit_fails_open_without_redis(api: Api, settings: Settings) -> None:
+    dead_redis = f"redis://127.0.0.1:{free_port()}/0"
+    async with api_with(settings, redis_url=dead_redis, rate_limit_operations=1) as no_redis:
+        for _ in range(3):
+            assert codes(await no_redis.raw(aliases(3))) == []
+
+
+# --- WebSocket origin and subscriptions per connection -------------------------------------
+
+def _graphql_view(app: Any) -> Any:
+    return next(r.endpoint for r in app.routes if getattr(r, "path", None) == "/graphql")
+
+
+def test_websocket_settings_reach_the_view(settings: Settings) -> None:
+    app = create_app(settings.model_copy(update={"ws_allowed_origins": "https://app.example, https://m.example",
+                                                 "max_subscriptions_per_connection": 3}))
+    view = _graphql_view(app)
+    assert view.max_subscriptions_per_connection == 3
+    assert set(view.allowed_origins) == {"https://app.example", "https://m.example"}
+
+
+@pytest.mark.parametrize(("origin", "accepted"), [
+    (None, True), ("https://app.example", True), ("https://evil.example", False),
+])
+def test_websocket_origin_check(settings: Settings, origin: str | None, accepted: bool) -> None:
+    from starlette.testclient import TestClient
+    from starlette.websockets import WebSocketDisconnect
+
+    app = create_app(settings.model_copy(update={"ws_allowed_origins": "https://app.example"}))
+    headers = {"origin": origin} if origin else {}
+    token = _token(settings, "origin_tester")
+    with TestClient(app, base_url="http://api.internal") as client:
+        _upsert(client, token, "origin_tester")
+        if accepted:
+            with client.websocket_connect("/graphql", subprotocols=["graphql-transport-ws"], headers=headers) as ws:
+                ws.send_json({"type": "connection_init", "payload": {"authorization": f"Bearer {token}"}})
+                assert ws.receive_json()["type"] == "connection_ack"
+        else:
+            with pytest.raises(WebSocketDisconnect):
+                with client.websocket_connect("/graphql", subprotocols=["graphql-transport-ws"], headers=headers):
+                    pass
+
+
+def test_subscriptions_per_connection(settings: Settings) -> None:
+    from starlette.testclient import TestClient
+
+    limit = 2
+    app = create_app(settings.model_copy(update={"max_subscriptions_per_connection": limit}))
+    token = _token(settings, "subscriber")
+    with TestClient(app) as client:
+        _upsert(client, token, "subscriber")
+        with client.websocket_connect("/graphql", subprotocols=["graphql-transport-ws"]) as ws:
+            ws.send_json({"type": "connection_init", "payload": {"authorization": f"Bearer {token}"}})
+            assert ws.receive_json()["type"] == "connection_ack"
+            for i in range(limit):
+                ws.send_json({"id": str(i), "type": "subscribe",
+                              "payload": {"query": "subscription { notificationAdded { id } }"}})
+            ws.send_json({"type": "ping"})
+            assert ws.receive_json()["type"] == "pong"  # both subscriptions are running
+            ws.send_json({"id": "over", "type": "subscribe",
+                          "payload": {"query": "subscription { notificationAdded { id } }"}})
+            refused = ws.receive_json()
+            assert refused["id"] == "over" and refused["type"] == "error"
+            assert "limit" in refused["payload"][0]["message"]
+
+
+def _upsert(client: Any, token: str, name: str) -> None:
+    response = client.post("/graphql", json={"query": f'mutation {{ upsertProfile(username: "{name}", '
+                                                      f'displayName: "{name}") {{ id }} }}'},
+                           headers={"Authorization": f"Bearer {token}"})
+    assert not response.json().get("errors"), response.text
+
+
+def _token(settings: Settings, external_id: str) -> str:
+    from feedfabric.auth import issue_token
+
+    return issue_token(settings.jwt_secret, external_id)
