@@ -4,7 +4,8 @@ Each poll of BATCH events goes through `GROUP.prepare` (one batched model
 call) and then, per event, what the runner does: a transaction, the
 processed_events row, `GROUP.handle` (re-read the post, inferred tags, vector
 to Redis). Kafka itself is left out: it is measured by the pipeline bench.
-Runs on embedded Postgres and Redis unless DATABASE_URL / REDIS_URL are set.
+On a shared machine, compare the load average printed with the number of
+cores: other processes take the same CPUs. Runs on embedded Postgres and Redis unless DATABASE_URL / REDIS_URL are set.
 
     .venv/bin/python bench/embeddings.py [--posts 2000] [--batch 100]
 """
@@ -86,14 +87,17 @@ async def run(posts: int, batch: int, database_url: str, redis_url: str, data_di
 
     # Warm-up batch (first-call costs in torch and asyncpg), not counted.
     await _deliver(ctx, events[:batch])
-    started = time.perf_counter()
+    load_before = os.getloadavg()[0]
+    started, cpu_started = time.perf_counter(), time.process_time()
     for start in range(batch, len(events), batch):
         await _deliver(ctx, events[start : start + batch])
     elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     measured = len(events) - batch
     tagged = await pool.fetchval("SELECT count(DISTINCT post_id) FROM post_tags WHERE source = 'inferred'")
     print(f"{measured} posts in {elapsed:.2f} s: {measured / elapsed:.0f} posts/s (batch {batch}, "
-          f"{os.cpu_count()} cores); {tagged}/{posts} posts got inferred topics")
+          f"{os.cpu_count()} cores, load average {load_before:.1f} before); {1000 * cpu / measured:.1f} ms of "
+          f"worker CPU per post; {tagged}/{posts} posts got inferred topics")
     await redis.aclose()
     await pool.close()
 
