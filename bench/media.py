@@ -57,7 +57,8 @@ def main() -> None:
     print(
         f"{args.photos} photos of 4000x3000 ({len(data) / 1e6:.1f} MB JPEG) in {elapsed:.2f} s: "
         f"{args.photos / elapsed:.1f} photos/s, {1000 * elapsed / args.photos:.0f} ms each "
-        f"(one at a time, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; {1000 * cpu / args.photos:.0f} ms CPU each); output {result.width}x{result.height}, "
+        f"(one at a time, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+        f"{1000 * cpu / args.photos:.0f} ms CPU each); output {result.width}x{result.height}, "
         f"{len(result.data) / 1e3:.0f} KB, score {result.score}"
     )
 
