@@ -70,8 +70,8 @@ OUTBOX_PUBLISHED = Counter("feedfabric_outbox_published_total", "Outbox rows the
 
 # --- Consumers (call from the consumer runner) -----------------------------------
 CONSUMER_LAG = Gauge(
-    "feedfabric_consumer_lag", "Messages behind the partition's high watermark, by group and topic.",
-    ["group", "topic"],
+    "feedfabric_consumer_lag", "Messages behind the partition's high watermark after the last batch handled.",
+    ["group", "topic", "partition"],
 )
 CONSUMER_RETRIES = Counter(
     "feedfabric_consumer_retries_total", "Handler attempts that failed transiently and will be retried.", ["group"]
@@ -129,9 +129,17 @@ async def metrics_endpoint(request: Request) -> Response:
 
 
 def serve(settings: Settings) -> None:
-    """Exposes this process's metrics on METRICS_PORT (relay and worker processes; 0 turns it off)."""
-    if settings.metrics_port:
+    """Exposes this process's metrics on METRICS_PORT (relay and worker processes; 0 turns it off).
+
+    A taken port (`feedfabric dev` runs the relay and the workers on one host)
+    costs the metrics of that process, never the process itself.
+    """
+    if not settings.metrics_port:
+        return
+    try:
         start_http_server(settings.metrics_port)
+    except OSError as error:
+        log.warning("metrics: port %d unavailable (%s); this process serves no /metrics", settings.metrics_port, error)
 
 
 def observe_fanout(started: float, inserted: int) -> None:

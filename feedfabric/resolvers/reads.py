@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+from feedfabric import metrics
 from feedfabric.context import Context
 from feedfabric.db import comments as comments_db
 from feedfabric.db import favourites as favourites_db
@@ -45,6 +46,7 @@ async def home_feed(ctx: Context, first: int | None, after: str | None) -> Page:
     before, limit = paging.cursor(after), paging.page_size(first)
     r = ctx.resources
     page = await home.HomeFeedService(r.settings, r.pool, r.redis, r.breaker).read(viewer, member, before, limit)
+    metrics.HOME_FEED_PAGES.labels(source=page.source).inc()
     if r.feed_log is not None:
         r.feed_log.record(member.id, "following", page)
     return page

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import logging
 import re
 import signal
 import sys
@@ -39,8 +38,12 @@ def _settings(*needed: str) -> Settings:
 
 
 def _run_until_signal(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    from feedfabric import metrics
+    from feedfabric.logging import configure_logging
+
+    settings = load_settings()
+    configure_logging(settings)  # JSON lines, as the API writes them
+    metrics.serve(settings)  # Prometheus on METRICS_PORT (0: off)
 
     async def runner() -> None:
         stop = asyncio.Event()

@@ -6,10 +6,12 @@ the group does not take those events.
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import asyncpg
 
+from feedfabric import metrics
 from feedfabric.events import MEMBERS, POSTS, Event
 from feedfabric.feeds import timelines
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
@@ -25,9 +27,11 @@ def _uuid(event: Event, field: str) -> uuid.UUID:
 
 async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> None:
     if event.type == "PostCreated":
+        started = time.perf_counter()
         result = await timelines.fan_out(conn, ctx.redis, ctx.settings, _uuid(event, "postId"))
         if result is None:
             raise PermanentError(f"PostCreated {event.event_id}: post {event.key} does not exist")
+        metrics.observe_fanout(started, result.pushed)
     elif event.type == "MemberReturned":
         await timelines.rebuild(conn, ctx.redis, ctx.settings, _uuid(event, "memberId"))
 

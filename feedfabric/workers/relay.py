@@ -39,6 +39,7 @@ import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
+from feedfabric import metrics
 from feedfabric.db import pipeline as db
 from feedfabric.db.outbox import NOTIFY_CHANNEL
 from feedfabric.db.pool import _init_connection
@@ -171,6 +172,7 @@ class Relay:
                 await self.after_produce(rows)
             await db.stamp(conn, stamped)
         self.published += len(stamped)
+        metrics.OUTBOX_PUBLISHED.inc(len(stamped))
         if failed:
             await kafka.reset_producer()
         return len(rows)

@@ -25,6 +25,7 @@ from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
 from feedfabric.db import pipeline as db
 from feedfabric.events import Event
+from feedfabric import metrics
 from feedfabric.settings import Settings
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 from feedfabric.workers.topics import topic_name
@@ -136,6 +137,9 @@ class GroupRunner:
                         break
                     self.done[tp] = record.offset + 1
                 await self.commit({tp})
+                if records and (high := self.consumer.highwater(tp)) is not None:
+                    metrics.CONSUMER_LAG.labels(group=self.spec.name, topic=tp.topic, partition=str(tp.partition)).set(
+                        max(high - records[-1].offset - 1, 0))
 
     async def _process(self, tp: TopicPartition, record: ConsumerRecord) -> bool:
         """True when the record is finished with (handled, redelivered, skipped or parked)."""
@@ -157,6 +161,7 @@ class GroupRunner:
             log.exception("%s: %s[%d]@%d failed; will retry", self.spec.name, tp.topic, tp.partition, record.offset)
             return self._retry(tp, record)
         self.retries.pop(tp, None)
+        metrics.CONSUMER_HANDLED.labels(group=self.spec.name).inc()
         return True
 
     def _retry(self, tp: TopicPartition, record: ConsumerRecord) -> bool:
@@ -164,6 +169,7 @@ class GroupRunner:
         attempt = previous.attempt + 1 if previous and previous.offset == record.offset else 1
         delay = min(self.backoff_cap, self.backoff_initial * 2 ** (attempt - 1))
         self.retries[tp] = _Retry(record.offset, attempt, time.monotonic() + delay)
+        metrics.CONSUMER_RETRIES.labels(group=self.spec.name).inc()
         self.consumer.pause(tp)
         self.consumer.seek(tp, record.offset)
         return False
@@ -175,6 +181,7 @@ class GroupRunner:
             self.ctx.pool, self.spec.name, record.topic, record.partition, record.offset, key, payload, error[:2000]
         )
         self.dead_lettered += 1
+        metrics.DEAD_LETTERS.labels(group=self.spec.name).inc()
         log.warning("%s: parked %s[%d]@%d in dead letters: %s", self.spec.name, record.topic, record.partition, record.offset, error)
 
     async def commit(self, tps: set[TopicPartition] | None) -> None:
