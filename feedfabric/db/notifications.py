@@ -40,3 +40,46 @@ async def mark_read(conn: asyncpg.Connection, recipient_id: uuid.UUID, up_to: uu
 async def by_id(conn: Executor, notification_id: uuid.UUID) -> Notification | None:
     row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM notifications WHERE id = $1", notification_id)
     return Notification.of(row) if row else None
+
+
+async def add_for_event(
+    conn: asyncpg.Connection,
+    *,
+    event_id: int,
+    kind: str,
+    actor_id: uuid.UUID,
+    recipients: list[tuple[uuid.UUID, uuid.UUID]],
+    post_id: uuid.UUID | None = None,
+    comment_id: uuid.UUID | None = None,
+    only_new_mentions: bool = False,
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """Writes one notification per (notification ID, recipient) pair; returns the (id, recipient) rows inserted.
+
+    Skipped in SQL, so a redelivered event and a racing writer agree: the actor
+    themself, an actor no longer active, a post the recipient may not see, an
+    (event, recipient, kind) already written, and with `only_new_mentions`
+    recipients already told of a mention in this same post or comment (an edit
+    re-lists everyone it mentions; only the newly mentioned hear about it).
+    """
+    if not recipients:
+        return []
+    rows = await conn.fetch(
+        """INSERT INTO notifications (id, recipient_id, kind, actor_id, post_id, comment_id, event_id)
+           SELECT r.id, r.recipient_id, $2, $3, $4, $5, $1
+           FROM unnest($6::uuid[], $7::uuid[]) AS r(id, recipient_id)
+           WHERE r.recipient_id <> $3
+             AND EXISTS (SELECT 1 FROM members rm WHERE rm.id = r.recipient_id)
+             AND EXISTS (SELECT 1 FROM members a WHERE a.id = $3 AND a.status = 'active')
+             AND ($4::uuid IS NULL OR EXISTS (
+                  SELECT 1 FROM posts p WHERE p.id = $4
+                    AND post_visible(p.status, p.author_id, p.repost_of, r.recipient_id)))
+             AND (NOT $8 OR NOT EXISTS (
+                  SELECT 1 FROM notifications n
+                  WHERE n.recipient_id = r.recipient_id AND n.kind = 'mention'
+                    AND n.post_id IS NOT DISTINCT FROM $4 AND n.comment_id IS NOT DISTINCT FROM $5))
+           ON CONFLICT (event_id, recipient_id, kind) DO NOTHING
+           RETURNING id, recipient_id""",
+        event_id, kind, actor_id, post_id, comment_id,
+        [n for n, _ in recipients], [r for _, r in recipients], only_new_mentions,
+    )
+    return [(r["id"], r["recipient_id"]) for r in rows]

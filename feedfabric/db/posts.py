@@ -172,6 +172,37 @@ async def home_page(
     return [Post.of(r) for r in rows]
 
 
+async def home_after(conn: Executor, viewer_id: uuid.UUID, after: uuid.UUID, limit: int) -> list[Post]:
+    """Home-feed items newer than a cursor, oldest first: the replay of a resumed homeTimeline subscription.
+
+    The mirror of home_page (same sources, same visibility), walking forward by ID.
+    """
+    rows = await conn.fetch(
+        f"""WITH authors AS (
+                SELECT $1::uuid AS author_id
+                UNION
+                SELECT target_id::uuid FROM follows WHERE follower_id = $1 AND target_type = 'member'
+            ), candidates AS (
+                SELECT p.id FROM authors a CROSS JOIN LATERAL (
+                    SELECT p.id FROM posts p
+                    WHERE p.author_id = a.author_id AND p.id > $2
+                      AND post_visible(p.status, p.author_id, p.repost_of, $1)
+                    ORDER BY p.id LIMIT $3) p
+                UNION
+                SELECT t.post_id FROM follows f CROSS JOIN LATERAL (
+                    SELECT pt.post_id FROM post_tags pt JOIN posts p ON p.id = pt.post_id
+                    WHERE pt.tag = f.target_id AND pt.post_id > $2
+                      AND post_visible(p.status, p.author_id, p.repost_of, $1)
+                    ORDER BY pt.post_id LIMIT $3) t
+                WHERE f.follower_id = $1 AND f.target_type = 'tag'
+            )
+            SELECT {_P_COLUMNS} FROM candidates c JOIN posts p ON p.id = c.id
+            ORDER BY p.id LIMIT $3""",
+        viewer_id, after, limit,
+    )
+    return [Post.of(r) for r in rows]
+
+
 async def by_authors_page(
     conn: Executor,
     author_ids: Sequence[uuid.UUID],

@@ -12,6 +12,7 @@ from feedfabric.schema.persisted import PersistedQueries
 from feedfabric.schema.production import ProductionGuards
 from feedfabric.schema.query import Query
 from feedfabric.schema.ratelimit import OperationRateLimit
+from feedfabric.schema.subscription import Subscription
 from feedfabric.schema.timing import OperationMetrics
 
 MAX_DEPTH = 10
@@ -23,6 +24,7 @@ def build_schema() -> strawberry.Schema:
     return strawberry.Schema(
         query=Query,
         mutation=Mutation,
+        subscription=Subscription,
         extensions=[
             # Order matters (docs/operations.md): timing wraps everything and sees coded errors;
             # persisted queries fill in the text before parsing; production rules join validation

@@ -8,11 +8,13 @@ from feedfabric.workers.base import GroupSpec
 def all_groups() -> dict[str, GroupSpec]:
     from feedfabric.workers import fanout
     from feedfabric.workers import embeddings, engagement, media
+    from feedfabric.workers import notifications
 
     specs = [
         fanout.GROUP,
         engagement.GROUP,
         embeddings.GROUP,
         media.GROUP,
+        notifications.GROUP,
     ]
     return {spec.name: spec for spec in specs}

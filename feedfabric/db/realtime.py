@@ -1,0 +1,54 @@
+"""Queries of the realtime consumer: batched per polled chunk, and only among members connected here."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+
+from feedfabric.models import Post
+
+Executor = asyncpg.Connection | asyncpg.Pool
+
+_COLUMNS = "id, author_id, content, repost_of, status, created_at, updated_at"
+
+
+@dataclass(frozen=True)
+class PostVisibility:
+    post: Post
+    # post_visible for any viewer but its author, and for its author: a held post differs.
+    public: bool
+    to_author: bool
+
+
+async def posts_with_visibility(conn: Executor, post_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, PostVisibility]:
+    rows = await conn.fetch(
+        f"""SELECT {_COLUMNS},
+                   post_visible(status, author_id, repost_of, NULL) AS public,
+                   post_visible(status, author_id, repost_of, author_id) AS to_author
+            FROM posts WHERE id = ANY($1::uuid[])""",
+        list(post_ids),
+    )
+    return {r["id"]: PostVisibility(Post.of(r), bool(r["public"]), bool(r["to_author"])) for r in rows}
+
+
+async def connected_followers(
+    conn: Executor, connected: Sequence[uuid.UUID], author_ids: Sequence[uuid.UUID], tags: Sequence[str]
+) -> list[tuple[uuid.UUID, str, str]]:
+    """(follower, target_type, target_id) for follows of these authors or tags by connected members.
+
+    Bounded by the members connected to this process, not by the authors'
+    follower counts, so a celebrity's post costs the same as anyone's here.
+    """
+    if not connected or (not author_ids and not tags):
+        return []
+    rows = await conn.fetch(
+        """SELECT follower_id, target_type, target_id FROM follows
+           WHERE follower_id = ANY($1::uuid[])
+             AND ((target_type = 'member' AND target_id = ANY($2::text[]))
+               OR (target_type = 'tag' AND target_id = ANY($3::text[])))""",
+        list(connected), [str(a) for a in author_ids], list(tags),
+    )
+    return [(r["follower_id"], r["target_type"], r["target_id"]) for r in rows]

@@ -1,0 +1,150 @@
+"""The realtime consumer inside each API process: Kafka → hydrate → the process's hub.
+
+Its group is `realtime-<instance>` (FEEDFABRIC_INSTANCE, else a random ID), so
+every API process reads every post and notification event and keeps what its
+own connected members need. It starts at the latest offset: WebSocket delivery
+is best effort, and a client that was away resumes with `since`. A failure
+never stops the API; the consumer logs it and reconnects with a capped backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import asyncpg
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
+
+from feedfabric.events import NOTIFICATIONS, POSTS, Event
+from feedfabric.realtime.delivery import deliver
+from feedfabric.realtime.hub import Hub
+from feedfabric.settings import Settings
+from feedfabric.workers.topics import ensure_topics, topic_name
+
+if TYPE_CHECKING:
+    from feedfabric.context import Resources
+
+log = logging.getLogger(__name__)
+
+WANTED = frozenset({"PostCreated", "NotificationCreated"})
+
+
+def group_id(settings: Settings, instance: str) -> str:
+    return f"{settings.kafka_topic_prefix}realtime-{instance}"
+
+
+class _Positions(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Resolves "latest" as soon as partitions arrive, so `ready` means nothing newer is missed."""
+
+    def __init__(self, owner: RealtimeConsumer, consumer: AIOKafkaConsumer) -> None:
+        self.owner = owner
+        self.consumer = consumer
+
+    async def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
+        return None
+
+    async def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
+        for tp in assigned:
+            await self.consumer.position(tp)
+        self.owner.ready.set()
+
+
+@dataclass
+class RealtimeConsumer:
+    settings: Settings
+    pool: asyncpg.Pool
+    hub: Hub
+    instance: str = field(default="")
+    poll_ms: int = 200
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    events_seen: int = 0
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _task: asyncio.Task[None] | None = None
+
+    def __post_init__(self) -> None:
+        self.instance = self.instance or self.settings.feedfabric_instance or uuid.uuid4().hex[:12]
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="realtime-consumer")
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(self._task, 10)
+            except (TimeoutError, asyncio.TimeoutError):
+                self._task.cancel()
+                with contextlib.suppress(BaseException):
+                    await self._task
+
+    async def wait_ready(self, timeout: float = 30.0) -> None:
+        await asyncio.wait_for(self.ready.wait(), timeout)
+
+    async def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                await self._session()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the API keeps serving; realtime reconnects
+                failures += 1
+                delay = min(10.0, 0.2 * 2 ** min(failures, 8))
+                log.warning("realtime consumer: %s: %s; reconnecting in %.1fs", type(exc).__name__, exc, delay)
+                with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), delay)
+
+    async def _session(self) -> None:
+        topics = [topic_name(self.settings, POSTS), topic_name(self.settings, NOTIFICATIONS)]
+        await ensure_topics(self.settings, topics)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.settings.kafka_bootstrap_servers or "",
+            group_id=group_id(self.settings, self.instance),
+            auto_offset_reset="latest",
+            enable_auto_commit=True,
+            max_poll_records=500,
+        )
+        consumer.subscribe(topics, listener=_Positions(self, consumer))
+        await consumer.start()
+        try:
+            while not self._stop.is_set():
+                batch = await consumer.getmany(timeout_ms=self.poll_ms)
+                events = [e for records in batch.values() for r in records if (e := _decode(r)) is not None]
+                if not events:
+                    continue
+                self.events_seen += len(events)
+                try:
+                    await deliver(self.pool, self.hub, events)
+                except Exception:  # noqa: BLE001 - best effort: skip the chunk, keep the consumer alive
+                    log.exception("realtime: delivering %d events failed; skipped", len(events))
+        finally:
+            await consumer.stop()
+
+
+def _decode(record: ConsumerRecord) -> Event | None:
+    try:
+        event = Event.from_message(record.key.decode() if record.key else "", json.loads(record.value))
+    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError):
+        return None
+    return event if event.type in WANTED else None
+
+
+def start_realtime(resources: Resources) -> RealtimeConsumer | None:
+    """Called from the app lifespan: the hub always (subscriptions still replay), the consumer when Kafka is set."""
+    settings = resources.settings
+    hub = Hub(queue_size=settings.realtime_queue_size)
+    resources.extras["realtime_hub"] = hub
+    if not settings.kafka_bootstrap_servers:
+        log.warning("KAFKA_BOOTSTRAP_SERVERS is not set: subscriptions get no live items from this process")
+        return None
+    consumer = RealtimeConsumer(settings, resources.pool, hub)
+    resources.extras["realtime_consumer"] = consumer
+    consumer.start()
+    return consumer

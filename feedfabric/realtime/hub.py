@@ -1,0 +1,123 @@
+"""The in-process registry of live subscribers: which members are connected to this API process.
+
+The realtime consumer publishes into it; each subscription drains its own
+bounded queue. Publishing never awaits, so one slow socket cannot hold up the
+consumer or anyone else: a subscriber whose queue is full is dropped on the
+spot (its queue emptied, so memory stays bounded) and told why; the
+subscription then closes its socket with that reason and the client resumes
+from its last cursor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from feedfabric import metrics
+
+DEFAULT_QUEUE_SIZE = 256
+
+
+class Channel(Enum):
+    TIMELINE = "timeline"
+    NOTIFICATIONS = "notifications"
+
+
+class SubscriberDropped(Exception):
+    """The subscriber fell too far behind and was disconnected; `str()` is the reason the client gets."""
+
+
+@dataclass(frozen=True)
+class _Dropped:
+    reason: str
+
+
+@dataclass(eq=False)
+class Subscriber:
+    channel: Channel
+    member_id: uuid.UUID
+    queue: asyncio.Queue[Any]
+    dropped: str | None = None
+
+    async def next(self) -> Any:
+        item = await self.queue.get()
+        if isinstance(item, _Dropped):
+            raise SubscriberDropped(item.reason)
+        return item
+
+
+@dataclass
+class HubStats:
+    published: int = 0
+    dropped_subscribers: int = 0
+
+
+@dataclass
+class Hub:
+    queue_size: int = DEFAULT_QUEUE_SIZE
+    stats: HubStats = field(default_factory=HubStats)
+    _subs: dict[Channel, dict[uuid.UUID, set[Subscriber]]] = field(
+        default_factory=lambda: {c: {} for c in Channel}
+    )
+
+    def add(self, channel: Channel, member_id: uuid.UUID) -> Subscriber:
+        # One extra slot keeps room for the drop notice however full the queue got.
+        sub = Subscriber(channel, member_id, asyncio.Queue(maxsize=self.queue_size + 1))
+        self._subs[channel].setdefault(member_id, set()).add(sub)
+        return sub
+
+    def remove(self, sub: Subscriber) -> None:
+        members = self._subs[sub.channel]
+        subs = members.get(sub.member_id)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del members[sub.member_id]
+
+    @contextmanager
+    def subscribe(self, channel: Channel, member_id: uuid.UUID) -> Iterator[Subscriber]:
+        sub = self.add(channel, member_id)
+        try:
+            yield sub
+        finally:
+            self.remove(sub)
+
+    def connected(self, channel: Channel) -> list[uuid.UUID]:
+        """Members with at least one live subscriber on this channel (the consumer queries only among them)."""
+        return list(self._subs[channel])
+
+    def is_connected(self, channel: Channel, member_id: uuid.UUID) -> bool:
+        return member_id in self._subs[channel]
+
+    def subscriber_count(self, channel: Channel | None = None) -> int:
+        channels = [channel] if channel else list(Channel)
+        return sum(len(s) for c in channels for s in self._subs[c].values())
+
+    def publish(self, channel: Channel, member_id: uuid.UUID, item: Any) -> int:
+        """Queues `item` for every subscriber of the member on the channel; returns how many got it."""
+        subs = self._subs[channel].get(member_id)
+        if not subs:
+            return 0
+        delivered = 0
+        for sub in list(subs):
+            if sub.queue.qsize() >= self.queue_size:
+                self._drop(sub, f"too slow: {self.queue_size} events undelivered; resubscribe with since=<last cursor>")
+                continue
+            sub.queue.put_nowait(item)
+            delivered += 1
+        self.stats.published += delivered
+        return delivered
+
+    def _drop(self, sub: Subscriber, reason: str) -> None:
+        self.remove(sub)
+        sub.dropped = reason
+        while not sub.queue.empty():
+            sub.queue.get_nowait()
+        sub.queue.put_nowait(_Dropped(reason))
+        self.stats.dropped_subscribers += 1
+        metrics.DROPPED_SUBSCRIBERS.labels(reason="slow" if reason.startswith("too slow") else "other").inc()

@@ -1,0 +1,48 @@
+"""The Subscription root: homeTimeline and notificationAdded over WebSocket.
+
+get_context runs once per socket, so before each event is rendered the
+context gets fresh DataLoaders (nothing cached across events), primed with
+the rows the realtime consumer already hydrated for every recipient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+
+import strawberry
+
+from feedfabric.realtime import streams
+from feedfabric.schema.types import ContextInfo, Notification, Post
+
+
+@strawberry.type
+class TimelineEvent:
+    post: Post = strawberry.field(description="The new home-feed item, hydrated as the home feed would show it.")
+    cursor: str
+
+
+@strawberry.type
+class Subscription:
+    @strawberry.subscription(
+        description=(
+            "New items for the viewer's home feed, as soon as they are posted. With\n"
+            "`since` (a home-feed cursor), the visible items newer than it are sent\n"
+            "first, oldest first, then live ones: a client that reconnects misses nothing\n"
+            "and sees nothing twice."
+        )
+    )
+    async def home_timeline(
+        self, info: ContextInfo, since: str | None = None
+    ) -> AsyncGenerator[TimelineEvent, None]:
+        ctx = info.context
+        async for item in streams.home_timeline(ctx, since):
+            ctx.loaders = ctx.fresh_loaders()
+            item.prime(ctx.loaders)
+            yield TimelineEvent(post=Post(row=item.post), cursor=str(item.post.id))
+
+    @strawberry.subscription
+    async def notification_added(self, info: ContextInfo) -> AsyncGenerator[Notification, None]:
+        ctx = info.context
+        async for row in streams.notifications(ctx):
+            ctx.loaders = ctx.fresh_loaders()
+            yield Notification(row=row)

@@ -1,0 +1,125 @@
+"""worker-notifications: FOLLOW, LIKE, COMMENT, MENTION and REPOST notifications in Postgres.
+
+At most one notification per event and recipient: the most specific kind wins
+(the post author mentioned in a comment on their post gets COMMENT, the
+original author mentioned in a repost gets REPOST), and the table's unique
+(event_id, recipient_id, kind) keeps a redelivered event from doubling
+anything. Each new row commits a NotificationCreated outbox event, keyed by
+the recipient, in the runner's transaction, so the realtime path delivers it
+exactly when the row exists. Unlike and unfollow notify nobody.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import asyncpg
+
+from feedfabric.db import notifications as notifications_db
+from feedfabric.db.outbox import add_event
+from feedfabric.events import ENGAGEMENT, MEMBERS, POSTS, Event
+from feedfabric.ids import new_id
+from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One kind of notification an event asks for, to a set of recipients."""
+
+    kind: str
+    actor_id: uuid.UUID
+    recipients: tuple[uuid.UUID, ...]
+    post_id: uuid.UUID | None = None
+    comment_id: uuid.UUID | None = None
+    only_new_mentions: bool = False
+
+
+@dataclass
+class _Plan:
+    actor_id: uuid.UUID
+    items: list[Planned] = field(default_factory=list)
+    taken: set[uuid.UUID] = field(default_factory=set)
+
+    def add(self, kind: str, recipients: Iterable[uuid.UUID | None], **where: object) -> None:
+        """Recipients already given a kind by this event, and the actor, are left out."""
+        fresh: list[uuid.UUID] = []
+        for r in recipients:
+            if r is not None and r != self.actor_id and r not in self.taken:
+                self.taken.add(r)
+                fresh.append(r)
+        if fresh:
+            self.items.append(Planned(kind, self.actor_id, tuple(fresh), **where))  # type: ignore[arg-type]
+
+
+def plan(event: Event) -> list[Planned]:
+    """What an event should notify, before the database has its say (visibility, duplicates)."""
+    d = event.data
+    try:
+        if event.type == "MemberFollowed":
+            p = _Plan(_id(d["followerId"]))
+            p.add("follow", [_id(d["memberId"])])
+        elif event.type == "PostLiked":
+            p = _Plan(_id(d["memberId"]))
+            p.add("like", [_id(d["authorId"])], post_id=_id(d["postId"]))
+        elif event.type == "CommentCreated":
+            p = _Plan(_id(d["memberId"]))
+            where = {"post_id": _id(d["postId"]), "comment_id": _id(d["commentId"])}
+            p.add("comment", [_id(d["authorId"])], **where)
+            p.add("mention", _ids(d.get("mentionedIds")), **where)
+        elif event.type == "PostCreated":
+            p = _Plan(_id(d["authorId"]))
+            post_id = _id(d["postId"])
+            if d.get("repostOf"):
+                # "X reposted your post": the notification points at the post that was shared.
+                p.add("repost", [_optional_id(d.get("originalAuthorId"))], post_id=_id(d["repostOf"]))
+            p.add("mention", _ids(d.get("mentionedIds")), post_id=post_id)
+        elif event.type == "PostUpdated":
+            p = _Plan(_id(d["authorId"]))
+            p.add("mention", _ids(d.get("mentionedIds")), post_id=_id(d["postId"]), only_new_mentions=True)
+        else:
+            return []
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise PermanentError(f"{event.type} payload is malformed: {exc!r}") from exc
+    return p.items
+
+
+async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> None:
+    for item in plan(event):
+        created = await notifications_db.add_for_event(
+            conn,
+            event_id=event.event_id,
+            kind=item.kind,
+            actor_id=item.actor_id,
+            recipients=[(new_id(), r) for r in item.recipients],
+            post_id=item.post_id,
+            comment_id=item.comment_id,
+            only_new_mentions=item.only_new_mentions,
+        )
+        for notification_id, recipient_id in created:
+            await add_event(
+                conn, "NotificationCreated", str(recipient_id),
+                {"notificationId": str(notification_id), "recipientId": str(recipient_id)},
+                shards=ctx.settings.outbox_shards,
+            )
+
+
+def _id(value: object) -> uuid.UUID:
+    return uuid.UUID(str(value))
+
+
+def _optional_id(value: object) -> uuid.UUID | None:
+    return _id(value) if value else None
+
+
+def _ids(values: object) -> list[uuid.UUID]:
+    return [_id(v) for v in (values or [])]  # type: ignore[attr-defined]
+
+
+GROUP = GroupSpec(
+    name="worker-notifications",
+    topics=(POSTS, ENGAGEMENT, MEMBERS),
+    event_types=frozenset({"MemberFollowed", "PostLiked", "CommentCreated", "PostCreated", "PostUpdated"}),
+    handle=handle,
+)

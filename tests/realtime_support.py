@@ -1,0 +1,223 @@
+"""A real uvicorn server for the app and a real WebSocket client speaking both subscription protocols."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import uvicorn
+from starlette.applications import Starlette
+from websockets.asyncio.client import ClientConnection, connect
+
+from feedfabric.app import create_app
+from feedfabric.realtime.consumer import RealtimeConsumer
+from feedfabric.realtime.hub import Hub
+from feedfabric.settings import Settings
+from tests.support import Api
+
+TRANSPORT_WS = "graphql-transport-ws"
+LEGACY_WS = "graphql-ws"
+PROTOCOLS = (TRANSPORT_WS, LEGACY_WS)
+
+HOME_SUB = """subscription($since: String) {
+  homeTimeline(since: $since) { cursor post { id content author { username } } }
+}"""
+NOTIFY_SUB = """subscription { notificationAdded { id kind read actor { username } post { id } } }"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    app: Starlette
+    url: str
+    api: Api
+
+    @property
+    def ws_url(self) -> str:
+        return self.url.replace("http://", "ws://") + "/graphql"
+
+    @property
+    def hub(self) -> Hub:
+        return self.app.state.resources.extras["realtime_hub"]  # type: ignore[no-any-return]
+
+    @property
+    def consumer(self) -> RealtimeConsumer:
+        return self.app.state.resources.extras["realtime_consumer"]  # type: ignore[no-any-return]
+
+
+@contextlib.asynccontextmanager
+async def serve(settings: Settings) -> AsyncIterator[Server]:
+    """The app under uvicorn on a free loopback port, in this event loop; ready once realtime is positioned."""
+    app = create_app(settings)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve())
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            if task.done():
+                task.result()
+            if time.monotonic() > deadline:
+                raise AssertionError("server did not start")
+            await asyncio.sleep(0.02)
+        url = f"http://127.0.0.1:{port}"
+        async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            running = Server(app, url, Api(client, settings))
+            await running.consumer.wait_ready()
+            yield running
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 20)
+
+
+@dataclass
+class WsClient:
+    """One socket; `subscribe` starts an operation, `next_data` returns its next result's data."""
+
+    conn: ClientConnection
+    protocol: str
+    ack: dict[str, Any] = field(default_factory=dict)
+    _ids: int = 0
+
+    async def subscribe(self, query: str, variables: dict[str, Any] | None = None) -> str:
+        self._ids += 1
+        op = str(self._ids)
+        kind = "subscribe" if self.protocol == TRANSPORT_WS else "start"
+        await self.conn.send(json.dumps({"id": op, "type": kind, "payload": {"query": query, "variables": variables or {}}}))
+        return op
+
+    async def next_message(self, timeout: float = 5.0) -> dict[str, Any]:
+        while True:
+            message = json.loads(await asyncio.wait_for(self.conn.recv(), timeout))
+            if message.get("type") in ("ka", "ping", "pong"):
+                continue
+            return message  # type: ignore[no-any-return]
+
+    async def next_data(self, timeout: float = 5.0) -> dict[str, Any]:
+        message = await self.next_message(timeout)
+        assert message["type"] in ("next", "data"), message
+        payload = message["payload"]
+        assert not payload.get("errors"), payload
+        return payload["data"]  # type: ignore[no-any-return]
+
+    async def nothing_within(self, seconds: float) -> bool:
+        try:
+            message = await self.next_message(seconds)
+        except (TimeoutError, asyncio.TimeoutError):
+            return True
+        raise AssertionError(f"expected nothing, got {message}")
+
+
+@contextlib.asynccontextmanager
+async def ws_client(
+    server: Server,
+    protocol: str,
+    token: str | None,
+    *,
+    header_token: str | None = None,
+    **connect_kwargs: Any,
+) -> AsyncIterator[WsClient]:
+    headers = {"Authorization": f"Bearer {header_token}"} if header_token else None
+    async with connect(
+        server.ws_url, subprotocols=[protocol], additional_headers=headers, **connect_kwargs  # type: ignore[list-item]
+    ) as conn:
+        payload = {"authorization": f"Bearer {token}"} if token else {}
+        await conn.send(json.dumps({"type": "connection_init", "payload": payload}))
+        client = WsClient(conn, protocol)
+        message = json.loads(await asyncio.wait_for(conn.recv(), 5))
+        assert message["type"] == "connection_ack", message
+        yield client
+
+
+async def wait_subscribed(server: Server, count: int, timeout: float = 5.0) -> None:
+    """Subscriptions register with the hub asynchronously; tests publish only after they did."""
+    deadline = time.monotonic() + timeout
+    while server.hub.subscriber_count() < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{server.hub.subscriber_count()} subscribers, wanted {count}")
+        await asyncio.sleep(0.01)
+
+
+@dataclass
+class StalledClient:
+    """A WebSocket client that can stop reading entirely (the websockets client keeps reading into memory).
+
+    Built on the websockets sans-I/O protocol over a plain stream with a small
+    receive buffer, so once it stops reading, the server's socket backs up.
+    """
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    proto: Any
+    received: int = 0
+
+    @classmethod
+    async def open(cls, server: Server, protocol: str, token: str) -> StalledClient:
+        from websockets.client import ClientProtocol
+        from websockets.typing import Subprotocol
+        from websockets.uri import parse_uri
+
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        host, port = server.url.removeprefix("http://").split(":")
+        await asyncio.get_running_loop().sock_connect(sock, (host, int(port)))
+        reader, writer = await asyncio.open_connection(sock=sock)
+        proto = ClientProtocol(parse_uri(server.ws_url), subprotocols=[Subprotocol(protocol)], max_size=None)
+        proto.send_request(proto.connect())
+        client = cls(reader, writer, proto)
+        client._flush()
+        while proto.state.name == "CONNECTING":
+            await client._read()
+        await client.send({"type": "connection_init", "payload": {"authorization": f"Bearer {token}"}})
+        while True:
+            texts = await client._read()
+            if any(json.loads(t)["type"] == "connection_ack" for t in texts):
+                return client
+
+    def _flush(self) -> None:
+        self.writer.write(b"".join(self.proto.data_to_send()))
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.proto.send_text(json.dumps(message).encode())
+        self._flush()
+        await self.writer.drain()
+
+    async def _read(self) -> list[str]:
+        data = await self.reader.read(65536)
+        if not data:
+            self.proto.receive_eof()
+        else:
+            self.proto.receive_data(data)
+        self._flush()  # pongs and close replies
+        texts = []
+        for event in self.proto.events_received():
+            if getattr(event, "opcode", None) is not None and event.opcode.name == "TEXT":
+                texts.append(event.data.decode())
+        return texts
+
+    async def drain_until_closed(self, timeout: float = 20.0) -> tuple[int | None, str]:
+        """Reads what was in flight, then returns the server's close code and reason."""
+        deadline = time.monotonic() + timeout
+        while self.proto.close_rcvd is None and not self.reader.at_eof():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError("no close frame")
+            self.received += len(await asyncio.wait_for(self._read(), remaining))
+        close = self.proto.close_rcvd
+        return (close.code, close.reason) if close is not None else (None, "")
+
+    def close(self) -> None:
+        self.writer.close()

@@ -1,0 +1,263 @@
+"""homeTimeline over a real server, real broker and real WebSocket clients, on both protocols."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+import uuid
+
+import asyncpg
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from feedfabric.db.outbox import add_event
+from feedfabric.ids import id_millis, new_id
+from feedfabric.settings import Settings
+from tests import factories
+from tests.pipeline_support import relay, running
+from tests.realtime_support import (
+    HOME_SUB,
+    LEGACY_WS,
+    PROTOCOLS,
+    StalledClient,
+    TRANSPORT_WS,
+    serve,
+    wait_subscribed,
+    ws_client,
+)
+
+
+async def _member_id(pool: asyncpg.Pool, name: str) -> uuid.UUID:
+    return await pool.fetchval("SELECT id FROM members WHERE external_id = $1", name)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_follower_receives_a_post_within_two_seconds(settings: Settings, protocol: str) -> None:
+    async with serve(settings) as server, running(relay(settings).run):
+        api = server.api
+        alice, bob = await api.member("alice"), await api.member("bob")
+        await api.follow(bob, "alice")
+        async with ws_client(server, protocol, bob) as ws:
+            await ws.subscribe(HOME_SUB)
+            await wait_subscribed(server, 1)
+            post_id = await api.post(alice, "hello, followers")
+            sent = time.monotonic()
+            data = await ws.next_data(timeout=5)
+            elapsed = time.monotonic() - sent
+        event = data["homeTimeline"]
+        assert event["post"] == {"id": post_id, "content": "hello, followers", "author": {"username": "alice"}}
+        assert event["cursor"] == post_id
+        assert elapsed < 2.0, elapsed
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_resubscribing_with_since_replays_exactly_the_missed_posts_then_goes_live(
+    settings: Settings, protocol: str
+) -> None:
+    async with serve(settings) as server, running(relay(settings).run):
+        api = server.api
+        alice, bob = await api.member("alice"), await api.member("bob")
+        await api.follow(bob, "alice")
+        async with ws_client(server, protocol, bob) as ws:
+            await ws.subscribe(HOME_SUB)
+            await wait_subscribed(server, 1)
+            first = await api.post(alice, "seen live")
+            cursor = (await ws.next_data())["homeTimeline"]["cursor"]
+        assert cursor == first
+        await wait_subscribed(server, 0)
+
+        missed = [await api.post(alice, f"missed {i}") for i in range(3)]
+        await asyncio.sleep(0.5)  # their events reach the hub while nobody listens
+
+        async with ws_client(server, protocol, bob) as ws:
+            await ws.subscribe(HOME_SUB, {"since": cursor})
+            replayed = [(await ws.next_data())["homeTimeline"] for _ in range(3)]
+            assert [e["post"]["id"] for e in replayed] == missed
+            assert [e["post"]["content"] for e in replayed] == ["missed 0", "missed 1", "missed 2"]
+            assert [e["cursor"] for e in replayed] == missed
+            live = await api.post(alice, "live again")
+            assert (await ws.next_data())["homeTimeline"]["post"]["id"] == live
+            assert await ws.nothing_within(0.7)  # no duplicate at the seam or after
+
+
+async def test_replay_and_live_meet_without_gap_or_duplicate(settings: Settings, pool: asyncpg.Pool) -> None:
+    """Posts keep arriving while the replay query runs: each is sent once, replay first, oldest first."""
+    async with serve(settings) as server, running(relay(settings).run):
+        api = server.api
+        alice, bob = await api.member("alice"), await api.member("bob")
+        await api.follow(bob, "alice")
+        cursor = await api.post(alice, "before")
+        before_resume = [await api.post(alice, f"old {i}") for i in range(5)]
+
+        async def keep_posting() -> list[str]:
+            return [await api.post(alice, f"during {i}") for i in range(10)]
+
+        async with ws_client(server, TRANSPORT_WS, bob) as ws:
+            poster = asyncio.create_task(keep_posting())
+            await ws.subscribe(HOME_SUB, {"since": cursor})
+            during = await poster
+            got = [(await ws.next_data(timeout=5))["homeTimeline"]["post"]["id"] for _ in range(15)]
+            assert await ws.nothing_within(0.7)
+        assert sorted(got) == sorted(before_resume + during)
+        assert len(set(got)) == len(got)
+        assert got[:5] == before_resume
+
+
+async def test_non_follower_receives_nothing(settings: Settings) -> None:
+    async with serve(settings) as server, running(relay(settings).run):
+        api = server.api
+        alice, bob, carol = await api.member("alice"), await api.member("bob"), await api.member("carol")
+        await api.follow(bob, "alice")
+        async with ws_client(server, TRANSPORT_WS, bob) as follower, ws_client(server, LEGACY_WS, carol) as stranger:
+            await follower.subscribe(HOME_SUB)
+            await stranger.subscribe(HOME_SUB)
+            await wait_subscribed(server, 2)
+            post_id = await api.post(alice, "for followers")
+            assert (await follower.next_data())["homeTimeline"]["post"]["id"] == post_id
+            assert await stranger.nothing_within(1.0)
+
+
+async def test_followed_tag_delivers_and_own_posts_reach_the_author(settings: Settings) -> None:
+    async with serve(settings) as server, running(relay(settings).run):
+        api = server.api
+        alice, bob = await api.member("alice"), await api.member("bob")
+        await api.gql('mutation { followTag(tag: "python") }', token=bob)
+        async with ws_client(server, TRANSPORT_WS, bob) as tagged, ws_client(server, TRANSPORT_WS, alice) as author:
+            await tagged.subscribe(HOME_SUB)
+            await author.subscribe(HOME_SUB)
+            await wait_subscribed(server, 2)
+            post_id = await api.post(alice, "a #python post")
+            assert (await tagged.next_data())["homeTimeline"]["post"]["id"] == post_id
+            assert (await author.next_data())["homeTimeline"]["post"]["id"] == post_id
+
+
+async def test_a_held_post_reaches_only_its_author(settings: Settings, pool: asyncpg.Pool) -> None:
+    async with serve(settings) as server, running(relay(settings).run):
+        api = server.api
+        alice, bob = await api.member("alice"), await api.member("bob")
+        await api.follow(bob, "alice")
+        alice_id = await _member_id(pool, "alice")
+        async with ws_client(server, TRANSPORT_WS, bob) as follower, ws_client(server, LEGACY_WS, alice) as author:
+            await follower.subscribe(HOME_SUB)
+            await author.subscribe(HOME_SUB)
+            await wait_subscribed(server, 2)
+            # Held before the realtime consumer hydrates it (moderation raced the post).
+            held = await factories.post(pool, alice_id, status="held", shards=settings.outbox_shards)
+            live = await api.post(alice, "a live one")
+            assert (await author.next_data())["homeTimeline"]["post"]["id"] == str(held)
+            assert (await author.next_data())["homeTimeline"]["post"]["id"] == live
+            assert (await follower.next_data())["homeTimeline"]["post"]["id"] == live
+            assert await follower.nothing_within(0.7)
+
+
+async def test_deletes_and_holds_are_not_new_items(settings: Settings) -> None:
+    async with serve(settings) as server, running(relay(settings).run):
+        api = server.api
+        alice, bob = await api.member("alice"), await api.member("bob")
+        admin = await api.member("root", admin=True)
+        await api.follow(bob, "alice")
+        async with ws_client(server, TRANSPORT_WS, bob) as ws:
+            await ws.subscribe(HOME_SUB)
+            await wait_subscribed(server, 1)
+            post_id = await api.post(alice, "soon gone")
+            assert (await ws.next_data())["homeTimeline"]["post"]["id"] == post_id
+            await api.gql("mutation($id: ID!) { holdPost(id: $id) { id } }", {"id": post_id}, token=admin)
+            await api.gql("mutation($id: ID!) { deletePost(id: $id) }", {"id": post_id}, token=alice)
+            assert await ws.nothing_within(1.0)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_missing_or_bad_token_is_refused_with_4403(settings: Settings, protocol: str) -> None:
+    async with serve(settings) as server:
+        await server.api.member("alice")
+        bad = server.api.token("alice")[:-4] + "AAAA"
+        expired = server.api.token("alice", ttl=-10)
+        for payload in ({}, {"authorization": f"Bearer {bad}"}, {"authorization": f"Bearer {expired}"},
+                        {"authorization": "Basic abc"}):
+            async with connect(server.ws_url, subprotocols=[protocol]) as conn:  # type: ignore[list-item]
+                await conn.send(json.dumps({"type": "connection_init", "payload": payload}))
+                messages = []
+                with pytest.raises(ConnectionClosed) as closed:
+                    while True:
+                        messages.append(json.loads(await asyncio.wait_for(conn.recv(), 5)))
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == 4403, payload
+                assert all(m["type"] != "connection_ack" for m in messages)
+                if protocol == LEGACY_WS:
+                    assert messages and messages[0]["type"] == "connection_error"
+
+
+async def test_token_in_the_upgrade_header_is_accepted(settings: Settings) -> None:
+    async with serve(settings) as server, running(relay(settings).run):
+        api = server.api
+        alice, bob = await api.member("alice"), await api.member("bob")
+        await api.follow(bob, "alice")
+        async with ws_client(server, TRANSPORT_WS, None, header_token=bob) as ws:
+            await ws.subscribe(HOME_SUB)
+            await wait_subscribed(server, 1)
+            post_id = await api.post(alice, "via header")
+            assert (await ws.next_data())["homeTimeline"]["post"]["id"] == post_id
+
+
+async def _bulk_posts(pool: asyncpg.Pool, author: uuid.UUID, count: int, size: int, shards: int) -> list[uuid.UUID]:
+    """Large posts with their PostCreated events, committed at once, to flood a socket quickly."""
+    ids = []
+    async with pool.acquire() as conn, conn.transaction():
+        for i in range(count):
+            post_id = new_id()
+            ids.append(post_id)
+            await conn.execute(
+                "INSERT INTO posts (id, author_id, content) VALUES ($1, $2, $3)", post_id, author, f"{i} " + "x" * size
+            )
+            await add_event(
+                conn, "PostCreated", str(post_id),
+                {"postId": str(post_id), "authorId": str(author), "createdAtMs": id_millis(post_id), "repostOf": None,
+                 "mentionedIds": []},
+                shards=shards,
+            )
+    return ids
+
+
+async def test_a_slow_subscriber_is_cut_off_while_a_fast_one_keeps_receiving(settings: Settings, pool: asyncpg.Pool) -> None:
+    settings = settings.model_copy(update={"realtime_queue_size": 16})
+    async with serve(settings) as server, running(relay(settings).run):
+        api = server.api
+        alice, fast_token, slow_token = await api.member("alice"), await api.member("fast"), await api.member("slow")
+        await api.follow(fast_token, "alice")
+        await api.follow(slow_token, "alice")
+        alice_id = await _member_id(pool, "alice")
+
+        async with ws_client(server, TRANSPORT_WS, fast_token) as fast:
+            slow = await StalledClient.open(server, TRANSPORT_WS, slow_token)
+            await fast.subscribe(HOME_SUB)
+            await slow.send({"id": "1", "type": "subscribe", "payload": {"query": HOME_SUB}})
+            await wait_subscribed(server, 2)
+            # From here the slow client reads nothing: the kernel buffers about 3 MB, then the server's send
+            # blocks and its hub queue fills. 60 kB posts get there in a few rounds.
+
+            received: list[str] = []
+            posted: list[uuid.UUID] = []
+            deadline = time.monotonic() + 60
+            while server.hub.stats.dropped_subscribers == 0:
+                assert time.monotonic() < deadline, "the slow subscriber was never cut off"
+                # Rounds smaller than the queue: a burst alone never overflows a reader that keeps up.
+                posted += await _bulk_posts(pool, alice_id, 8, 60_000, settings.outbox_shards)
+                # The fast one keeps up with everything, on time, however far behind the slow one is.
+                while len(received) < len(posted):
+                    received.append((await fast.next_data(timeout=5))["homeTimeline"]["post"]["id"])
+            assert sorted(received) == sorted(str(p) for p in posted)
+            assert server.hub.subscriber_count() == 1
+
+            more = await _bulk_posts(pool, alice_id, 3, 10, settings.outbox_shards)
+            for _ in more:
+                received.append((await fast.next_data(timeout=5))["homeTimeline"]["post"]["id"])
+            assert set(received[-3:]) == {str(p) for p in more}
+
+            # The slow one, reading at last, finds what was in flight and then the close with its reason.
+            code, reason = await slow.drain_until_closed()
+            slow.close()
+            assert code == 1008
+            assert "too slow" in reason
+            assert 0 < slow.received < len(posted)
