@@ -298,3 +298,49 @@ async def test_a_followed_tag_brings_a_stranger_post_into_the_postgres_home_feed
     await api.follow(maya, "theo")
     ids = [e["node"]["id"] for e in (await api.gql(HOME, {"first": 20}, token=maya))["homeFeed"]["edges"]]
     assert ids.count(tagged) == 1 and len(ids) == 2
+
+
+PLAYLIST_PAGE = """query($p: ID!, $first: Int) { playlist(id: $p) {
+  name kind followerCount viewerFollows owner { username likedPlaylist { id followerCount } }
+  items(first: $first) { edges { cursor node { id rank addedAt post {
+    id content likeCount viewerHasLiked author { username followerCount likedPlaylist { id kind } }
+  } } } }
+} }"""
+
+
+async def test_a_page_of_items_costs_the_same_statements_whatever_its_size(api: Api, database_url: str) -> None:
+    from feedfabric.context import Resources, build_context
+    from feedfabric.db.pool import create_pool
+    from feedfabric.feeds.viewer import resolve_viewer
+    from feedfabric.schema import schema
+
+    count = 0
+
+    def tick(record: object) -> None:
+        nonlocal count
+        count += 1
+
+    async def attach(conn: asyncpg.Connection) -> None:
+        conn.add_query_logger(tick)
+
+    maya = await api.member("maya")
+    authors = [await api.member(f"author{i}") for i in range(4)]
+    playlist = await _playlist(api, maya)
+    for i in range(30):
+        await _add(api, maya, playlist, await api.post(authors[i % 4], f"post {i}"))
+    pool = await create_pool(database_url, min_size=1, max_size=4, on_connect=attach)
+    try:
+        async def statements(first: int) -> int:
+            ctx = build_context(Resources(settings=api.settings, pool=pool),
+                                await resolve_viewer(pool, api.settings, f"Bearer {maya}"))
+            before = count
+            result = await schema.execute(PLAYLIST_PAGE, variable_values={"p": playlist, "first": first},
+                                          context_value=ctx)
+            assert result.errors is None, result.errors
+            assert result.data is not None and len(result.data["playlist"]["items"]["edges"]) == first
+            return count - before
+
+        await statements(3), await statements(30)  # warm: new connections introspect their types once
+        assert await statements(3) == await statements(30)
+    finally:
+        await pool.close()
