@@ -50,7 +50,7 @@ async def test_a_running_post_gets_a_running_topic_and_a_stored_vector(ctx, pool
     vector = embeddings.from_bytes(raw)
     assert vector.shape == (384,) and vector.dtype == np.float32
     assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-4
-    assert await redis.zscore(post_embeddings.INDEX_KEY, str(post)) is not None
+    assert await pool.fetchval("SELECT vector FROM post_embeddings WHERE post_id = $1", post) == raw
     assert ctx.resources[worker.PREPARED] == {}
 
 
@@ -114,7 +114,7 @@ async def test_reposts_and_deleted_posts_are_not_indexed(ctx, pool, redis):
     await pool.execute("UPDATE posts SET status = 'deleted' WHERE id = $1", original)
     await f.deliver(ctx, worker.GROUP, [f.event("PostDeleted", original, {"postId": original, "authorId": author})])
     assert await redis.exists(post_embeddings.vector_key(original)) == 0
-    assert await redis.zscore(post_embeddings.INDEX_KEY, str(original)) is None
+    assert await pool.fetchval("SELECT count(*) FROM post_embeddings WHERE post_id = $1", original) == 0
     assert await post_embeddings.similar_posts(redis, pool, original, 5) == []
 
 
@@ -130,13 +130,21 @@ async def test_redelivery_is_absorbed(ctx, pool, redis):
     assert len(ctx.resources[worker.PREPARED]) <= 4096
 
 
-async def test_similar_posts_without_redis_answers_none(pool):
+async def test_similar_posts_survive_a_flushed_or_absent_redis(ctx, pool, redis):
     import redis.asyncio as aioredis
 
     from feedfabric.devstack import free_port
 
+    author = await f.member(pool)
+    a = await f.post(pool, author, "Baked sourdough bread this weekend, finally a good crust")
+    b = await f.post(pool, author, "Finally got a good crust on my sourdough bread this weekend")
+    c = await f.post(pool, author, "The election debate last night was a mess")
+    await f.deliver(ctx, worker.GROUP, [created(i, author) for i in (a, b, c)])
+    await redis.flushdb()
+    assert await post_embeddings.similar_posts(redis, pool, a, 2) == [b, c]
+
     gone = aioredis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=0.2)
     try:
-        assert await post_embeddings.similar_posts(gone, pool, f.new_id(), 5) == []
+        assert await post_embeddings.similar_posts(gone, pool, b, 1) == [a]
     finally:
         await gone.aclose()

@@ -15,17 +15,14 @@ class PostText:
     content: str
     status: str
     repost_of: uuid.UUID | None
-    created_ms: int
 
 
 async def texts(conn: asyncpg.Connection | asyncpg.Pool, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, PostText]:
     rows = await conn.fetch(
-        "SELECT id, content, status, repost_of,"
-        " (extract(epoch FROM created_at) * 1000)::bigint AS created_ms"
-        " FROM posts WHERE id = ANY($1::uuid[])",
+        "SELECT id, content, status, repost_of FROM posts WHERE id = ANY($1::uuid[])",
         list(ids),
     )
-    return {r["id"]: PostText(r["id"], r["content"], r["status"], r["repost_of"], r["created_ms"]) for r in rows}
+    return {r["id"]: PostText(r["id"], r["content"], r["status"], r["repost_of"]) for r in rows}
 
 
 async def visible_ids(
