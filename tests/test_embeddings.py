@@ -148,3 +148,12 @@ async def test_similar_posts_survive_a_flushed_or_absent_redis(ctx, pool, redis)
         assert await post_embeddings.similar_posts(gone, pool, b, 1) == [a]
     finally:
         await gone.aclose()
+
+
+async def test_setup_loads_the_model_into_the_context(settings, pool, redis, monkeypatch):
+    monkeypatch.setattr(embeddings, "load_embedder", f.shared_embedder)
+    fresh = WorkerContext(settings=settings, pool=pool, redis=redis)
+    await worker.GROUP.setup(fresh)
+    assert fresh.resources[worker.EMBEDDER] is f.shared_embedder()
+    assert fresh.resources[worker.PREPARED] == {}
+    assert worker.GROUP.name == "worker-embeddings" and "PostUpdated" in worker.GROUP.event_types
