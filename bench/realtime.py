@@ -1,0 +1,203 @@
+"""Realtime delivery: mutation response → receipt at every subscriber, and memory per idle subscription.
+
+One API process (`feedfabric api`, its own process so its memory is its own),
+the outbox relay in this process, and real WebSocket clients here speaking
+graphql-transport-ws. Part 1: SUBSCRIBERS members follow a poster and
+subscribe to homeTimeline; the poster creates POSTS posts one after another
+and each subscriber's receipt time minus the createPost response time is one
+sample (p50/p99 over all samples). Part 2: IDLE more sockets each hold one
+idle subscription; the API process's RSS growth over the count is the cost
+per subscriber. Clients and server share the machine's cores, so the figures
+include the clients' own scheduling. Runs on a private devstack unless
+DATABASE_URL / REDIS_URL / KAFKA_BOOTSTRAP_SERVERS are set.
+
+    .venv/bin/python bench/realtime.py [--subscribers 1000] [--posts 20] [--idle 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import asyncpg
+import httpx
+from websockets.asyncio.client import ClientConnection, connect
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._stack import env_or, fresh_database, services  # noqa: E402
+from feedfabric.auth import issue_token  # noqa: E402
+from feedfabric.ids import new_id  # noqa: E402
+from feedfabric.settings import Settings  # noqa: E402
+from feedfabric.workers.relay import Relay  # noqa: E402
+
+SUB = "subscription { homeTimeline { cursor post { id content author { username } } } }"
+CREATE = "mutation($c: String!) { createPost(input: {content: $c}) { id } }"
+SECRET = "bench-secret-" + uuid.uuid4().hex
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+async def make_members(pool: asyncpg.Pool, count: int, follow: uuid.UUID | None) -> list[str]:
+    """Members (external ID = username) in one statement, optionally all following `follow`."""
+    ids = [new_id() for _ in range(count)]
+    names = [f"m{i.hex[-12:]}" for i in ids]
+    await pool.execute(
+        "INSERT INTO members (id, external_id, username, display_name)"
+        " SELECT i, n, n, n FROM unnest($1::uuid[], $2::text[]) AS t(i, n)",
+        ids, names,
+    )
+    if follow is not None:
+        await pool.execute(
+            "INSERT INTO follows (follower_id, target_type, target_id) SELECT f, 'member', $2 FROM unnest($1::uuid[]) f",
+            ids, str(follow),
+        )
+    return names
+
+
+async def open_sub(url: str, name: str) -> ClientConnection:
+    conn = await connect(url, subprotocols=["graphql-transport-ws"], max_queue=None, ping_interval=None)  # type: ignore[list-item]
+    token = issue_token(SECRET, name, ttl=7200)
+    await conn.send(json.dumps({"type": "connection_init", "payload": {"authorization": f"Bearer {token}"}}))
+    ack = json.loads(await asyncio.wait_for(conn.recv(), 30))
+    assert ack["type"] == "connection_ack", ack
+    await conn.send(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": SUB}}))
+    return conn
+
+
+async def open_many(url: str, names: list[str], parallel: int = 100) -> list[ClientConnection]:
+    conns: list[ClientConnection] = []
+    for i in range(0, len(names), parallel):
+        conns += await asyncio.gather(*(open_sub(url, n) for n in names[i : i + parallel]))
+    return conns
+
+
+async def receive(conn: ClientConnection, seen: dict[str, list[float]]) -> None:
+    async for raw in conn:
+        message = json.loads(raw)
+        if message.get("type") == "next":
+            post_id = message["payload"]["data"]["homeTimeline"]["post"]["id"]
+            seen.setdefault(post_id, []).append(time.monotonic())
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) -> None:
+    prefix = f"bench{uuid.uuid4().hex[:8]}."
+    settings = Settings(
+        database_url=database_url, redis_url=env_or(env, "REDIS_URL"),
+        kafka_bootstrap_servers=env_or(env, "KAFKA_BOOTSTRAP_SERVERS"), feedfabric_jwt_secret=SECRET,
+        kafka_topic_prefix=prefix, outbox_idle_ms=50,
+    )
+    port = free_port()
+    api_env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": settings.redis_url or "",
+               "KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers or "", "FEEDFABRIC_JWT_SECRET": SECRET,
+               "KAFKA_TOPIC_PREFIX": prefix, "LOG_LEVEL": "WARNING", "RATE_LIMIT_OPERATIONS": "1000000"}
+    api = subprocess.Popen([sys.executable, "-m", "feedfabric", "api", "--port", str(port)], env=api_env)
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=4)
+    stop = asyncio.Event()
+    relay_task = asyncio.create_task(Relay(settings).run(stop))
+    base = f"http://127.0.0.1:{port}"
+    ws_url = f"ws://127.0.0.1:{port}/graphql"
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            for _ in range(300):
+                try:
+                    if (await http.get("/healthz")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(3)  # the realtime consumer joins its group and takes the latest offsets
+            poster_name = (await make_members(pool, 1, None))[0]
+            poster_id = await pool.fetchval("SELECT id FROM members WHERE external_id = $1", poster_name)
+            poster = {"Authorization": f"Bearer {issue_token(SECRET, poster_name, ttl=7200)}"}
+            idle_rss = rss_bytes(api.pid)
+
+            # Part 1: latency to SUBSCRIBERS followers.
+            names = await make_members(pool, args.subscribers, poster_id)
+            conns = await open_many(ws_url, names)
+            seen: dict[str, list[float]] = {}
+            readers = [asyncio.create_task(receive(c, seen)) for c in conns]
+            await asyncio.sleep(2)
+            samples: list[float] = []
+            missing = 0
+            for i in range(args.posts + 1):
+                response = await http.post("/graphql", json={"query": CREATE, "variables": {"c": f"bench post {i}"}},
+                                           headers=poster)
+                responded = time.monotonic()
+                post_id = response.json()["data"]["createPost"]["id"]
+                deadline = time.monotonic() + 10
+                while len(seen.get(post_id, [])) < len(conns) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.005)
+                got = seen.get(post_id, [])
+                if i == 0:
+                    continue  # warm-up: first execution of the query, caches, connections
+                missing += len(conns) - len(got)
+                samples += [(t - responded) * 1000 for t in got]
+                await asyncio.sleep(0.2)
+            print(f"latency, mutation response -> receipt, {len(conns)} subscribers x {args.posts} posts: "
+                  f"p50 {pct(samples, 0.5):.1f} ms, p99 {pct(samples, 0.99):.1f} ms, max {max(samples):.1f} ms, "
+                  f"mean {statistics.mean(samples):.1f} ms, missing {missing}")
+            for t in readers:
+                t.cancel()
+            await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
+            await asyncio.sleep(2)
+
+            # Part 2: memory of IDLE idle subscriptions in the API process.
+            before = rss_bytes(api.pid)
+            idle_names = await make_members(pool, args.idle, None)
+            t0 = time.monotonic()
+            idle = await open_many(ws_url, idle_names, parallel=200)
+            opened = time.monotonic() - t0
+            await asyncio.sleep(3)
+            after = rss_bytes(api.pid)
+            print(f"memory, {len(idle)} idle subscriptions (opened in {opened:.1f} s): API RSS {before / 2**20:.0f} MB"
+                  f" -> {after / 2**20:.0f} MB (process at start {idle_rss / 2**20:.0f} MB), "
+                  f"{(after - before) / len(idle):.0f} bytes per subscriber")
+            await asyncio.gather(*(c.close() for c in idle), return_exceptions=True)
+            load = os.getloadavg()[0]
+            print(f"load average {load:.2f} on {os.cpu_count()} cores")
+    finally:
+        stop.set()
+        await asyncio.wait_for(relay_task, 30)
+        await pool.close()
+        api.terminate()
+        api.wait(30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--subscribers", type=int, default=1000)
+    parser.add_argument("--posts", type=int, default=20)
+    parser.add_argument("--idle", type=int, default=10_000)
+    args = parser.parse_args()
+    with services() as env:
+        asyncio.run(run(args, env, fresh_database(env_or(env, "DATABASE_URL"))))
+
+
+if __name__ == "__main__":
+    main()
