@@ -14,12 +14,11 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from feedfabric.events import NOTIFICATIONS, POSTS, Event
 from feedfabric.realtime.delivery import deliver
@@ -37,22 +36,6 @@ WANTED = frozenset({"PostCreated", "NotificationCreated"})
 
 def group_id(settings: Settings, instance: str) -> str:
     return f"{settings.kafka_topic_prefix}realtime-{instance}"
-
-
-class _Positions(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Resolves "latest" as soon as partitions arrive, so `ready` means nothing newer is missed."""
-
-    def __init__(self, owner: RealtimeConsumer, consumer: AIOKafkaConsumer) -> None:
-        self.owner = owner
-        self.consumer = consumer
-
-    async def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
-        return None
-
-    async def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
-        for tp in assigned:
-            await self.consumer.position(tp)
-        self.owner.ready.set()
 
 
 @dataclass
@@ -104,16 +87,26 @@ class RealtimeConsumer:
     async def _session(self) -> None:
         topics = [topic_name(self.settings, POSTS), topic_name(self.settings, NOTIFICATIONS)]
         await ensure_topics(self.settings, topics)
+        # Every API process reads every partition from the end: assigned by hand, the
+        # group never joins or rebalances (the group name still identifies the reader).
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.settings.kafka_bootstrap_servers or "",
             group_id=group_id(self.settings, self.instance),
             auto_offset_reset="latest",
-            enable_auto_commit=True,
+            enable_auto_commit=False,
             max_poll_records=500,
         )
-        consumer.subscribe(topics, listener=_Positions(self, consumer))
         await consumer.start()
         try:
+            await consumer.topics()
+            partitions = [
+                TopicPartition(topic, p) for topic in topics for p in sorted(consumer.partitions_for_topic(topic) or ())
+            ]
+            consumer.assign(partitions)
+            await consumer.seek_to_end(*partitions)
+            for tp in partitions:
+                await consumer.position(tp)
+            self.ready.set()
             while not self._stop.is_set():
                 batch = await consumer.getmany(timeout_ms=self.poll_ms)
                 events = [e for records in batch.values() for r in records if (e := _decode(r)) is not None]
