@@ -19,7 +19,7 @@ from strawberry.http import GraphQLHTTPResponse
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET, UnsetType
 
-from feedfabric import health, metrics
+from feedfabric import health, metrics, playground
 from feedfabric.breaker import CircuitBreaker
 from feedfabric.context import Context, Resources, build_context
 from feedfabric.db.pool import create_pool
@@ -64,18 +64,26 @@ class FeedFabricGraphQL(GraphQL[Context, None]):
 
 
 class BodyLimit:
-    """Refuses request bodies over the limit before anything reads them (413)."""
+    """Refuses request bodies over the limit before anything reads them (413).
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    Multipart bodies carry photos and get the upload limit (plus room for the
+    form's other parts); everything else gets the request limit.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int, upload_bytes: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.upload_bytes = upload_bytes + 64 * 1024
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+        headers = dict(scope.get("headers") or [])
+        multipart = headers.get(b"content-type", b"").startswith(b"multipart/form-data")
+        limit = self.upload_bytes if multipart else self.max_bytes
+        declared = headers.get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
             await _too_large(scope, receive, send)
             return
         seen = 0
@@ -85,7 +93,7 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
+                if seen > limit:
                     raise _BodyTooLarge
             return message  # type: ignore[no-any-return]
 
@@ -166,10 +174,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
             *rest_routes.routes(),
             Route("/graphql", graphql),
             WebSocketRoute("/graphql", graphql),
+            *playground.routes(settings),
         ],
         lifespan=lifespan,
     )
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, upload_bytes=settings.media_max_bytes)
     app.add_middleware(metrics.TrackWebSockets)
     app.add_middleware(RequestIdMiddleware)
     return app

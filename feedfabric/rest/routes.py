@@ -7,13 +7,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from feedfabric.context import Context, Resources, build_context
 from feedfabric.errors import BadInput, FeedFabricError
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.models import Page
+from feedfabric.resolvers import media as media_resolvers
 from feedfabric.resolvers import reads, writes
 from feedfabric.rest import serialize
 
@@ -30,7 +31,8 @@ def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         try:
             viewer = await resolve_viewer(resources.pool, resources.settings, request.headers.get("authorization"))
             ctx = build_context(resources, viewer, request=request)
-            return JSONResponse(await handler(ctx, request))
+            result = await handler(ctx, request)
+            return result if isinstance(result, Response) else JSONResponse(result)
         except FeedFabricError as error:
             return JSONResponse({"error": {"code": error.rest_code, "message": error.message}}, error.status)
         except Exception:
@@ -125,6 +127,30 @@ async def favourites(ctx: Context, request: Request) -> dict[str, Any]:
     return {"favourites": [serialize.member(m) for m in await reads.favourites(ctx)]}
 
 
+async def upload_media(ctx: Context, request: Request) -> dict[str, Any]:
+    """POST /media: multipart with a `file` part, or the raw bytes as the body."""
+    limit = ctx.settings.media_max_bytes
+    if request.headers.get("content-type", "").startswith("multipart/form-data"):
+        form = await request.form(max_files=1, max_fields=4)
+        data = await media_resolvers.read_upload(form.get("file"), limit)
+    else:
+        data = await request.body()
+        if len(data) > limit:
+            raise BadInput(f"the upload is over the limit of {limit} bytes")
+    row = await media_resolvers.upload(ctx, data)
+    return {"media": serialize.media(row)}
+
+
+async def media_status(ctx: Context, request: Request) -> dict[str, Any]:
+    return {"media": serialize.media(await media_resolvers.media_item(ctx, request.path_params["media_id"]))}
+
+
+async def media_file(ctx: Context, request: Request) -> Response:
+    path, content_type = await media_resolvers.file_to_serve(ctx, request.path_params["media_id"])
+    return FileResponse(path, media_type=content_type, headers={"Cache-Control": "public, max-age=31536000, immutable",
+                                                                "X-Content-Type-Options": "nosniff"})
+
+
 def routes() -> list[Route]:
     return [
         Route("/userfeed/home", endpoint(home), methods=["GET"]),
@@ -135,4 +161,7 @@ def routes() -> list[Route]:
         Route("/follows/{external_id}", endpoint(follow), methods=["PUT", "DELETE"]),
         Route("/favourites/{external_id}", endpoint(favourite), methods=["PUT", "DELETE"]),
         Route("/favourites", endpoint(favourites), methods=["GET"]),
+        Route("/media", endpoint(upload_media), methods=["POST"]),
+        Route("/media/{media_id}/status", endpoint(media_status), methods=["GET"]),
+        Route("/media/{media_id}", endpoint(media_file), methods=["GET"]),
     ]

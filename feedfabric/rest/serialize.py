@@ -19,6 +19,16 @@ def member(row: Member) -> dict[str, Any]:
     }
 
 
+def media(row: Any) -> dict[str, Any]:
+    ready = row["status"] == "ready"
+    return {
+        "id": str(row["id"]), "status": str(row["status"]).upper(), "contentType": row["content_type"],
+        "width": row["width"], "height": row["height"], "score": row["score"],
+        "url": f"/media/{row['id']}" if ready else None,
+        "reason": row["reason"] if row["status"] == "rejected" else None,
+    }
+
+
 def bare_post(row: Post) -> dict[str, Any]:
     return {
         "id": str(row.id),
@@ -33,7 +43,7 @@ def bare_post(row: Post) -> dict[str, Any]:
 
 async def feed_post(ctx: Context, row: Post, *, depth: int = 0) -> dict[str, Any]:
     loaders = ctx.loaders
-    author, tags, media, likes, comments, liked, original = await asyncio.gather(
+    author, tags, photos, likes, comments, liked, original = await asyncio.gather(
         loaders.member.load(row.author_id),
         loaders.tags.load(row.id),
         loaders.media.load(row.id),
@@ -48,11 +58,7 @@ async def feed_post(ctx: Context, row: Post, *, depth: int = 0) -> dict[str, Any
         authorDisplayName=author.display_name if author else None,
         authorAvatarUrl=author.avatar_url if author else None,
         tags=list(tags),
-        media=[
-            {"id": str(m["id"]), "contentType": m["content_type"], "width": m["width"], "height": m["height"],
-             "url": f"/media/{m['id']}", "score": m["score"]}
-            for m in media
-        ],
+        media=[media(m) for m in photos if m["status"] == "ready"],
         likeCount=int(likes),
         commentCount=int(comments),
         viewerHasLiked=bool(liked),

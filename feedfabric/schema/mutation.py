@@ -5,6 +5,7 @@ from __future__ import annotations
 import strawberry
 
 from feedfabric.resolvers import writes
+from feedfabric.schema.media import MediaMutation
 from feedfabric.schema.playlists import PlaylistMutation
 from feedfabric.schema.types import Comment, ContextInfo, Member, Post
 
@@ -16,7 +17,7 @@ class CreatePostInput:
 
 
 @strawberry.type
-class Mutation(PlaylistMutation):
+class Mutation(PlaylistMutation, MediaMutation):
     @strawberry.mutation(description="Create or update the signed-in member's profile (sub of the token = externalId).")
     async def upsert_profile(
         self, info: ContextInfo, username: str, display_name: str, avatar_url: str | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import strawberry
 
 from feedfabric.resolvers import reads
+from feedfabric.schema.media import MediaQuery
 from feedfabric.schema.playlists import PlaylistQuery
 from feedfabric.schema.types import (
     Comment,
@@ -23,7 +24,7 @@ from feedfabric.schema.types import (
 
 
 @strawberry.type
-class Query(PlaylistQuery):
+class Query(PlaylistQuery, MediaQuery):
     @strawberry.field(description="The signed-in member; null when signed out.")
     async def viewer(self, info: ContextInfo) -> Member | None:
         return member_or_none(await reads.viewer(info.context))

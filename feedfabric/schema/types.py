@@ -175,6 +175,10 @@ class Media:
     def score(self) -> float | None:
         return self.row["score"]
 
+    @strawberry.field(description="Why worker-media refused the upload (REJECTED only).")
+    def reject_reason(self) -> str | None:
+        return self.row["reason"] if self.row["status"] == "rejected" else None
+
 
 @strawberry.type
 class Post:
