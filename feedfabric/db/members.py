@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 
 import asyncpg
 
@@ -69,5 +70,15 @@ async def set_status(conn: asyncpg.Connection, member_id: uuid.UUID, status: str
     return Member.of(row)
 
 
-async def touch_seen(conn: asyncpg.Connection | asyncpg.Pool, member_id: uuid.UUID) -> None:
-    await conn.execute("UPDATE members SET last_seen_at = now() WHERE id = $1", member_id)
+async def touch_seen(conn: asyncpg.Connection, member_id: uuid.UUID, granularity: timedelta) -> datetime | None:
+    """Moves last-seen to now if it is older than `granularity`; returns the old value, or None if it was recent.
+
+    The row lock makes concurrent requests agree: only one of them sees the old value.
+    """
+    return await conn.fetchval(
+        """UPDATE members m SET last_seen_at = now()
+           FROM (SELECT last_seen_at AS old FROM members WHERE id = $1 FOR UPDATE) o
+           WHERE m.id = $1 AND o.old < now() - $2::interval
+           RETURNING o.old""",
+        member_id, granularity,
+    )

@@ -84,13 +84,15 @@ async def resolve_viewer(pool: asyncpg.Pool, settings: Settings, authorization: 
 
 async def _note_seen(pool: asyncpg.Pool, settings: Settings, member: Member) -> bool:
     """Tracks last-seen coarsely; a member back from inactivity gets a MemberReturned event."""
-    now = datetime.now(UTC)
-    away = now - member.last_seen_at
-    if away < SEEN_GRANULARITY:
+    if datetime.now(UTC) - member.last_seen_at < SEEN_GRANULARITY:
         return False
-    returning = settings.inactive_after_days > 0 and away > timedelta(days=settings.inactive_after_days)
     async with transaction(pool) as conn:
-        await members_db.touch_seen(conn, member.id)
+        previous = await members_db.touch_seen(conn, member.id, SEEN_GRANULARITY)
+        if previous is None:
+            return False  # a concurrent request of the same member got there first
+        returning = settings.inactive_after_days > 0 and (
+            datetime.now(UTC) - previous > timedelta(days=settings.inactive_after_days)
+        )
         if returning:
             await add_event(
                 conn, "MemberReturned", str(member.id), {"memberId": str(member.id)}, shards=settings.outbox_shards
