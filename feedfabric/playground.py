@@ -1,0 +1,62 @@
+"""The graphql-playground web client at /playground, and its dev-only sign-in routes.
+
+`/playground` serves the files of `graphql-playground/` at the top of the
+repository (plain HTML, CSS and JavaScript modules; no build step). It is
+mounted only when that folder exists (a source checkout or `pip install -e`).
+
+`GET /dev/members` and `GET /dev/token?externalId=...` let the playground sign
+in as any member. They exist only when FEEDFABRIC_DEV_MODE is on (`feedfabric
+dev` sets it) and never in production: otherwise the paths are plain 404s.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from feedfabric.auth import issue_token
+from feedfabric.settings import Settings
+
+PLAYGROUND_DIR = Path(__file__).resolve().parent.parent / "graphql-playground"
+# The demo's moderator signs in with role=admin (feedfabric.demo.ADMIN).
+ADMIN_EXTERNAL_ID = "demo-admin"
+TOKEN_TTL_SECONDS = 7 * 86_400
+MEMBER_LIST_LIMIT = 200
+
+
+def routes(settings: Settings) -> list[BaseRoute]:
+    found: list[BaseRoute] = []
+    if PLAYGROUND_DIR.is_dir():
+        found.append(Mount("/playground", StaticFiles(directory=PLAYGROUND_DIR, html=True), name="playground"))
+    if settings.feedfabric_dev_mode and not settings.feedfabric_production:
+        found += [Route("/dev/members", dev_members, methods=["GET"]),
+                  Route("/dev/token", dev_token, methods=["GET"])]
+    return found
+
+
+async def dev_members(request: Request) -> Response:
+    """Active members for the sign-in picker, demo members first."""
+    pool = request.app.state.resources.pool
+    rows = await pool.fetch(
+        """SELECT external_id, username, display_name FROM members WHERE status = 'active'
+           ORDER BY external_id NOT LIKE 'demo-%', username LIMIT $1""",
+        MEMBER_LIST_LIMIT,
+    )
+    return JSONResponse({"members": [
+        {"externalId": r["external_id"], "username": r["username"], "displayName": r["display_name"]} for r in rows
+    ]})
+
+
+async def dev_token(request: Request) -> Response:
+    """A bearer token for an existing member: `{"token": "..."}`."""
+    external_id = request.query_params.get("externalId", "")
+    pool = request.app.state.resources.pool
+    if not external_id or await pool.fetchval("SELECT 1 FROM members WHERE external_id = $1", external_id) is None:
+        return JSONResponse({"error": {"code": "member.not_found", "message": "no such member"}}, 404)
+    settings: Settings = request.app.state.resources.settings
+    token = issue_token(settings.jwt_secret, external_id, admin=external_id == ADMIN_EXTERNAL_ID, ttl=TOKEN_TTL_SECONDS)
+    return JSONResponse({"externalId": external_id, "token": token})
