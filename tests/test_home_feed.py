@@ -165,9 +165,12 @@ async def test_redis_stopping_mid_test_costs_no_read_and_its_return_is_used(
             await asyncio.sleep(0.3)
             await redis.aclose()
             redis = aioredis.from_url(own_redis.url)
+            await api.post(maya, "again")
             await fan_out_all(api, pool, redis)
             sources = [(await api.gql(HOME, token=maya))["homeFeed"]["source"] for _ in range(3)]
-            assert sources[-1] == "REDIS"
+            # The restarted Redis may have lost writes: entries up to its floor (the newest post when the
+            # restart was noticed) are read from Postgres, anything newer from Redis (docs/reliability.md).
+            assert sources[-1] == "REDIS_POSTGRES"
         finally:
             await redis.aclose()
             restarted.stop()

@@ -163,3 +163,27 @@ async def followed_celebrities(
         member_id, celebrity_threshold,
     )
     return [r[0] for r in rows]
+
+
+async def epoch(conn: asyncpg.Connection) -> tuple[str, uuid.UUID | None] | None:
+    """The Redis run (and its floor) timelines were last settled against; None before the first."""
+    row = await conn.fetchrow("SELECT run_id, floor FROM timeline_epoch")
+    return None if row is None else (row["run_id"], row["floor"])
+
+
+async def newest_post_id(conn: asyncpg.Connection) -> uuid.UUID | None:
+    """Every post committed so far has an ID at or below this one (the primary key's tail)."""
+    return await conn.fetchval("SELECT id FROM posts ORDER BY id DESC LIMIT 1")  # type: ignore[no-any-return]
+
+
+async def record_epoch(conn: asyncpg.Connection, run_id: str, floor: uuid.UUID | None) -> uuid.UUID | None:
+    """Upserts the run; the floor only rises. Returns the floor now recorded."""
+    return await conn.fetchval(  # type: ignore[no-any-return]
+        "INSERT INTO timeline_epoch (run_id, floor) VALUES ($1, $2)"
+        " ON CONFLICT (singleton) DO UPDATE SET run_id = $1, settled_at = now(),"
+        " floor = CASE WHEN timeline_epoch.floor IS NULL THEN $2"
+        "              WHEN $2::uuid IS NULL THEN timeline_epoch.floor"
+        "              ELSE greatest(timeline_epoch.floor, $2) END"
+        " RETURNING floor",
+        run_id, floor,
+    )

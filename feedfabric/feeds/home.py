@@ -72,6 +72,7 @@ class HomeFeedService:
         self, redis: aioredis.Redis, member: Member, before: uuid.UUID | None, limit: int
     ) -> Page | None:
         """None: Postgres must serve this page (no timeline, or the cursor is not in it)."""
+        floor = await timelines.serving_floor(self.pool, redis)  # stale-snapshot watermark (timelines.py)
         if not await timelines.has_timeline(redis, member.id):
             await self._request_rebuild(redis, member)
             return None
@@ -81,7 +82,7 @@ class HomeFeedService:
         exhausted = False
         while len(visible) < wanted:
             batch = max(wanted - len(visible), 20)
-            page = await timelines.read_page(redis, member.id, cursor, batch)
+            page = await timelines.read_page(redis, member.id, cursor, batch, floor)
             if not page.cursor_found:
                 return None  # not in the timeline (or trimmed away between rounds)
             ids = [uuid.UUID(i) for i in page.ids]

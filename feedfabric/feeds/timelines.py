@@ -12,6 +12,18 @@ Authors with more than CELEBRITY_FOLLOWER_THRESHOLD followers are pushed to
 their own timeline only: the home-feed reader pulls their posts from Postgres
 (`pulled_authors`). A rebuild holds exactly what fan-out would have pushed, so
 the two never disagree.
+
+A Redis that lost writes (restarted empty or from a stale snapshot, failed
+over, flushed) must not have its old entries served as complete: a timeline
+could miss posts in the middle, and a page would skip them. Each Redis run
+is therefore *settled* against Postgres (`serving_floor`): the first run this
+database ever used is trusted whole; any later run, or the same run after its
+epoch key vanished, gets a floor, the newest post ID at settling time. Every
+post whose fan-out could have gone to the lost data has an ID at or below the
+floor (it was committed before the run was noticed), and every post above it
+is pushed into this run, so entries above the floor are complete and readers
+take the rest from Postgres, exactly as past the oldest entry of a trimmed
+timeline. See docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -27,6 +39,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
+from feedfabric import chaos
 from feedfabric.db import timeline_queries as q
 from feedfabric.ids import id_millis
 from feedfabric.settings import Settings
@@ -151,6 +164,7 @@ async def fan_out(
             audience = [m for m in batch.active if m != str(post.author_id)]
             await push(redis, audience, post.id, settings.feed_max_length)
             pushed += len(audience)
+            chaos.crash_point("fanout-batch")
     finally:
         if current is not None and not current.done():
             # The connection is still busy with the prefetch; let it finish before the caller rolls back.
@@ -191,12 +205,18 @@ class TimelinePage:
 
 
 async def read_page(
-    redis: aioredis.Redis, member_id: uuid.UUID | str, after_post_id: uuid.UUID | str | None, count: int
+    redis: aioredis.Redis, member_id: uuid.UUID | str, after_post_id: uuid.UUID | str | None, count: int,
+    floor: str | None = None,
 ) -> TimelinePage:
+    """`floor` (from `serving_floor`): entries at or below it are dropped, so the page ends there as if the
+    timeline were exhausted and the reader continues from Postgres."""
     result = await READ_PAGE(redis, [feed_key(member_id)], ("" if after_post_id is None else str(after_post_id), count))
     assert isinstance(result, list)
-    found, ids = result
-    return TimelinePage([i.decode() if isinstance(i, bytes) else str(i) for i in ids], bool(found))
+    found, raw = result
+    ids = [i.decode() if isinstance(i, bytes) else str(i) for i in raw]
+    if floor is not None:
+        ids = [i for i in ids if i > floor]  # canonical UUID text sorts as the UUID does
+    return TimelinePage(ids, bool(found))
 
 
 async def has_timeline(redis: aioredis.Redis, member_id: uuid.UUID | str) -> bool:
@@ -213,3 +233,56 @@ async def pulled_authors(conn: asyncpg.Connection, settings: Settings, member_id
     """Followed authors whose posts are never pushed; the home feed merges their posts from Postgres."""
     return await q.followed_celebrities(conn, member_id, settings.celebrity_follower_threshold)
 
+
+
+# -- Epochs: is this Redis run's data trustworthy? --------------------------
+
+EPOCH_KEY = "feed:epoch"
+
+# The run ID changes whenever Redis restarts (or another server answers), so a
+# snapshot restored from disk always comes back unsettled.
+_EPOCH_LUA = """
+local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+local e = redis.call('HMGET', KEYS[1], 'run', 'floor')
+if e[1] == run then return {1, run, e[2] or ''} end
+return {0, run, ''}
+"""
+EPOCH = _Script(_EPOCH_LUA)
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+async def serving_floor(pool: asyncpg.Pool | asyncpg.Connection, redis: aioredis.Redis) -> str | None:
+    """The post ID at or below which this Redis run's entries are not trusted; None: trust every entry.
+
+    One script call when settled; otherwise settles the run first (one small transaction).
+    Not available on Redis Cluster (each node restarts on its own): there every entry is trusted.
+    """
+    if _is_cluster(redis):
+        return None
+    settled, run, floor = await EPOCH(redis, [EPOCH_KEY], ())  # type: ignore[misc]
+    if int(settled):
+        return _text(floor) or None
+    if isinstance(pool, asyncpg.Connection):
+        return await settle(pool, redis, _text(run))
+    async with pool.acquire() as conn:
+        return await settle(conn, redis, _text(run))
+
+
+async def settle(conn: asyncpg.Connection, redis: aioredis.Redis, run_id: str) -> str | None:
+    """Records `run_id` as the current Redis run and returns its floor.
+
+    The first run this database ever settled is trusted whole (nothing was
+    written anywhere else). Any other run, and the same run whose epoch key is
+    gone (flushed), may lack writes that were acknowledged: its floor is the
+    newest post ID now. Two settlers racing both compute a valid floor.
+    """
+    async with conn.transaction():
+        known = await q.epoch(conn)
+        floor = None if known is None else await q.newest_post_id(conn)
+        recorded = await q.record_epoch(conn, run_id, floor)
+    text = "" if recorded is None else str(recorded)
+    await redis.hset(EPOCH_KEY, mapping={"run": run_id, "floor": text})
+    return text or None

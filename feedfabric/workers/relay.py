@@ -39,7 +39,7 @@ import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from feedfabric import metrics
+from feedfabric import chaos, metrics
 from feedfabric.db import pipeline as db
 from feedfabric.db.outbox import NOTIFY_CHANNEL
 from feedfabric.db.pool import _init_connection
@@ -168,8 +168,13 @@ class Relay:
                     failed.add(row.key)
                     continue
                 stamped.append(row.id)
+                if chaos.logging_effects() and fut is not None:
+                    meta = fut.result()
+                    chaos.log_effect("produce", id=row.id, key=row.key, version=row.version, type=row.event_type,
+                                     topic=row.topic, partition=meta.partition, offset=meta.offset)
             if self.after_produce is not None:
                 await self.after_produce(rows)
+            chaos.crash_point("relay-after-produce")
             await db.stamp(conn, stamped)
         self.published += len(stamped)
         metrics.OUTBOX_PUBLISHED.inc(len(stamped))

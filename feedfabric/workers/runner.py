@@ -25,7 +25,7 @@ from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
 from feedfabric.db import pipeline as db
 from feedfabric.events import Event
-from feedfabric import metrics
+from feedfabric import chaos, metrics
 from feedfabric.settings import Settings
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 from feedfabric.workers.topics import topic_name
@@ -149,8 +149,11 @@ class GroupRunner:
                 await self._dead_letter(record, "undecodable payload")
             elif event.type in self.spec.event_types:
                 async with self.ctx.pool.acquire() as conn, conn.transaction():
-                    if await db.mark_processed(conn, self.spec.name, event.event_id):
+                    fresh = await db.mark_processed(conn, self.spec.name, event.event_id)
+                    if fresh:
                         await self.spec.handle(self.ctx, conn, event)
+                chaos.log_effect("apply", group=self.spec.name, id=event.event_id, key=event.key, version=event.version,
+                                 type=event.type, fresh=fresh, partition=tp.partition, offset=record.offset)
         except PermanentError as exc:
             try:
                 await self._dead_letter(record, f"{type(exc).__name__}: {exc}")
