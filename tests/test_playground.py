@@ -1,0 +1,49 @@
+"""/playground serves the web client; /dev/members and /dev/token exist only in dev mode."""
+
+from __future__ import annotations
+
+from feedfabric.app import create_app
+from feedfabric.auth import decode_token
+from feedfabric.settings import Settings
+from tests.support import Api, make_api
+
+
+async def test_the_playground_and_its_modules_are_served(api: Api) -> None:
+    index = await api.client.get("/playground/")
+    assert index.status_code == 200 and "text/html" in index.headers["content-type"]
+    assert '<script type="module" src="./app.js">' in index.text
+    for path in ("app.js", "graphql.js", "transport-ws.js", "render.js", "style.css", "operations/HomeFeed.graphql"):
+        assert (await api.client.get(f"/playground/{path}")).status_code == 200, path
+    assert (await api.client.get("/playground")).status_code in (200, 307)
+
+
+async def test_dev_routes_do_not_exist_outside_dev_mode(api: Api) -> None:
+    await api.member("alice")
+    assert (await api.client.get("/dev/members")).status_code == 404
+    assert (await api.client.get("/dev/token", params={"externalId": "alice"})).status_code == 404
+
+
+async def test_dev_routes_are_off_in_production_even_in_dev_mode(settings: Settings) -> None:
+    app = create_app(settings.model_copy(update={"feedfabric_dev_mode": True, "feedfabric_production": True}))
+    paths = {getattr(r, "path", None) for r in app.routes}
+    assert "/dev/token" not in paths and "/dev/members" not in paths
+
+
+async def test_dev_token_signs_in_as_an_existing_member(settings: Settings) -> None:
+    dev = settings.model_copy(update={"feedfabric_dev_mode": True})
+    async with make_api(dev) as api:
+        await api.member("alice")
+        await api.gql('mutation { upsertProfile(username: "demo_admin", displayName: "Demo Admin") { id } }',
+                      token=api.token("demo-admin"))
+        members = (await api.client.get("/dev/members")).json()["members"]
+        assert [m["externalId"] for m in members] == ["demo-admin", "alice"]  # demo members first
+
+        body = (await api.client.get("/dev/token", params={"externalId": "alice"})).json()
+        data = await api.gql("{ viewer { externalId } }", token=body["token"])
+        assert data == {"viewer": {"externalId": "alice"}}
+        assert decode_token(dev.jwt_secret, body["token"]).is_admin is False
+        admin = (await api.client.get("/dev/token", params={"externalId": "demo-admin"})).json()["token"]
+        assert decode_token(dev.jwt_secret, admin).is_admin is True
+
+        missing = await api.client.get("/dev/token", params={"externalId": "nobody"})
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "member.not_found"
