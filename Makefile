@@ -13,12 +13,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[embedded,ml,media,test]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# The browser test drives Debian's chromium through Playwright (its own browser download cannot work here).
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	apt-get update -qq && apt-get install -y -qq chromium
+
+install: $(STAMP) $(CHROMIUM)
 
 dev: $(STAMP)
 	$(BIN)/feedfabric dev --demo
 
-test: $(STAMP)
+test: $(STAMP) $(CHROMIUM)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: $(STAMP)
