@@ -15,9 +15,10 @@ import re
 import pytest
 import requests
 import schemathesis
-from graphql import introspection_from_schema
+from graphql import StringValueNode, introspection_from_schema
 from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from feedfabric.auth import issue_token
 from feedfabric.schema import schema as served_schema
@@ -25,6 +26,8 @@ from feedfabric.settings import Settings
 from tests.live_server import live_server
 
 TOTAL_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))
+# Files travel as multipart parts, never inline: an inline value must be refused cleanly.
+schemathesis.graphql.scalar("Upload", st.just(StringValueNode(value="not-a-file")))
 FUZZ_SCHEMA = schemathesis.graphql.from_dict(introspection_from_schema(served_schema._schema))
 OPERATIONS = [result.ok() for result in FUZZ_SCHEMA.get_all_operations()]
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import strawberry
+from graphql import GraphQLError
+from strawberry.types import ExecutionContext
 from strawberry.extensions import MaxAliasesLimiter, MaxTokensLimiter, ParserCache, QueryDepthLimiter, ValidationCache
 
 from feedfabric.schema.cost import QueryCost
@@ -20,8 +22,13 @@ MAX_ALIASES = 30
 MAX_TOKENS = 2000
 
 
+class FeedFabricSchema(strawberry.Schema):
+    def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:
+        """Refused input and domain errors are answers, not incidents: only the unexpected is logged (ErrorCodes)."""
+
+
 def build_schema() -> strawberry.Schema:
-    return strawberry.Schema(
+    return FeedFabricSchema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
