@@ -78,6 +78,10 @@ def cmd_dev(args: argparse.Namespace) -> None:
     env.setdefault("FEEDFABRIC_JWT_SECRET", secrets.token_urlsafe(32))
     env["FEEDFABRIC_DATA_DIR"] = str(data_dir.resolve())
     env["FEEDFABRIC_DEV_MODE"] = "1"
+    if args.demo:
+        from feedfabric.demo import CELEBRITY_FOLLOWER_THRESHOLD
+
+        env.setdefault("CELEBRITY_FOLLOWER_THRESHOLD", str(CELEBRITY_FOLLOWER_THRESHOLD))
     os.environ.update(env)
     children: list[subprocess.Popen[bytes]] = []
     try:

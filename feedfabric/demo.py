@@ -33,6 +33,10 @@ PEOPLE = [
     ("demo-sleepy", "sleepy_sam", "Sleepy Sam"),
 ]
 CELEBRITY = "demo-star"
+# `feedfabric dev --demo` uses this CELEBRITY_FOLLOWER_THRESHOLD (unless it is set): demo-star is
+# followed by all 8 other members, nobody else by more than 7 (seed 7), so it is the one author
+# whose posts are pulled at read time, and its followers' home feeds say REDIS_POSTGRES.
+CELEBRITY_FOLLOWER_THRESHOLD = 7
 INACTIVE = "demo-sleepy"
 ADMIN = "demo-admin"
 
