@@ -83,6 +83,12 @@ def cmd_replay(args: argparse.Namespace) -> None:
     print(f"{count} events since {args.since.isoformat()} will be published again")
 
 
+def cmd_verify(args: argparse.Namespace) -> None:
+    from feedfabric.verify import main
+
+    sys.exit(main(_settings("database_url", "redis_url"), fix=args.repair, external_id=args.member))
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     sub.add_parser("relay", help="the outbox relay (several may run at once)").set_defaults(func=cmd_relay)
 
@@ -93,3 +99,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     replay = sub.add_parser("replay", help="republish events stamped since a time (consumers are idempotent)")
     replay.add_argument("--since", required=True, type=parse_since, help="ISO 8601 time, or an age such as 2h")
     replay.set_defaults(func=cmd_replay)
+
+    verify = sub.add_parser("verify", help="check every Redis timeline against Postgres (exit 1 if any is wrong)")
+    verify.add_argument("--repair", action="store_true", help="rebuild the timelines found wrong")
+    verify.add_argument("--member", metavar="EXTERNAL_ID", help="check this member only")
+    verify.set_defaults(func=cmd_verify)

@@ -26,6 +26,8 @@ def _uuid(event: Event, field: str) -> uuid.UUID:
 
 
 async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> None:
+    # Settle this Redis run before writing to it (its own transaction), so a later restart is noticed.
+    await timelines.serving_floor(ctx.pool, ctx.redis)
     if event.type == "PostCreated":
         started = time.perf_counter()
         result = await timelines.fan_out(conn, ctx.redis, ctx.settings, _uuid(event, "postId"))

@@ -1,0 +1,146 @@
+"""`feedfabric verify`: missing, extra and misordered entries, the rules it must not flag, and --repair."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+
+import asyncpg
+import redis.asyncio as aioredis
+
+from feedfabric import verify
+from feedfabric.db.pool import transaction
+from feedfabric.feeds import timelines
+from feedfabric.ids import new_id
+from feedfabric.settings import Settings
+from tests.support import Api
+
+
+async def fan_out_all(api: Api, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+    """What worker-events does for each unprocessed PostCreated, processed_events row included."""
+    rows = await pool.fetch(
+        "SELECT id, payload FROM outbox o WHERE event_type = 'PostCreated' AND NOT EXISTS"
+        " (SELECT 1 FROM processed_events p WHERE p.group_name = 'worker-events' AND p.event_id = o.id) ORDER BY id"
+    )
+    for row in rows:
+        async with transaction(pool) as conn:
+            await conn.execute("INSERT INTO processed_events (group_name, event_id) VALUES ('worker-events', $1)", row["id"])
+            await timelines.fan_out(conn, redis, api.settings, uuid.UUID(row["payload"]["postId"]))
+
+
+async def member_id(pool: asyncpg.Pool, name: str) -> uuid.UUID:
+    return await pool.fetchval("SELECT id FROM members WHERE external_id = $1", name)  # type: ignore[no-any-return]
+
+
+async def scene(api: Api, pool: asyncpg.Pool, redis: aioredis.Redis) -> dict[str, str]:
+    """maya follows theo and #jazz; theo posts three times, ines once with #jazz."""
+    tokens = {n: await api.member(n) for n in ("maya", "theo", "ines", "zed")}
+    await api.follow(tokens["maya"], "theo")
+    await api.gql('mutation { followTag(tag: "jazz") }', token=tokens["maya"])
+    for i in range(3):
+        await api.post(tokens["theo"], f"theo {i}")
+    await api.post(tokens["ines"], "listening #jazz")
+    await fan_out_all(api, pool, redis)
+    return tokens
+
+
+async def test_a_pushed_timeline_verifies_clean(api: Api, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+    await scene(api, pool, redis)
+    report = await verify.verify(api.settings)
+    assert report.clean, report.summary()
+    assert report.timelines == 3 and report.entries == 4 + 3 + 1  # maya, theo, ines
+
+
+async def test_missing_extra_and_misordered_entries_are_reported_and_repaired(
+    api: Api, pool: asyncpg.Pool, redis: aioredis.Redis, settings: Settings
+) -> None:
+    tokens = await scene(api, pool, redis)
+    maya = await member_id(pool, "maya")
+    key = timelines.feed_key(maya)
+    ids = await timelines.timeline_ids(redis, maya)
+    await redis.zrem(key, ids[1])  # a hole in the middle: readers would skip it
+    zeds = await api.post(tokens["zed"], "not followed by maya")
+    await fan_out_all(api, pool, redis)
+    await redis.zadd(key, {zeds: timelines.score_of(uuid.UUID(zeds))})  # nobody pushes zed to maya
+    await redis.zadd(key, {ids[0]: 1})  # a wrong score moves the newest entry to the bottom
+
+    report = await verify.verify(api.settings)
+    assert (report.bad, report.missing, report.extra, report.misordered) == (1, 1, 1, 1)
+    assert report.problems[0].external_id == "maya" and report.problems[0].missing == [ids[1]]
+    assert await asyncio.to_thread(verify.main, settings, fix=False, external_id=None) == 1
+
+    fixed = await verify.verify(api.settings, fix=True)
+    assert fixed.repaired == 1
+    assert (await verify.verify(api.settings)).clean
+    assert await timelines.timeline_ids(redis, maya) == ids
+    assert await asyncio.to_thread(verify.main, settings, fix=False, external_id="maya") == 0
+
+
+async def test_follows_do_not_backfill_and_deleted_or_pending_posts_are_not_missing(
+    api: Api, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    tokens = await scene(api, pool, redis)
+    await api.post(tokens["zed"], "before the follow")
+    await fan_out_all(api, pool, redis)
+    await api.follow(tokens["maya"], "zed")
+    await api.post(tokens["zed"], "after the follow")
+    report = await verify.verify(api.settings)  # its fan-out has not run: pending, not missing
+    assert report.clean and report.pending_posts == 1
+    await fan_out_all(api, pool, redis)
+    report = await verify.verify(api.settings)  # "before the follow" is not expected in maya's timeline
+    assert report.clean and report.pending_posts == 0
+    # A deleted post is not expected either, though fan-out pushed it.
+    post = (await timelines.timeline_ids(redis, await member_id(pool, "maya")))[0]
+    await pool.execute("UPDATE posts SET status = 'deleted' WHERE id = $1", uuid.UUID(post))
+    await redis.zrem(timelines.feed_key(await member_id(pool, "maya")), post)
+    assert (await verify.verify(api.settings)).clean
+
+
+async def test_inactive_members_have_no_expectation(api: Api, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+    tokens = await scene(api, pool, redis)
+    maya = await member_id(pool, "maya")
+    days = api.settings.inactive_after_days + 1
+    await pool.execute("UPDATE members SET last_seen_at = now() - $1::interval WHERE id = $2", timedelta(days=days), maya)
+    await api.post(tokens["theo"], "while maya is away")  # fan-out skips maya
+    await fan_out_all(api, pool, redis)
+    assert (await verify.verify(api.settings)).clean
+
+
+async def test_entries_at_or_below_the_floor_of_a_lossy_redis_run_are_not_judged(
+    api: Api, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    tokens = await scene(api, pool, redis)
+    maya = await member_id(pool, "maya")
+    assert await timelines.serving_floor(pool, redis) is None  # the first run this database used
+    ids = await timelines.timeline_ids(redis, maya)
+    await redis.zrem(timelines.feed_key(maya), ids[1])
+    # As after a restart from a stale snapshot: the epoch no longer matches this run.
+    await redis.delete(timelines.EPOCH_KEY)
+    report = await verify.verify(api.settings)
+    assert report.floor == max(ids + [str(await pool.fetchval("SELECT max(id::text) FROM posts"))])
+    assert report.clean and report.timelines == 0
+    # Newer posts are trusted again, and a hole above the floor is found.
+    later = [await api.post(tokens["theo"], f"later {i}") for i in range(3)]
+    await fan_out_all(api, pool, redis)
+    assert (await verify.verify(api.settings)).clean
+    await redis.zrem(timelines.feed_key(maya), later[1])
+    report = await verify.verify(api.settings)
+    assert report.missing == 1 and report.problems[0].missing == [later[1]]
+
+
+async def test_the_home_feed_reads_below_the_floor_from_postgres(
+    api: Api, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    tokens = await scene(api, pool, redis)
+    maya = await member_id(pool, "maya")
+    await timelines.serving_floor(pool, redis)  # worker-events settles the run before its first fan-out
+    ids = await timelines.timeline_ids(redis, maya)
+    await redis.zrem(timelines.feed_key(maya), ids[1])  # what a stale snapshot lacks
+    await redis.delete(timelines.EPOCH_KEY)
+    data = (await api.gql("{ homeFeed(first: 10) { source edges { node { id } } } }", token=tokens["maya"]))["homeFeed"]
+    assert [e["node"]["id"] for e in data["edges"]] == ids and data["source"] == "REDIS_POSTGRES"
+
+
+async def test_an_unknown_member_is_an_error(api: Api, settings: Settings) -> None:
+    assert await asyncio.to_thread(verify.main, settings, fix=False, external_id=f"nobody-{new_id()}") == 2
