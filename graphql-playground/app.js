@@ -284,8 +284,13 @@ async function uploadPhoto(file) {
   return media.id;
 }
 
+let statusTimer = null;
+
+/** The composer's progress line; "Posted." fades after a few seconds. */
 function setStatus(text) {
+  clearTimeout(statusTimer);
   $("#compose-status").textContent = text;
+  if (text === "Posted.") statusTimer = setTimeout(() => setStatus(""), 4000);
 }
 
 // One listener for every button inside the feed (see render.js data-action).
