@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     kafka_topic_partitions: int = Field(6, ge=1)
     # Namespaces topics so several systems (or test runs) can share one broker.
     kafka_topic_prefix: str = ""
+    # Consumer group liveness: a consumer silent this long is removed and its partitions reassigned.
+    kafka_session_timeout_ms: int = Field(10_000, ge=1000)
+    kafka_heartbeat_interval_ms: int = Field(3_000, ge=100)
 
     feedfabric_data_dir: Path = Path(".feedfabric")
     feedfabric_instance: str | None = None

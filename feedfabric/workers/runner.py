@@ -45,6 +45,8 @@ def default_consumer(settings: Settings, group_id: str) -> AIOKafkaConsumer:
         auto_offset_reset="earliest",
         max_poll_records=500,
         fetch_max_wait_ms=50,
+        session_timeout_ms=settings.kafka_session_timeout_ms,
+        heartbeat_interval_ms=min(settings.kafka_heartbeat_interval_ms, settings.kafka_session_timeout_ms // 3),
     )
 
 
@@ -153,7 +155,7 @@ class GroupRunner:
                     if fresh:
                         await self.spec.handle(self.ctx, conn, event)
                 chaos.log_effect("apply", group=self.spec.name, id=event.event_id, key=event.key, version=event.version,
-                                 type=event.type, fresh=fresh, partition=tp.partition, offset=record.offset)
+                                 type=event.type, fresh=fresh, topic=tp.topic, partition=tp.partition, offset=record.offset)
         except PermanentError as exc:
             try:
                 await self._dead_letter(record, f"{type(exc).__name__}: {exc}")

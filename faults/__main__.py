@@ -1,0 +1,66 @@
+"""`python -m faults [--short] [--runs N] [CASE ...]`: runs fault cases on real processes and reports each.
+
+Exit status 1 when any case failed. Postgres is started once for the suite
+(each case gets its own database; the Postgres-restart case its own server);
+everything else is started per case under a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from faults.cases import CASES, Outcome, Params
+from feedfabric import devstack
+
+
+async def run(names: list[str], runs: int, short: bool, root: Path, pg_server: str) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+    for run_no in range(1, runs + 1):
+        for name in names:
+            try:
+                outcome = await CASES[name](Params(short, root, pg_server))
+            except Exception as exc:  # noqa: BLE001 - a case that cannot finish is a failure, reported
+                from faults.checker import Verdict
+
+                verdict = Verdict(verify_status=-1, verify_output=f"{type(exc).__name__}: {exc}")
+                verdict.lost["case did not finish"] = 1
+                outcome = Outcome(name, f"did not finish: {type(exc).__name__}: {exc}", 0.0, verdict, 0.0)
+            print(f"run {run_no}/{runs} " + outcome.report(), flush=True)
+            outcomes.append(outcome)
+    return outcomes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m faults", description=__doc__)
+    parser.add_argument("cases", nargs="*", help=f"cases to run (default all): {', '.join(CASES)}")
+    parser.add_argument("--short", action="store_true", help="the CI form: shorter loads, 20s of churn")
+    parser.add_argument("--runs", type=int, default=1, help="run every case this many times in a row")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, effect logs)")
+    args = parser.parse_args()
+    unknown = [c for c in args.cases if c not in CASES]
+    if unknown:
+        sys.exit(f"unknown case {', '.join(unknown)}; known: {', '.join(CASES)}")
+    root = Path(tempfile.mkdtemp(prefix="feedfabric-faults-"))
+    started = time.monotonic()
+    pg = devstack.start_postgres(root / "shared-pg", database="postgres")
+    try:
+        outcomes = asyncio.run(run(args.cases or list(CASES), args.runs, args.short, root, pg.url))
+    finally:
+        pg.stop()
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            print(f"work folder kept: {root}")
+    failed = [o for o in outcomes if not o.ok]
+    print(f"\n{len(outcomes) - len(failed)}/{len(outcomes)} case runs passed in {time.monotonic() - started:.0f}s")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
