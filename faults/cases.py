@@ -29,6 +29,7 @@ from faults.harness import (
 )
 from feedfabric import devstack
 from feedfabric.db.outbox import add_event
+from feedfabric.db.pool import _init_connection
 
 
 @dataclass
@@ -317,6 +318,7 @@ async def hot_keys_race(p: Params) -> Outcome:
 async def poison_event(p: Params) -> Outcome:
     async def inject(case: Case, client: Client, record: Record) -> str:
         conn = await asyncpg.connect(case.database_url)
+        await _init_connection(conn)  # the JSON codecs the app's pool uses
         try:
             async with conn.transaction():
                 await add_event(conn, "PostCreated", "poison", {"postId": "not-a-uuid", "note": "never valid"})

@@ -58,7 +58,12 @@ def start_durable_postgres(data_dir: Path, port: int | None = None) -> devstack.
 def pg_ctl_stop_immediate(data_dir: Path) -> None:
     """`pg_ctl stop -m immediate`: the postmaster SIGQUITs every backend, no checkpoint, crash recovery next."""
     pgdata = (data_dir / "postgres").resolve()
-    run_as = devstack._prepare_pgdata(pgdata) if os.geteuid() == 0 else {}
+    run_as: dict[str, int] = {}
+    if os.geteuid() == 0:  # pg_ctl refuses root; the server runs as devstack's system user
+        import pwd
+
+        entry = pwd.getpwnam(devstack._PG_SYSTEM_USER)
+        run_as = {"user": entry.pw_uid, "group": entry.pw_gid}
     subprocess.run([str(devstack._pg_bin() / "pg_ctl"), "stop", "-D", str(pgdata), "-m", "immediate", "-w"],
                    check=True, capture_output=True, **run_as)  # type: ignore[arg-type]
 
