@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test bench install clean lint
+.PHONY: dev test bench install clean lint faults load
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,13 @@ dev: $(STAMP)
 
 test: $(STAMP) $(CHROMIUM)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider
+
+# Every fault case of faults/cases.py in its full form, three runs in a row (`make test` runs the short form).
+faults: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m faults --runs 3
+
+load: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python bench/load.py --seconds $${LOAD_SECONDS:-60}
 
 bench: $(STAMP)
 	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
