@@ -257,12 +257,16 @@ async def test_production_turns_them_off(api: Api, settings: Settings) -> None:
 
 # --- rate limits -----------------------------------------------------------------------
 
+# Windows are fixed (epoch // window): a test crossing a boundary would see its count reset,
+# so rate-limit tests use one window far longer than any run.
+STEADY_WINDOW = 1_000_000_000
+
 def aliases(n: int) -> str:
     return "{ " + " ".join(f"v{i}: viewer {{ id }}" for i in range(n)) + " }"
 
 
 async def test_rate_limit_counts_root_fields(api: Api, settings: Settings) -> None:
-    async with api_with(settings, rate_limit_operations=5) as limited:
+    async with api_with(settings, rate_limit_operations=5, rate_limit_window_seconds=STEADY_WINDOW) as limited:
         token = await limited.member("busy")  # counted against the client address: no member yet
         ok = await limited.raw(aliases(5), token=token)  # 5 of 5
         assert codes(ok) == []
@@ -276,14 +280,14 @@ async def test_rate_limit_counts_root_fields(api: Api, settings: Settings) -> No
 
 
 async def test_rate_limit_refuses_one_request_with_too_many_aliases(api: Api, settings: Settings) -> None:
-    async with api_with(settings, rate_limit_operations=5) as limited:
+    async with api_with(settings, rate_limit_operations=5, rate_limit_window_seconds=STEADY_WINDOW) as limited:
         token = limited.token("greedy")
         refused = await limited.raw(aliases(6), token=token)
         assert codes(refused) == ["RATE_LIMITED"]
 
 
 async def test_rate_limit_fragments_count_their_fields(api: Api, settings: Settings) -> None:
-    async with api_with(settings, rate_limit_operations=3) as limited:
+    async with api_with(settings, rate_limit_operations=3, rate_limit_window_seconds=STEADY_WINDOW) as limited:
         query = "query { ...F a: viewer { id } } fragment F on Query { b: viewer { id } c: viewer { id } }"
         token = limited.token("fragmented")
         assert codes(await limited.raw(query, token=token)) == []  # 3 of 3
@@ -291,14 +295,15 @@ async def test_rate_limit_fragments_count_their_fields(api: Api, settings: Setti
 
 
 async def test_rate_limit_signed_out_by_client_address(api: Api, settings: Settings) -> None:
-    async with api_with(settings, rate_limit_operations=2) as limited:
+    async with api_with(settings, rate_limit_operations=2, rate_limit_window_seconds=STEADY_WINDOW) as limited:
         assert codes(await limited.raw(aliases(2))) == []
         assert codes(await limited.raw(aliases(1))) == ["RATE_LIMITED"]
 
 
 async def test_rate_limit_fails_open_without_redis(api: Api, settings: Settings) -> None:
     dead_redis = f"redis://127.0.0.1:{free_port()}/0"
-    async with api_with(settings, redis_url=dead_redis, rate_limit_operations=1) as no_redis:
+    async with api_with(settings, redis_url=dead_redis, rate_limit_operations=1,
+                        rate_limit_window_seconds=STEADY_WINDOW) as no_redis:
         for _ in range(3):
             assert codes(await no_redis.raw(aliases(3))) == []
 

@@ -171,9 +171,10 @@ async def test_consumer_retries_dead_letters_handled_and_lag(settings: Settings,
 
 
 async def test_rate_limited_counter(api: Api, settings: Settings) -> None:
-    from tests.test_limits import api_with
+    from tests.test_limits import STEADY_WINDOW, api_with
 
-    async with api_with(settings, rate_limit_operations=1) as limited:
+    async with api_with(settings, rate_limit_operations=1,
+                        rate_limit_window_seconds=STEADY_WINDOW) as limited:
         await limited.raw("{ viewer { id } }")
         assert await delta("feedfabric_rate_limited_total", {}, lambda: limited.raw("{ viewer { id } }")) == 1
 
