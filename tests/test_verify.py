@@ -144,3 +144,13 @@ async def test_the_home_feed_reads_below_the_floor_from_postgres(
 
 async def test_an_unknown_member_is_an_error(api: Api, settings: Settings) -> None:
     assert await asyncio.to_thread(verify.main, settings, fix=False, external_id=f"nobody-{new_id()}") == 2
+
+
+async def test_racing_settlers_of_the_first_run_both_trust_it(pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+    """The second settler must find the run settled, not mistake the first one's record for a flush."""
+    floors = await asyncio.gather(*(timelines.serving_floor(pool, redis) for _ in range(4)))
+    assert floors == [None] * 4
+    await redis.delete(timelines.EPOCH_KEY)  # now a real flush of the same run
+    await pool.execute("INSERT INTO members (id, external_id, username, display_name) VALUES ($1, 'a', 'a', 'a')", new_id())
+    await pool.execute("INSERT INTO posts (id, author_id, content) SELECT $1, id, 'x' FROM members", post := new_id())
+    assert await timelines.serving_floor(pool, redis) == str(post)

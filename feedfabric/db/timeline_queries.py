@@ -187,3 +187,15 @@ async def record_epoch(conn: asyncpg.Connection, run_id: str, floor: uuid.UUID |
         " RETURNING floor",
         run_id, floor,
     )
+
+
+_EPOCH_LOCK = 0x0FEED0E0
+
+
+async def lock_epoch(conn: asyncpg.Connection) -> None:
+    """A session lock (held across the Redis write that follows the transaction)."""
+    await conn.execute("SELECT pg_advisory_lock($1)", _EPOCH_LOCK)
+
+
+async def unlock_epoch(conn: asyncpg.Connection) -> None:
+    await conn.execute("SELECT pg_advisory_unlock($1)", _EPOCH_LOCK)

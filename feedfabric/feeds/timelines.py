@@ -279,10 +279,17 @@ async def settle(conn: asyncpg.Connection, redis: aioredis.Redis, run_id: str) -
     gone (flushed), may lack writes that were acknowledged: its floor is the
     newest post ID now. Two settlers racing both compute a valid floor.
     """
-    async with conn.transaction():
-        known = await q.epoch(conn)
-        floor = None if known is None else await q.newest_post_id(conn)
-        recorded = await q.record_epoch(conn, run_id, floor)
-    text = "" if recorded is None else str(recorded)
-    await redis.hset(EPOCH_KEY, mapping={"run": run_id, "floor": text})
-    return text or None
+    await q.lock_epoch(conn)  # settlers queue, so a second one finds the run settled instead of "flushed"
+    try:
+        settled, run, floor = await EPOCH(redis, [EPOCH_KEY], ())  # type: ignore[misc]
+        if int(settled) and _text(run) == run_id:
+            return _text(floor) or None
+        async with conn.transaction():
+            known = await q.epoch(conn)
+            newest = None if known is None else await q.newest_post_id(conn)
+            recorded = await q.record_epoch(conn, run_id, newest)
+        text = "" if recorded is None else str(recorded)
+        await redis.hset(EPOCH_KEY, mapping={"run": run_id, "floor": text})
+        return text or None
+    finally:
+        await q.unlock_epoch(conn)
