@@ -96,6 +96,7 @@ async def run(posts: int, batch: int, database_url: str, redis_url: str, data_di
     measured = len(events) - batch
     tagged = await pool.fetchval("SELECT count(DISTINCT post_id) FROM post_tags WHERE source = 'inferred'")
     print(f"{measured} posts in {elapsed:.2f} s: {measured / elapsed:.0f} posts/s (batch {batch}, "
+          f"{settings.embedding_replicas} model replicas, "
           f"{os.cpu_count()} cores, load average {load_before:.1f} before); {1000 * cpu / measured:.1f} ms of "
           f"worker CPU per post; {tagged}/{posts} posts got inferred topics")
     await redis.aclose()

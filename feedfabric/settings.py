@@ -52,6 +52,8 @@ class Settings(BaseSettings):
     media_max_side: int = Field(2048, ge=16)
     # similarPosts compares against at most this many of the newest embedded posts.
     similar_scan_limit: int = Field(5_000, ge=1)
+    # worker-embeddings: model replicas encoding in parallel, one CPU thread each.
+    embedding_replicas: int = Field(2, ge=1, le=16)
 
     # Public-API limits and production switches (docs/operations.md).
     feedfabric_production: bool = False  # no introspection, GraphiQL or field suggestions

@@ -151,9 +151,20 @@ async def test_similar_posts_survive_a_flushed_or_absent_redis(ctx, pool, redis)
 
 
 async def test_setup_loads_the_model_into_the_context(settings, pool, redis, monkeypatch):
-    monkeypatch.setattr(embeddings, "load_embedder", f.shared_embedder)
+    monkeypatch.setattr(embeddings, "load_embedder", lambda replicas: f.shared_embedder())
     fresh = WorkerContext(settings=settings, pool=pool, redis=redis)
     await worker.GROUP.setup(fresh)
     assert fresh.resources[worker.EMBEDDER] is f.shared_embedder()
     assert fresh.resources[worker.PREPARED] == {}
     assert worker.GROUP.name == "worker-embeddings" and "PostUpdated" in worker.GROUP.event_types
+
+
+async def test_replicas_encode_chunks_in_order(embedder):
+    assert embeddings.split([], 2) == []
+    assert embeddings.split(["a"] * 10, 2) == [["a"] * 10]
+    assert [len(c) for c in embeddings.split([str(i) for i in range(33)], 2)] == [17, 16]
+    texts = [f"post number {i} about {'running' if i % 2 else 'cooking'}" for i in range(40)]
+    together = await post_embeddings.encode(embedder, texts)
+    alone = embeddings.encode(embedder.models[0], texts)
+    assert together.shape == (40, 384) and len(embedder.models) == 2
+    assert np.allclose(together, alone, atol=1e-5)

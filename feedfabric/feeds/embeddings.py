@@ -45,8 +45,14 @@ def embeddable(post: post_text.PostText) -> bool:
 
 
 async def encode(embedder: embeddings.Embedder, texts: list[str]) -> np.ndarray:
-    """Encodes off the event loop: the model is CPU-bound."""
-    return await asyncio.to_thread(embeddings.encode, embedder.model, texts)
+    """Encodes off the event loop (the model is CPU-bound), a chunk per replica in parallel."""
+    chunks = embeddings.split(texts, len(embedder.models))
+    if not chunks:
+        return np.zeros((0, embeddings.DIMENSIONS), dtype=np.float32)
+    done = await asyncio.gather(
+        *(asyncio.to_thread(embeddings.encode, model, chunk) for model, chunk in zip(embedder.models, chunks))
+    )
+    return np.concatenate(done)
 
 
 async def store(

@@ -36,7 +36,7 @@ def _post_id(event: Event) -> uuid.UUID:
 
 
 async def setup(ctx: WorkerContext) -> None:
-    ctx.resources[EMBEDDER] = await asyncio.to_thread(embeddings.load_embedder)
+    ctx.resources[EMBEDDER] = await asyncio.to_thread(embeddings.load_embedder, ctx.settings.embedding_replicas)
     ctx.resources[PREPARED] = {}
 
 
