@@ -176,7 +176,7 @@ function endInSight() {
 
 // ---------------------------------------------------------------- live updates
 
-/** homeTimeline resumes from the newest item the page knows; notificationAdded bumps the badge. */
+/** homeTimeline resumes from the newest item the page knows; notificationAdded refreshes the badge. */
 async function startLive(token) {
   const url = new URL("/graphql", location.href);
   url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
@@ -193,7 +193,7 @@ async function startLive(token) {
   });
   socket.subscribe(notifications, {}, {
     next: (data) => {
-      setUnread(state.unread + 1);
+      refreshUnread(); // asked, not counted: a notification made while the page loaded is not counted twice
       if (state.view.name === "notifications") $("#feed").prepend(render.notification(data.notificationAdded));
     },
     error: (errors) => showError(errors),

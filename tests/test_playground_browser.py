@@ -31,6 +31,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 PAGE_SIZE = 20  # app.js PAGE_SIZE
+expect.set_options(timeout=15_000)  # two cores shared with the server, relay and workers
 
 
 @pytest.fixture
@@ -135,9 +136,11 @@ async def test_a_sees_b_post_live_and_scrolls_a_second_page_without_duplicates(
         shown = await post_ids(a)
         assert len(shown) == len(written) + 1 and len(set(shown)) == len(shown)
 
-        # A likes it; B hears about it through notificationAdded.
+        # A likes it; B hears about it through notificationAdded (unread: A's follow and the like).
         await newest_a.locator('[data-action="toggle-like"]').click()
         await expect(newest_a.locator('[data-action="toggle-like"]')).to_have_text("♥ 1")
-        await expect(b.locator("#unread")).to_have_text("1", timeout=20_000)
+        await expect(b.locator("#unread")).to_have_text("2", timeout=20_000)
+        await b.locator("[data-view=notifications]").click()
+        await expect(b.locator("#feed > article.notification").first).to_contain_text("Alice liked your post")
 
         assert a.errors == [] and b.errors == []  # type: ignore[attr-defined]
