@@ -5,7 +5,14 @@ from __future__ import annotations
 import strawberry
 from graphql import GraphQLError
 from strawberry.types import ExecutionContext
-from strawberry.extensions import MaxAliasesLimiter, MaxTokensLimiter, ParserCache, QueryDepthLimiter, ValidationCache
+from strawberry.extensions import (
+    AddValidationRules,
+    MaxAliasesLimiter,
+    MaxTokensLimiter,
+    ParserCache,
+    QueryDepthLimiter,
+    ValidationCache,
+)
 
 from feedfabric.schema.cost import QueryCost
 from feedfabric.schema.errors import ErrorCodes
@@ -20,6 +27,20 @@ from feedfabric.schema.timing import OperationMetrics
 MAX_DEPTH = 10
 MAX_ALIASES = 30
 MAX_TOKENS = 2000
+
+# The depth and alias limiters make a new rule *class* per instance, and the
+# validation cache keys on the rule classes: fresh limiters per request made
+# every request miss the cache and re-validate (about a third of a home-feed
+# page's CPU). The rules are stateless, so they are made once and each
+# request's extension instance only adds them.
+_LIMIT_RULES = (
+    *QueryDepthLimiter(max_depth=MAX_DEPTH).validation_rules,
+    *MaxAliasesLimiter(max_alias_count=MAX_ALIASES).validation_rules,
+)
+
+
+def _limit_rules() -> AddValidationRules:
+    return AddValidationRules(list(_LIMIT_RULES))
 
 
 class FeedFabricSchema(strawberry.Schema):
@@ -40,8 +61,7 @@ def build_schema() -> strawberry.Schema:
             ErrorCodes,
             PersistedQueries,
             ProductionGuards,
-            lambda: QueryDepthLimiter(max_depth=MAX_DEPTH),
-            lambda: MaxAliasesLimiter(max_alias_count=MAX_ALIASES),
+            _limit_rules,
             lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
             lambda: ParserCache(maxsize=256),
             lambda: ValidationCache(maxsize=256),
