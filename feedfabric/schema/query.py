@@ -42,19 +42,19 @@ class Query(PlaylistQuery, MediaQuery):
 
     @strawberry.field(description="Following feed: GET /userfeed/home.")
     async def home_feed(self, info: ContextInfo, first: int | None = 20, after: str | None = None) -> FeedConnection:
-        return FeedConnection.of(await reads.home_feed(info.context, first, after))
+        return await FeedConnection.load(info, await reads.home_feed(info.context, first, after))
 
     @strawberry.field(description="GET /userfeed/favourites.")
     async def favourites_feed(
         self, info: ContextInfo, first: int | None = 20, after: str | None = None
     ) -> FeedConnection:
-        return FeedConnection.of(await reads.favourites_feed(info.context, first, after))
+        return await FeedConnection.load(info, await reads.favourites_feed(info.context, first, after))
 
     @strawberry.field(description="GET /userfeed/tags/{tag}/posts: hashtag or inferred topic.")
     async def tag_feed(
         self, info: ContextInfo, tag: str, first: int | None = 20, after: str | None = None
     ) -> FeedConnection:
-        return FeedConnection.of(await reads.tag_feed(info.context, tag, first, after))
+        return await FeedConnection.load(info, await reads.tag_feed(info.context, tag, first, after))
 
     @strawberry.field(description="GET /userfeed/mentions: posts and comments that @mention the viewer.")
     async def mentions_feed(

@@ -1,0 +1,55 @@
+"""Feed pages load their posts' fields up front (FeedConnection.load); the answers must equal the per-post path."""
+
+from typing import Any
+
+import pytest
+
+from feedfabric.schema import types
+from tests.support import Api
+
+FIELDS = """id content status tags likeCount commentCount viewerHasLiked
+  author { username displayName } media { id }
+  repostOf { id content tags likeCount author { username } }"""
+
+PLAIN = "{ homeFeed(first: 10) { edges { node { %s } } } }" % FIELDS
+FRAGMENTS = """query { homeFeed(first: 10) { edges { ... on FeedEdge { node { ...Head ... on Post { %s } } } } } }
+fragment Head on Post { id author { username } }""" % FIELDS
+SINGLE = "query($id: ID!) { post(id: $id) { %s } }" % FIELDS
+
+
+async def _world(api: Api) -> str:
+    reader = await api.member("reader")
+    author = await api.member("author")
+    other = await api.member("other")
+    await api.follow(reader, "author")
+    await api.follow(reader, "other")
+    first = await api.post(author, "hello #news")
+    await api.post(author, "plain")
+    await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": first}, token=reader)
+    await api.gql("mutation($p: ID!, $c: String!) { addComment(postId: $p, content: $c) { id } }",
+                  {"p": first, "c": "nice"}, token=other)
+    await api.gql("mutation($p: ID!) { repost(postId: $p) { id } }", {"p": first}, token=other)
+    return reader
+
+
+async def test_a_feed_page_answers_as_each_post_would_alone(api: Api) -> None:
+    reader = await _world(api)
+    page = [e["node"] for e in (await api.gql(PLAIN, token=reader))["homeFeed"]["edges"]]
+    assert len(page) == 3
+    alone = [(await api.gql(SINGLE, {"id": p["id"]}, token=reader))["post"] for p in page]
+    assert page == alone
+    liked = next(p for p in page if p["content"] == "hello #news")
+    assert (liked["likeCount"], liked["commentCount"], liked["viewerHasLiked"], liked["tags"]) == (1, 1, True, ["news"])
+    repost = next(p for p in page if p["repostOf"] is not None)
+    assert repost["repostOf"]["id"] == liked["id"] and repost["author"]["username"] == "other"
+
+
+async def test_fields_selected_through_fragments_are_loaded_too(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    reader = await _world(api)
+    seen: list[set[str]] = []
+    node_fields = types._node_fields
+    monkeypatch.setattr(types, "_node_fields", lambda info: seen.append(node_fields(info)) or seen[-1])
+    plain: list[Any] = [e["node"] for e in (await api.gql(PLAIN, token=reader))["homeFeed"]["edges"]]
+    through: list[Any] = [e["node"] for e in (await api.gql(FRAGMENTS, token=reader))["homeFeed"]["edges"]]
+    assert through == plain
+    assert seen[0] == seen[1] >= set(types._PAGE_LOADS)
