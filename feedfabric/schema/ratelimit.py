@@ -11,11 +11,13 @@ limit is protection, never a reason to take the API down.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from redis.exceptions import NoScriptError
 from graphql import DocumentNode, FieldNode, FragmentDefinitionNode, FragmentSpreadNode, InlineFragmentNode, SelectionSetNode, get_operation_ast
 from strawberry.extensions import SchemaExtension
 
@@ -26,6 +28,22 @@ from feedfabric.schema.refusal import app_context, refuse
 log = logging.getLogger("feedfabric.ratelimit")
 
 REDIS_PREFIX = "ratelimit:"
+
+# Count and, for a new window, expire it in one command: this runs on every GraphQL
+# operation, and a MULTI/INCRBY/EXPIRE/EXEC pipeline cost twice the client CPU (~0.2 ms).
+_COUNT_LUA = """
+local used = redis.call('INCRBY', KEYS[1], ARGV[1])
+if used == tonumber(ARGV[1]) then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+return used
+"""
+_COUNT_SHA = hashlib.sha1(_COUNT_LUA.encode()).hexdigest()
+
+
+async def _count(redis: Any, key: str, cost: int, ttl: int) -> int:
+    try:
+        return int(await redis.evalsha(_COUNT_SHA, 1, key, cost, ttl))
+    except NoScriptError:  # first use on this Redis, or after SCRIPT FLUSH: send the text
+        return int(await redis.eval(_COUNT_LUA, 1, key, cost, ttl))
 
 
 def root_field_count(document: DocumentNode, operation_name: str | None) -> int:
@@ -85,10 +103,7 @@ class OperationRateLimit(SchemaExtension):
         key = f"{REDIS_PREFIX}{client_key(context)}:{int(now // window)}"
         cost = root_field_count(ec.graphql_document, ec.operation_name)
         try:
-            async with redis.pipeline(transaction=True) as pipe:
-                pipe.incrby(key, cost)
-                pipe.expire(key, window + 1)
-                used, _ = await pipe.execute()
+            used = await _count(redis, key, cost, window + 1)
         except Exception:  # noqa: BLE001 - fail open
             log.warning("rate limit: Redis unavailable, operation allowed")
             return
