@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,12 +30,20 @@ class Resources:
 
 @dataclass
 class Context:
+    """Per request, or per WebSocket: then it lives as long as the socket, through many events.
+
+    Loaders are made on first use, not with the context: a socket holding an
+    idle subscription never needs any, and an event whose rendering is shared
+    with other subscribers (feedfabric.realtime.render) never touches them.
+    """
+
     resources: Resources
     viewer_result: ViewerResult
-    loaders: Loaders
     request: Any = None
     response: Any = None
     connection_params: dict[str, Any] | None = None
+    _loaders: Loaders | None = field(default=None, repr=False)
+    _prime: Callable[[Loaders], None] | None = field(default=None, repr=False)
 
     @property
     def viewer(self) -> Viewer:
@@ -48,17 +57,22 @@ class Context:
     def pool(self) -> asyncpg.Pool:
         return self.resources.pool
 
-    def fresh_loaders(self) -> Loaders:
-        """A subscription sends many events over one socket: each gets loaders of its own."""
-        member = self.viewer_result.viewer.member
-        return make_loaders(self.pool, member.id if member else None)
+    @property
+    def loaders(self) -> Loaders:
+        if self._loaders is None:
+            member = self.viewer_result.viewer.member
+            self._loaders = make_loaders(self.pool, member.id if member else None)
+            if self._prime is not None:
+                self._prime(self._loaders)
+                self._prime = None
+        return self._loaders
+
+    def reset_loaders(self, prime: Callable[[Loaders], None] | None = None) -> None:
+        """A subscription sends many events over one socket: each gets loaders of its own (made when first
+        used, then filled by `prime`), so nothing is cached across events or viewers."""
+        self._loaders = None
+        self._prime = prime
 
 
 def build_context(resources: Resources, viewer_result: ViewerResult, **kwargs: Any) -> Context:
-    member = viewer_result.viewer.member
-    return Context(
-        resources=resources,
-        viewer_result=viewer_result,
-        loaders=make_loaders(resources.pool, member.id if member else None),
-        **kwargs,
-    )
+    return Context(resources=resources, viewer_result=viewer_result, **kwargs)

@@ -28,6 +28,7 @@ from feedfabric.db.loaders import Loaders
 from feedfabric.events import Event
 from feedfabric.models import Member, Notification, Post
 from feedfabric.realtime.hub import Channel, Hub
+from feedfabric.realtime.render import SharedRenders
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,8 @@ class TimelineItem:
     comment_counts: dict[uuid.UUID, int] = field(default_factory=dict)
     # False for replayed rows: only the post itself is known, the loaders fetch the rest.
     hydrated: bool = False
+    # Every recipient of this item shares its renderings (feedfabric.schema.shared).
+    renders: SharedRenders = field(default_factory=SharedRenders, compare=False, repr=False)
 
     def prime(self, loaders: Loaders) -> None:
         """Fills a subscriber's fresh loaders with what is the same for every viewer."""

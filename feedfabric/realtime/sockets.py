@@ -43,7 +43,7 @@ async def authenticate(context: Context) -> None:
         message = str(result.error) if result.error is not None else "sign in first: send a bearer token"
         raise ConnectionRejectionError({"message": message, "code": "UNAUTHENTICATED"})
     context.viewer_result = result
-    context.loaders = context.fresh_loaders()
+    context.reset_loaders()  # the viewer changed: loaders made from now on are theirs
 
 
 class LegacyGraphQLWSHandler(BaseGraphQLWSHandler[Any, Any]):

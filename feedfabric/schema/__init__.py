@@ -21,6 +21,7 @@ from feedfabric.schema.persisted import PersistedQueries
 from feedfabric.schema.production import ProductionGuards
 from feedfabric.schema.query import Query
 from feedfabric.schema.ratelimit import OperationRateLimit
+from feedfabric.schema.shared import SharedEventExecutor
 from feedfabric.schema.subscription import Subscription
 from feedfabric.schema.timing import OperationMetrics
 
@@ -53,6 +54,8 @@ def build_schema() -> strawberry.Schema:
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
+        # Live timeline items render once for all subscribers whose selection is viewer-independent.
+        execution_context_class=SharedEventExecutor,
         extensions=[
             # Order matters (docs/operations.md): timing wraps everything and sees coded errors;
             # persisted queries fill in the text before parsing; production rules join validation

@@ -2,7 +2,9 @@
 
 get_context runs once per socket, so before each event is rendered the
 context gets fresh DataLoaders (nothing cached across events), primed with
-the rows the realtime consumer already hydrated for every recipient.
+the rows the realtime consumer already hydrated for every recipient. They
+are made only if the event is actually executed for this subscriber: an item
+whose rendering is shared (feedfabric.schema.shared) never needs them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import AsyncGenerator
 import strawberry
 
 from feedfabric.realtime import streams
+from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.schema.types import ContextInfo, Notification, Post
 
 
@@ -19,6 +22,7 @@ from feedfabric.schema.types import ContextInfo, Notification, Post
 class TimelineEvent:
     post: Post = strawberry.field(description="The new home-feed item, hydrated as the home feed would show it.")
     cursor: str
+    item: strawberry.Private[TimelineItem]
 
 
 @strawberry.type
@@ -36,13 +40,12 @@ class Subscription:
     ) -> AsyncGenerator[TimelineEvent, None]:
         ctx = info.context
         async for item in streams.home_timeline(ctx, since):
-            ctx.loaders = ctx.fresh_loaders()
-            item.prime(ctx.loaders)
-            yield TimelineEvent(post=Post(row=item.post), cursor=str(item.post.id))
+            ctx.reset_loaders(item.prime)
+            yield TimelineEvent(post=Post(row=item.post), cursor=str(item.post.id), item=item)
 
     @strawberry.subscription
     async def notification_added(self, info: ContextInfo) -> AsyncGenerator[Notification, None]:
         ctx = info.context
         async for row in streams.notifications(ctx):
-            ctx.loaders = ctx.fresh_loaders()
+            ctx.reset_loaders()
             yield Notification(row=row)

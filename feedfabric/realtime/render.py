@@ -1,0 +1,53 @@
+"""Results of one live item's rendering, shared by its subscribers (see feedfabric.schema.shared).
+
+Kept on the item itself, so it lives exactly as long as some subscriber's
+queue still holds the item; nothing to expire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+class SharedRenders:
+    """Finished (or in-flight) results by operation and variables, and which operations may share."""
+
+    def __init__(self) -> None:
+        # Keyed by id(operation); the operation is kept beside the value and compared by identity,
+        # so an id reused by another document after the first was freed is never mistaken for it.
+        self._results: dict[tuple[int, str], tuple[Any, asyncio.Future[Any]]] = {}
+        self._shareable: dict[int, tuple[Any, bool]] = {}
+
+    def shareable(self, operation: Any, decide: Callable[[], bool]) -> bool:
+        known = self._shareable.get(id(operation))
+        if known is None or known[0] is not operation:
+            known = (operation, decide())
+            self._shareable[id(operation)] = known
+        return known[1]
+
+    async def render(self, operation: Any, variables: Mapping[str, Any], execute: Callable[[], Any]) -> Any:
+        """The shared result for this operation and variables, executing it if no subscriber did yet.
+
+        Later subscribers wait for an in-flight first rendering rather than start their own.
+        """
+        key = (id(operation), json.dumps(variables, sort_keys=True, default=str))
+        entry = self._results.get(key)
+        if entry is not None and entry[0] is operation:
+            shared = await asyncio.shield(entry[1])
+            # None: the first rendering failed or had errors, so each subscriber renders its own.
+            return shared if shared is not None else await _maybe_await(execute())
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._results[key] = (operation, done)
+        result = None
+        try:
+            result = await _maybe_await(execute())
+        finally:
+            done.set_result(result if result is not None and not result.errors else None)
+        return result
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if asyncio.isfuture(value) or asyncio.iscoroutine(value) else value

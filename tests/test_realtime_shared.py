@@ -1,0 +1,65 @@
+"""A live item renders once for every subscriber whose selection is viewer-independent, per viewer otherwise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from feedfabric.realtime.delivery import TimelineItem
+from feedfabric.settings import Settings
+from tests.pipeline_support import relay, running
+from tests.realtime_support import HOME_SUB, TRANSPORT_WS, serve, wait_subscribed, ws_client
+
+PER_VIEWER = """subscription { homeTimeline { post { id author { username viewerFollows } } } }"""
+
+
+@pytest.fixture
+def executions(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """One entry per subscriber that executed an item itself (its loaders were made and primed)."""
+    seen: list[Any] = []
+    prime = TimelineItem.prime
+
+    def counting(self: TimelineItem, loaders: Any) -> None:
+        seen.append(self.post.id)
+        prime(self, loaders)
+
+    monkeypatch.setattr(TimelineItem, "prime", counting)
+    return seen
+
+
+async def test_same_selection_renders_once_for_all_its_subscribers(settings: Settings, executions: list[Any]) -> None:
+    async with serve(settings) as server, running(relay(settings).run):
+        api = server.api
+        alice = await api.member("alice")
+        readers = [await api.member(name) for name in ("bob", "carol", "dave")]
+        for reader in readers:
+            await api.follow(reader, "alice")
+        async with ws_client(server, TRANSPORT_WS, readers[0]) as a, ws_client(server, TRANSPORT_WS, readers[1]) as b, \
+                ws_client(server, TRANSPORT_WS, readers[2]) as c:
+            for ws in (a, b, c):
+                await ws.subscribe(HOME_SUB)
+            await wait_subscribed(server, 3)
+            post_id = await api.post(alice, "one rendering")
+            got = [(await ws.next_data())["homeTimeline"] for ws in (a, b, c)]
+    expected = {"cursor": post_id, "post": {"id": post_id, "content": "one rendering", "author": {"username": "alice"}}}
+    assert got == [expected] * 3
+    assert len(executions) == 1
+
+
+async def test_viewer_dependent_selection_renders_per_viewer(settings: Settings, executions: list[Any]) -> None:
+    async with serve(settings) as server, running(relay(settings).run):
+        api = server.api
+        alice, bob, carol = await api.member("alice"), await api.member("bob"), await api.member("carol")
+        await api.follow(bob, "alice")
+        await api.gql('mutation { followTag(tag: "news") }', token=carol)
+        async with ws_client(server, TRANSPORT_WS, bob) as follower, ws_client(server, TRANSPORT_WS, carol) as tagged:
+            await follower.subscribe(PER_VIEWER)
+            await tagged.subscribe(PER_VIEWER)
+            await wait_subscribed(server, 2)
+            await api.post(alice, "for #news readers")
+            by_follower = (await follower.next_data())["homeTimeline"]["post"]["author"]
+            by_tag_reader = (await tagged.next_data())["homeTimeline"]["post"]["author"]
+    assert by_follower == {"username": "alice", "viewerFollows": True}
+    assert by_tag_reader == {"username": "alice", "viewerFollows": False}
+    assert len(executions) == 2
