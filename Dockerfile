@@ -14,7 +14,7 @@ RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 
 COPY pyproject.toml README.md ./
 COPY feedfabric ./feedfabric
-RUN pip install ".[ml,media]"
+RUN pip install ".[ml]"
 
 RUN useradd --system --uid 10001 --home-dir /app feedfabric
 USER feedfabric

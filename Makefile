@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# The CPU build of torch from this machine's disk; a range would pull a CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[embedded,ml,media,test]'
+	$(BIN)/pip install -q -e '.[embedded,ml,test]'
 	touch $(STAMP)
 
 # The browser test drives Debian's chromium through Playwright (its own browser download cannot work here).
