@@ -43,6 +43,10 @@ def cmd_api(args: argparse.Namespace) -> None:
         workers=args.workers,
         log_level="warning",
         lifespan="on",
+        # permessage-deflate keeps a zlib compressor and decompressor per socket (~46 kB, half of
+        # an idle subscription's memory) and deflates every event once per subscriber; the events
+        # are small JSON, so it is off (docs/benchmarks.md).
+        ws_per_message_deflate=False,
     )
 
 
@@ -104,7 +108,8 @@ def cmd_dev(args: argparse.Namespace) -> None:
         )
         import uvicorn
 
-        uvicorn.run("feedfabric.app:create_app", factory=True, host="127.0.0.1", port=args.port, log_level="warning")
+        uvicorn.run("feedfabric.app:create_app", factory=True, host="127.0.0.1", port=args.port, log_level="warning",
+                    ws_per_message_deflate=False)  # as cmd_api
     finally:
         for child in children:
             child.send_signal(signal.SIGTERM)
