@@ -139,7 +139,8 @@ class GroupRunner:
                         break
                     self.done[tp] = record.offset + 1
                 await self.commit({tp})
-                if records and (high := self.consumer.highwater(tp)) is not None:
+                # A rebalance during the batch may have revoked tp; highwater() asserts on an unassigned one.
+                if records and tp in self.consumer.assignment() and (high := self.consumer.highwater(tp)) is not None:
                     metrics.CONSUMER_LAG.labels(group=self.spec.name, topic=tp.topic, partition=str(tp.partition)).set(
                         max(high - records[-1].offset - 1, 0))
 
