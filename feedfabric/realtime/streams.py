@@ -54,13 +54,12 @@ async def home_timeline(ctx: Context, since: str | None) -> AsyncIterator[Timeli
                 if len(page) < REPLAY_PAGE:
                     break
                 cursor = page[-1].id
-        recent: deque[uuid.UUID] = deque(maxlen=RECENT_IDS)
+        recent = _Recent(RECENT_IDS)
         while True:
             item = await _next(ctx, sub)
             post_id = item.post.id
-            if post_id in sent or (after is not None and post_id <= after) or post_id in recent:
+            if post_id in sent or (after is not None and post_id <= after) or not recent.first_time(post_id):
                 continue
-            recent.append(post_id)
             yield item
 
 
@@ -68,12 +67,31 @@ async def notifications(ctx: Context) -> AsyncIterator[Notification]:
     member = ctx.viewer.require_member()
     hub = hub_of(ctx.resources)
     with hub.subscribe(Channel.NOTIFICATIONS, member.id) as sub:
-        recent: deque[uuid.UUID] = deque(maxlen=RECENT_IDS)
+        recent = _Recent(RECENT_IDS)
         while True:
             row: Notification = await _next(ctx, sub)
-            if row.id not in recent:
-                recent.append(row.id)
+            if recent.first_time(row.id):
                 yield row
+
+
+class _Recent:
+    """The last `size` IDs seen. A set beside the deque: `in` on a full deque compared up to
+    RECENT_IDS UUIDs for every event of every subscriber."""
+
+    def __init__(self, size: int) -> None:
+        self._order: deque[uuid.UUID] = deque()
+        self._seen: set[uuid.UUID] = set()
+        self._size = size
+
+    def first_time(self, key: uuid.UUID) -> bool:
+        """True, and remembered, the first time `key` is seen."""
+        if key in self._seen:
+            return False
+        self._order.append(key)
+        self._seen.add(key)
+        if len(self._order) > self._size:
+            self._seen.discard(self._order.popleft())
+        return True
 
 
 async def _next(ctx: Context, sub: Subscriber) -> Any:

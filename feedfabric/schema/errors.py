@@ -19,6 +19,13 @@ class ErrorCodes(MaskErrors):
     def _process_errors(self, errors: list[GraphQLError]) -> list[GraphQLError]:
         return [self._coded(error) for error in errors]
 
+    def _process_result(self, result: object) -> None:
+        """MaskErrors' own test is isinstance() against a runtime-checkable Protocol, which costs more
+        than the rest of this hook on every result (every event of every subscriber); same test, direct."""
+        errors = getattr(result, "errors", None)
+        if errors:
+            result.errors = self._process_errors(errors)  # type: ignore[attr-defined]
+
     def _coded(self, error: GraphQLError) -> GraphQLError:
         original = error.original_error
         if isinstance(original, FeedFabricError):
