@@ -42,6 +42,7 @@ class Verdict:
     verify_status: int = -1
     verify_output: str = ""
     page_mismatches: int = 0
+    unexpected_exits: list[str] = field(default_factory=list)  # processes that died on their own
 
     @property
     def lost_total(self) -> int:
@@ -58,7 +59,7 @@ class Verdict:
     @property
     def ok(self) -> bool:
         return (self.lost_total == 0 and self.duplicated_total == 0 and self.reordered_total == 0
-                and self.verify_status == 0 and self.page_mismatches == 0)
+                and self.verify_status == 0 and self.page_mismatches == 0 and not self.unexpected_exits)
 
     def line(self) -> str:
         def kinds(d: dict[str, int]) -> str:
@@ -67,7 +68,8 @@ class Verdict:
 
         return (f"lost {self.lost_total}{kinds(self.lost)}, duplicated {self.duplicated_total}{kinds(self.duplicated)},"
                 f" reordered {self.reordered_total}{kinds(self.reordered)}, verify exit {self.verify_status},"
-                f" page mismatches {self.page_mismatches}")
+                f" page mismatches {self.page_mismatches}"
+                + (f", processes died on their own: {', '.join(self.unexpected_exits)}" if self.unexpected_exits else ""))
 
 
 def read_log(case: Case, kind: str) -> list[dict[str, Any]]:
@@ -100,6 +102,8 @@ async def check(case: Case, record: Record, client: Client, *, sample_pages: int
             v.lost["dead letters unexpected"] = abs(int(dead) - expect_dead_letters)
         v.verify_status, v.verify_output = run_verify(case)
         v.page_mismatches = await _check_pages(conn, client, sample_pages, v)
+        v.unexpected_exits = [f"{p.name} (exit {p.popen.returncode}, {p.log.name})"
+                              for p in case.procs if p.died_unexpectedly()]
     finally:
         await conn.close()
     return v

@@ -89,6 +89,12 @@ class Proc:
     name: str
     popen: subprocess.Popen[bytes]
     log: Path
+    ended_by_harness: bool = False
+
+    def died_unexpectedly(self) -> bool:
+        """Exited on its own, other than by an armed crash point (SIGKILL)."""
+        code = self.popen.poll()
+        return code is not None and not self.ended_by_harness and code != -signal.SIGKILL
 
     @property
     def pid(self) -> int:
@@ -104,6 +110,7 @@ class Proc:
     def stop(self, timeout: float = 10.0) -> None:
         if not self.alive():
             return
+        self.ended_by_harness = True
         self.popen.send_signal(signal.SIGTERM)
         try:
             self.popen.wait(timeout)
@@ -112,6 +119,7 @@ class Proc:
             self.popen.wait()
 
     def kill(self) -> None:
+        self.ended_by_harness = True
         if self.alive():
             self.popen.kill()
         self.popen.wait()
