@@ -1,0 +1,359 @@
+"""Home-feed page of 20 under concurrent clients, through GraphQL and through REST, on the same data.
+
+Data (defaults): 10,000 members, 1,000,000 member follows (100 each), 200,000
+posts (20 each, spread over 30 days, a quarter with a tag), 100,000 likes,
+bulk-loaded with COPY; every timeline is then filled in Redis with what
+`timelines.rebuild` would write (computed in bulk here, and checked against
+`rebuild` on a sample of members).
+
+The API is a real `feedfabric api` process (uvicorn, one worker); the load
+generator is a separate process (multiprocessing, raw asyncio HTTP/1.1 with
+keep-alive, so the client costs little CPU): CLIENTS connections, each asking
+for the first page of a random member's home feed back to back for DURATION
+seconds. Each phase reports requests/s, p50/p99 latency, and the API
+process's CPU time per page (psutil), so GraphQL and REST are compared by the
+work they cost, not only by latency, which on a shared 2-core box includes
+the clients' and Postgres's scheduling. With `--rate N` each client is paced
+to N requests/s instead (latency at a given load rather than at saturation).
+
+    .venv/bin/python bench/home_feed.py [--clients 16] [--duration 30] [--rate 0] [--profile FILE]
+
+`--profile FILE` also runs pyinstrument (pip install pyinstrument) over 500
+GraphQL pages made in-process and writes its text report to FILE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncpg
+import psutil
+import redis.asyncio as aioredis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._stack import env_or, fresh_database, services  # noqa: E402
+from feedfabric.auth import issue_token  # noqa: E402
+from feedfabric.feeds import timelines  # noqa: E402
+from feedfabric.settings import Settings  # noqa: E402
+
+SECRET = "bench-secret-" + uuid.uuid4().hex
+GRAPHQL = (
+    "query Home($first: Int, $after: String) { homeFeed(first: $first, after: $after) {"
+    " source pageInfo { hasNextPage endCursor }"
+    " edges { cursor node { id content status createdAt updatedAt tags likeCount commentCount viewerHasLiked"
+    " author { id username displayName avatarUrl } media { id contentType width height url score }"
+    " repostOf { id content author { username displayName avatarUrl } } } } } }"
+)
+PAGE = 20
+DAY_MS = 86_400_000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def uuid7_at(ms: int, rng: random.Random) -> uuid.UUID:
+    """A UUIDv7 carrying the given Unix-ms timestamp, so ID order is the posts' time order."""
+    value = (ms << 80) | (0x7 << 76) | (rng.getrandbits(12) << 64) | (0b10 << 62) | rng.getrandbits(62)
+    return uuid.UUID(int=value)
+
+
+# --- data -------------------------------------------------------------------------------------------
+
+
+async def load(database_url: str, redis_url: str, args: argparse.Namespace) -> list[str]:
+    """Bulk-loads members, follows, posts, tags and likes; fills the timelines. Returns external IDs."""
+    rng = random.Random(42)
+    now_ms = int(time.time() * 1000)
+    t0 = time.monotonic()
+    member_ids = [uuid7_at(now_ms - 60 * DAY_MS + i, rng) for i in range(args.members)]
+    names = [f"bench{i:06d}" for i in range(args.members)]
+    follows: dict[uuid.UUID, list[uuid.UUID]] = {}
+    for m in member_ids:
+        follows[m] = [t for t in rng.sample(member_ids, args.follows_each + 1) if t != m][: args.follows_each]
+    posts_by_author: dict[uuid.UUID, list[str]] = {m: [] for m in member_ids}
+    post_rows = []
+    for i in range(args.posts):
+        author = member_ids[i % len(member_ids)]
+        pid = uuid7_at(now_ms - rng.randrange(30 * DAY_MS), rng)
+        posts_by_author[author].append(str(pid))
+        created = datetime.fromtimestamp((pid.int >> 80) / 1000, UTC)
+        post_rows.append((pid, author, f"bench post {i} " + "lorem ipsum " * rng.randrange(1, 12), created))
+    all_posts = [r[0] for r in post_rows]
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.copy_records_to_table(
+            "members", records=[(m, n, n, n.title()) for m, n in zip(member_ids, names)],
+            columns=["id", "external_id", "username", "display_name"],
+        )
+        await conn.copy_records_to_table(
+            "follows", records=((f, "member", str(t)) for f, ts in follows.items() for t in ts),
+            columns=["follower_id", "target_type", "target_id"],
+        )
+        await conn.copy_records_to_table("posts", records=post_rows,
+                                         columns=["id", "author_id", "content", "created_at"])
+        await conn.copy_records_to_table(
+            "post_tags", records=[(p, f"topic{rng.randrange(50)}", "hashtag") for p in all_posts[::4]],
+            columns=["post_id", "tag", "source"],
+        )
+        likes = {(rng.choice(all_posts), rng.choice(member_ids)) for _ in range(args.likes)}
+        await conn.copy_records_to_table("likes", records=list(likes), columns=["post_id", "member_id"])
+        await conn.execute(
+            """INSERT INTO member_stats (member_id, followers, following)
+               SELECT m.id,
+                      (SELECT count(*) FROM follows f WHERE f.target_type = 'member' AND f.target_id = m.id::text),
+                      (SELECT count(*) FROM follows f WHERE f.follower_id = m.id)
+               FROM members m ON CONFLICT (member_id) DO NOTHING"""
+        )
+        await conn.execute("ANALYZE")
+        print(f"loaded {len(member_ids):,} members, {sum(map(len, follows.values())):,} follows, "
+              f"{len(post_rows):,} posts, {len(likes):,} likes in {time.monotonic() - t0:.1f} s", flush=True)
+
+        # Timelines: own posts and followed authors' posts, newest FEED_MAX_LENGTH, as rebuild writes them.
+        t1 = time.monotonic()
+        settings = Settings(database_url=database_url, redis_url=redis_url)
+        redis = aioredis.from_url(redis_url)
+        try:
+            await redis.flushdb()
+            pipe = redis.pipeline(transaction=False)
+            for n, member in enumerate(member_ids, 1):
+                ids = list(posts_by_author[member])
+                for target in follows[member]:
+                    ids += posts_by_author[target]
+                ids.sort(reverse=True)
+                newest = ids[: settings.feed_max_length]
+                if newest:
+                    pipe.zadd(timelines.feed_key(member), {i: timelines.score_of(uuid.UUID(i)) for i in newest})
+                if n % 250 == 0:
+                    await pipe.execute()
+            await pipe.execute()
+            # The bulk fill must equal what the real rebuild writes.
+            for member in rng.sample(member_ids, 3):
+                bulk = await timelines.timeline_ids(redis, member)
+                await redis.delete(timelines.feed_key(member))
+                await timelines.rebuild(conn, redis, settings, member)
+                assert await timelines.timeline_ids(redis, member) == bulk, "bulk timelines differ from rebuild"
+            await settle_run(conn, redis)
+        finally:
+            await redis.aclose()
+        print(f"filled {len(member_ids):,} Redis timelines in {time.monotonic() - t1:.1f} s", flush=True)
+    finally:
+        await conn.close()
+    return names
+
+
+async def member_names(database_url: str) -> list[str]:
+    conn = await asyncpg.connect(database_url)
+    try:
+        return [r[0] for r in await conn.fetch("SELECT external_id FROM members ORDER BY id")]
+    finally:
+        await conn.close()
+
+
+async def settle_run(conn: asyncpg.Connection, redis: aioredis.Redis) -> None:
+    """Settles this Redis run once, before any reader, so the filled timelines are trusted whole.
+
+    (Readers settle a new run themselves; if the first ones race, the run gets
+    a floor and every page would be read from Postgres, which is not what this
+    benchmark measures.)
+    """
+    settle = getattr(timelines, "serving_floor", None)
+    if settle is not None:
+        await conn.execute("DELETE FROM timeline_epoch")
+        await redis.delete(timelines.EPOCH_KEY)
+        assert await settle(conn, redis) is None
+
+
+# --- load generator (its own process) ----------------------------------------------------------------
+
+
+def _request(kind: str, token: str) -> bytes:
+    auth = f"Authorization: Bearer {token}\r\n"
+    if kind == "rest":
+        return (f"GET /userfeed/home?limit={PAGE} HTTP/1.1\r\nHost: bench\r\n{auth}\r\n").encode()
+    body = json.dumps({"query": GRAPHQL, "operationName": "Home", "variables": {"first": PAGE}}).encode()
+    head = (f"POST /graphql HTTP/1.1\r\nHost: bench\r\n{auth}Content-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    return head + body
+
+
+async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    status = int(lines[0].split()[1])
+    length = next(int(line.split(b":", 1)[1]) for line in lines if line.lower().startswith(b"content-length:"))
+    return status, await reader.readexactly(length)
+
+
+async def _client(port: int, kind: str, tokens: list[str], until: float, rate: float,
+                  out: list[float], errors: list[str], seed: int) -> None:
+    rng = random.Random(seed)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    requests = {t: _request(kind, t) for t in tokens}
+    interval = 1 / rate if rate > 0 else 0.0
+    next_at = time.monotonic()
+    try:
+        while (now := time.monotonic()) < until:
+            if interval:
+                if next_at > now:
+                    await asyncio.sleep(next_at - now)
+                next_at += interval
+            started = time.monotonic()
+            writer.write(requests[rng.choice(tokens)])
+            status, body = await _read_response(reader)
+            out.append(time.monotonic() - started)
+            if status != 200 or (kind == "graphql" and b'"errors"' in body) or b'"posts":[]' in body:
+                errors.append(f"{status} {body[:200]!r}")
+    finally:
+        writer.close()
+
+
+def load_generator(port: int, kind: str, tokens: list[str], clients: int, duration: float, rate: float,
+                   result: mp.Queue) -> None:  # type: ignore[type-arg]
+    async def main() -> tuple[list[float], list[str], float]:
+        latencies: list[float] = []
+        errors: list[str] = []
+        started = time.monotonic()
+        until = started + duration
+        await asyncio.gather(*(_client(port, kind, tokens, until, rate, latencies, errors, i) for i in range(clients)))
+        return latencies, errors, time.monotonic() - started
+
+    result.put(asyncio.run(main()))
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+def run_phase(api: psutil.Process, port: int, kind: str, tokens: list[str], clients: int, duration: float,
+              rate: float) -> dict[str, float]:
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    cpu0 = api.cpu_times()
+    child = ctx.Process(target=load_generator, args=(port, kind, tokens, clients, duration, rate, queue))
+    child.start()
+    latencies, errors, elapsed = queue.get()
+    child.join()
+    cpu1 = api.cpu_times()
+    cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    if errors:
+        raise SystemExit(f"{kind}: {len(errors)} bad responses, first: {errors[0]}")
+    n = len(latencies)
+    return {"requests": n, "rps": n / elapsed, "p50": pct(latencies, 0.5), "p99": pct(latencies, 0.99),
+            "cpu_ms_per_page": cpu / n * 1000, "cpu_share": cpu / elapsed}
+
+
+# --- profile ------------------------------------------------------------------------------------------
+
+
+async def profile(database_url: str, redis_url: str, names: list[str], requests: int) -> str:
+    """Runs GraphQL home-feed requests in-process under pyinstrument (the app through httpx's ASGI transport)."""
+    import httpx
+    from pyinstrument import Profiler
+
+    from feedfabric.app import create_app
+
+    settings = Settings(database_url=database_url, redis_url=redis_url, feedfabric_jwt_secret=SECRET,
+                        rate_limit_operations=10**9)
+    app = create_app(settings)
+    body = {"query": GRAPHQL, "operationName": "Home", "variables": {"first": PAGE}}
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as http:
+            headers = [{"Authorization": f"Bearer {issue_token(SECRET, n, ttl=7200)}"} for n in names[:200]]
+            for h in headers[:20]:
+                (await http.post("/graphql", json=body, headers=h)).raise_for_status()
+            profiler = Profiler(async_mode="enabled")
+            profiler.start()
+            for i in range(requests):
+                (await http.post("/graphql", json=body, headers=headers[i % len(headers)])).raise_for_status()
+            profiler.stop()
+    return profiler.output_text(unicode=False, color=False, show_all=False)
+
+
+# --- main ---------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--members", type=int, default=10_000)
+    parser.add_argument("--follows-each", type=int, default=100)
+    parser.add_argument("--posts", type=int, default=200_000)
+    parser.add_argument("--likes", type=int, default=100_000)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--duration", type=float, default=30)
+    parser.add_argument("--rate", type=float, default=0, help="requests/s per client; 0 = back to back")
+    parser.add_argument("--viewers", type=int, default=2000, help="distinct members the clients read as")
+    parser.add_argument("--profile", metavar="FILE", help="write a pyinstrument report of the GraphQL path here")
+    parser.add_argument("--only", choices=["rest", "graphql"], default=None)
+    parser.add_argument("--database", help="reuse a database this benchmark loaded before (REDIS_URL still filled)")
+    args = parser.parse_args()
+
+    with services() as env:
+        redis_url = env_or(env, "REDIS_URL")
+        if args.database:
+            database_url = args.database
+            names = asyncio.run(member_names(database_url))
+        else:
+            database_url = fresh_database(env_or(env, "DATABASE_URL"))
+            names = asyncio.run(load(database_url, redis_url, args))
+            print(f"database: {database_url}")
+        viewers = random.Random(7).sample(names, min(args.viewers, len(names)))
+        tokens = [issue_token(SECRET, n, ttl=7200) for n in viewers]
+        if args.profile:
+            Path(args.profile).write_text(asyncio.run(profile(database_url, redis_url, viewers, 500)))
+            print(f"pyinstrument profile of 500 GraphQL pages: {args.profile}")
+        port = free_port()
+        # No Kafka for the API: this benchmark reads; the realtime consumer would only add noise.
+        api_env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url, "KAFKA_BOOTSTRAP_SERVERS": "",
+                   "FEEDFABRIC_JWT_SECRET": SECRET, "LOG_LEVEL": "WARNING", "RATE_LIMIT_OPERATIONS": "1000000000"}
+        api = subprocess.Popen([sys.executable, "-m", "feedfabric", "api", "--port", str(port)], env=api_env)
+        try:
+            import httpx
+
+            for _ in range(300):
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.1)
+            proc = psutil.Process(api.pid)
+            results = {}
+            for kind in ("rest", "graphql"):
+                if args.only and kind != args.only:
+                    continue
+                run_phase(proc, port, kind, tokens, args.clients, 3, args.rate)  # warm-up
+                r = run_phase(proc, port, kind, tokens, args.clients, args.duration, args.rate)
+                results[kind] = r
+                print(f"{kind:8s} {args.clients} clients x {args.duration:.0f} s"
+                      f"{f' at {args.rate:g}/s each' if args.rate else ''}: {r['rps']:.0f} req/s, "
+                      f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, API CPU {r['cpu_ms_per_page']:.2f} ms/page "
+                      f"({r['cpu_share'] * 100:.0f}% of a core)", flush=True)
+            if len(results) == 2:
+                ratio = results["graphql"]["cpu_ms_per_page"] / results["rest"]["cpu_ms_per_page"]
+                print(f"GraphQL/REST API CPU per page: {ratio:.2f}x")
+            print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+        finally:
+            api.terminate()
+            api.wait(30)
+
+
+if __name__ == "__main__":
+    main()
