@@ -13,13 +13,13 @@ DATABASE_URL / REDIS_URL / KAFKA_BOOTSTRAP_SERVERS are set.
 
     .venv/bin/python bench/realtime.py [--subscribers 1000] [--posts 20] [--idle 10000]
 
-Measured here (2 cores, clients and Tansu on the same cores, load average 3.2):
-1 subscriber: p50 34 ms, p99 217 ms. 1,000 subscribers x 20 posts: p50 347 ms,
-p99 1,340 ms, none missing -- far over the 50/200 ms target: each subscriber's
-copy is executed by Strawberry (with every schema extension) and sent on its
-own, about 1.3 ms per subscriber per post on this CPU. 10,000 idle
-subscriptions: API RSS 265 -> 1,271 MB, about 105 kB per subscriber (target
-under 500 MB in total is missed too).
+Measured here (2 cores, clients and Tansu on the same cores; docs/benchmarks.md
+has every run with its load): before, 1,000 subscribers x 20 posts p50 347 ms /
+p99 1,340 ms and about 105 kB per idle subscription (1.27 GB at 10,000); after
+shared rendering, lazy loaders and permessage-deflate off, p50 117 ms / p99
+208 ms at about 124 us of API CPU per delivered event, and 54 kB per idle
+subscription (664 MB at 10,000). Targets (p50 < 50 ms, p99 < 200 ms, < 500 MB)
+are not all met; docs/benchmarks.md says what is left.
 """
 
 from __future__ import annotations
