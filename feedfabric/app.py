@@ -175,7 +175,6 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Route("/graphql", graphql),
             WebSocketRoute("/graphql", graphql),
             *playground.routes(settings),
-            *playground.routes(settings),
         ],
         lifespan=lifespan,
     )
