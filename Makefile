@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test bench install clean lint faults load
+.PHONY: dev test bench faults load install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 # The browser test drives Debian's chromium through Playwright (its own browser download cannot work here).
 CHROMIUM := /usr/bin/chromium
 $(CHROMIUM):
-	apt-get update -qq && apt-get install -y -qq chromium
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 
 install: $(STAMP) $(CHROMIUM)
 
@@ -33,8 +33,10 @@ faults: $(STAMP)
 load: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/load.py --seconds $${LOAD_SECONDS:-60}
 
+BENCHES := fanout post_to_timeline home_feed realtime embeddings media
+
 bench: $(STAMP)
-	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
+	for b in $(BENCHES); do HF_HUB_OFFLINE=1 $(BIN)/python bench/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) .feedfabric

@@ -9,15 +9,12 @@ import asyncpg
 
 
 async def add(conn: asyncpg.Connection, follower_id: uuid.UUID, target_type: str, target_id: str) -> bool:
-    """True when the follow is new; member follows keep member_stats in step."""
+    """True when the follow is new (a trigger keeps member_stats in step)."""
     status = await conn.execute(
         "INSERT INTO follows (follower_id, target_type, target_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
         follower_id, target_type, target_id,
     )
-    added = status.endswith(" 1")
-    if added and target_type == "member":
-        await _bump(conn, follower_id, uuid.UUID(target_id), 1)
-    return added
+    return bool(status.endswith(" 1"))
 
 
 async def remove(conn: asyncpg.Connection, follower_id: uuid.UUID, target_type: str, target_id: str) -> bool:
@@ -25,21 +22,7 @@ async def remove(conn: asyncpg.Connection, follower_id: uuid.UUID, target_type: 
         "DELETE FROM follows WHERE follower_id = $1 AND target_type = $2 AND target_id = $3",
         follower_id, target_type, target_id,
     )
-    removed = status.endswith(" 1")
-    if removed and target_type == "member":
-        await _bump(conn, follower_id, uuid.UUID(target_id), -1)
-    return removed
-
-
-async def _bump(conn: asyncpg.Connection, follower_id: uuid.UUID, target_id: uuid.UUID, delta: int) -> None:
-    await conn.execute(
-        """INSERT INTO member_stats (member_id, followers, following)
-           VALUES ($1, 0, $3), ($2, $3, 0)
-           ON CONFLICT (member_id) DO UPDATE
-              SET followers = member_stats.followers + EXCLUDED.followers,
-                  following = member_stats.following + EXCLUDED.following""",
-        follower_id, target_id, delta,
-    )
+    return bool(status.endswith(" 1"))
 
 
 async def member_stats(
@@ -72,15 +55,3 @@ async def followed_among(
         follower_id, target_type, list(target_ids),
     )
     return {r["target_id"] for r in rows}
-
-
-async def celebrities_followed(
-    conn: asyncpg.Connection | asyncpg.Pool, follower_id: uuid.UUID, threshold: int
-) -> list[uuid.UUID]:
-    """Followed authors above the celebrity threshold: their posts are pulled at read time."""
-    rows = await conn.fetch(
-        """SELECT s.member_id FROM follows f JOIN member_stats s ON s.member_id = f.target_id::uuid
-           WHERE f.follower_id = $1 AND f.target_type = 'member' AND s.followers > $2""",
-        follower_id, threshold,
-    )
-    return [r["member_id"] for r in rows]

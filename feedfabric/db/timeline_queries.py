@@ -43,14 +43,8 @@ async def fanout_post(conn: asyncpg.Connection, post_id: uuid.UUID) -> FanoutPos
 
 
 async def has_more_followers_than(conn: asyncpg.Connection, member_id: uuid.UUID, threshold: int) -> bool:
-    """Counts at most threshold + 1 follows, so a celebrity costs no more to classify than anyone else."""
-    return bool(
-        await conn.fetchval(
-            "SELECT count(*) > $2 FROM (SELECT 1 FROM follows"
-            " WHERE target_type = 'member' AND target_id = $1 LIMIT $2 + 1) f",
-            str(member_id), threshold,
-        )
-    )
+    """The celebrity rule (SQL function is_celebrity over the trigger-kept follower count)."""
+    return bool(await conn.fetchval("SELECT is_celebrity($1, $2)", member_id, threshold))
 
 
 # Each target's followers come from its own bounded index range (target_type,
@@ -117,8 +111,7 @@ authors AS (
     SELECT $1::uuid AS author_id
     UNION
     SELECT fo.author_id FROM followed fo
-    WHERE (SELECT count(*) FROM (SELECT 1 FROM follows c
-           WHERE c.target_type = 'member' AND c.target_id = fo.author_id::text LIMIT $3 + 1) x) <= $3
+    WHERE NOT is_celebrity(fo.author_id, $3)
 ),
 by_author AS (
     SELECT p.id FROM authors a
@@ -132,8 +125,7 @@ by_tag AS (
     CROSS JOIN LATERAL (
         SELECT pt.post_id AS id FROM post_tags pt JOIN posts po ON po.id = pt.post_id
         WHERE pt.tag = ft.target_id AND po.status <> 'deleted'
-          AND (po.author_id = $1 OR (SELECT count(*) FROM (SELECT 1 FROM follows c
-               WHERE c.target_type = 'member' AND c.target_id = po.author_id::text LIMIT $3 + 1) x) <= $3)
+          AND (po.author_id = $1 OR NOT is_celebrity(po.author_id, $3))
         ORDER BY pt.post_id DESC LIMIT $2
     ) p
     WHERE ft.follower_id = $1 AND ft.target_type = 'tag'
@@ -156,10 +148,8 @@ async def followed_celebrities(
 ) -> list[uuid.UUID]:
     """Members this member follows whose posts are not pushed: the home feed pulls them at read time."""
     rows = await conn.fetch(
-        "SELECT f.target_id::uuid FROM follows f"
-        " WHERE f.follower_id = $1 AND f.target_type = 'member'"
-        " AND (SELECT count(*) FROM (SELECT 1 FROM follows c WHERE c.target_type = 'member'"
-        "      AND c.target_id = f.target_id LIMIT $2 + 1) x) > $2",
+        "SELECT s.member_id FROM follows f JOIN member_stats s ON s.member_id = f.target_id::uuid"
+        " WHERE f.follower_id = $1 AND f.target_type = 'member' AND s.followers > $2",
         member_id, celebrity_threshold,
     )
     return [r[0] for r in rows]

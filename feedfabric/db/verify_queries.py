@@ -64,7 +64,7 @@ async def pending_rebuilds(conn: asyncpg.Connection) -> set[str]:
 # posts, and posts of followed non-celebrity members and of followed tags
 # whose follow is older than the post (follows do not backfill). Deleted posts
 # are not required (fan-out may or may not have pushed them). Celebrity counts
-# follow rows exactly as fan-out does, bounded by threshold + 1.
+# follows through is_celebrity, exactly as fan-out does.
 _REQUIRED = """
 WITH m AS (SELECT * FROM unnest($1::uuid[], $2::uuid[]) AS t(member_id, lower))
 SELECT m.member_id, r.id::text AS post_id
@@ -75,14 +75,12 @@ FROM m CROSS JOIN LATERAL (
     SELECT p.id FROM follows f JOIN posts p ON p.author_id = f.target_id::uuid
     WHERE f.follower_id = m.member_id AND f.target_type = 'member'
       AND p.id > m.lower AND p.status <> 'deleted' AND p.created_at > f.created_at
-      AND (SELECT count(*) FROM (SELECT 1 FROM follows c WHERE c.target_type = 'member'
-           AND c.target_id = f.target_id LIMIT $3 + 1) x) <= $3
+      AND NOT is_celebrity(f.target_id::uuid, $3)
     UNION
     SELECT p.id FROM follows f JOIN post_tags pt ON pt.tag = f.target_id JOIN posts p ON p.id = pt.post_id
     WHERE f.follower_id = m.member_id AND f.target_type = 'tag'
       AND pt.post_id > m.lower AND p.status <> 'deleted' AND p.created_at > f.created_at
-      AND (p.author_id = m.member_id OR (SELECT count(*) FROM (SELECT 1 FROM follows c
-           WHERE c.target_type = 'member' AND c.target_id = p.author_id::text LIMIT $3 + 1) x) <= $3)
+      AND (p.author_id = m.member_id OR NOT is_celebrity(p.author_id, $3))
 ) r
 """
 
