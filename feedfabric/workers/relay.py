@@ -48,6 +48,8 @@ from feedfabric.settings import Settings
 from feedfabric.workers.topics import all_topic_names, ensure_topics, topic_name
 
 log = logging.getLogger(__name__)
+# Holds the relay's marker records (see _Kafka._place_marker); no consumer reads it.
+MARKER_TOPIC = "feedfabric._relay-marker"
 
 # Called after every ack of a batch arrived and before it is stamped: the
 # seam where tests inject a crash.
@@ -236,6 +238,7 @@ class _Kafka:
         self._high: dict[TopicPartition, int] = {}
         self._cluster_id: str | None = None
         self._topics: set[str] = set()
+        self._marker: tuple[TopicPartition, int] | None = None
 
     async def start(self) -> None:
         servers = self.settings.kafka_bootstrap_servers or ""
@@ -289,6 +292,18 @@ class _Kafka:
         self._cluster_id = (await self._admin.describe_cluster()).get("cluster_id")
         self._topics = set(await self._admin.list_topics()) & set(all_topic_names(self.settings))
         self._high = await self._end_offsets(sorted(self._topics))
+        await self._place_marker()
+
+    async def _place_marker(self) -> None:
+        """Writes one record the relay alone knows of: a broker that restarted empty has lost it.
+
+        Needed where the cluster ID survives a restart without data (Tansu keeps
+        one) and new produces refill the topics before end offsets are compared.
+        """
+        topic = self.settings.kafka_topic_prefix + MARKER_TOPIC
+        await ensure_topics(self.settings, [topic])
+        sent = await (await self.producer()).send_and_wait(topic, b"relay-marker", partition=0)
+        self._marker = (TopicPartition(sent.topic, sent.partition), sent.offset)
 
     async def data_loss(self) -> str | None:
         """Why the broker seems to have lost data since last looked at, or None.
@@ -306,6 +321,10 @@ class _Kafka:
         if vanished:
             return f"topics vanished: {', '.join(sorted(vanished))}"
         self._topics |= present & set(all_topic_names(self.settings))
+        if self._marker is not None:
+            marker, offset = self._marker
+            if (await self._end_offsets([marker.topic])).get(marker, 0) <= offset:
+                return "the relay's marker record is gone"
         ends = await self._end_offsets(sorted(self._topics))
         behind = [tp for tp, end in ends.items() if end < self._high.get(tp, 0)]
         self._high.update(ends)
