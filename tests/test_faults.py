@@ -17,9 +17,9 @@ from feedfabric import devstack
 
 
 # Open defects, kept out of the CI run until fixed and run by `make faults` (README "Reliability"):
-# broker-restart-empty can lose an event published just before the restart (Tansu reports
-# no cluster ID change and the relay's end-offset check misses it); consumer-sigstop has
-# shown one per-key reorder when a frozen worker resumes mid-handle.
+# broker-restart-empty: a consumer group misses a republished event (stale offsets committed
+# into the new broker's group on rebalance, most likely); consumer-sigstop has shown one
+# per-key reorder when a frozen worker resumes mid-handle.
 OPEN_DEFECTS = {"broker-restart-empty", "consumer-sigstop"}
 
 
