@@ -194,3 +194,21 @@ async def test_the_feed_log_records_served_pages_with_reposts_as_their_original(
     assert [(r["feed"], str(r["post_id"]), r["position"]) for r in rows] == [
         ("following", original, 0), ("following", original, 1)
     ]
+
+
+async def test_a_celebritys_tagged_post_reaches_tag_followers_who_do_not_follow_it(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    async with make_api(settings.model_copy(update={"celebrity_follower_threshold": 1})) as api:
+        star = await api.member("star")
+        fans = [await api.member(f"fan{i}") for i in range(2)]
+        for fan in fans:
+            await api.follow(fan, "star")
+        reader = await api.member("reader")
+        await api.gql('mutation { followTag(tag: "trail") }', token=reader)
+        await api.post(reader, "my own")
+        tagged = await api.post(star, "up the hill #trail")
+        await fan_out_all(api, pool, redis)
+        data = (await api.gql(HOME, {"first": 10}, token=reader))["homeFeed"]
+        assert data["source"] == "REDIS"
+        assert tagged in [e["node"]["id"] for e in data["edges"]]

@@ -1,6 +1,6 @@
 """Property: over random follow graphs and posts, the Redis path and the Postgres path page identically.
 
-Follows are made before posting (fan-out does not backfill), some authors are
+Follows of members and tags are made before posting (fan-out does not backfill), some authors are
 celebrities (pulled at read time), and some posts are reposted, held or
 deleted, so hydration, the visibility rule and the celebrity merge are all
 exercised at every page size.
@@ -27,11 +27,17 @@ from feedfabric.models import Member
 from feedfabric.settings import Settings
 
 MEMBERS = 6
+TAGS = ["trail", "ramen"]
 
 scenario = st.fixed_dictionaries({
     "follows": st.sets(st.tuples(st.integers(0, MEMBERS - 1), st.integers(0, MEMBERS - 1)), max_size=20),
+    "tag_follows": st.sets(st.tuples(st.integers(0, MEMBERS - 1), st.sampled_from(TAGS)), max_size=6),
     "posts": st.lists(
-        st.tuples(st.integers(0, MEMBERS - 1), st.sampled_from(["post", "repost", "held", "deleted"])),
+        st.tuples(
+            st.integers(0, MEMBERS - 1),
+            st.sampled_from(["post", "repost", "held", "deleted"]),
+            st.sampled_from([None, *TAGS]),
+        ),
         min_size=1, max_size=25,
     ),
     "celebrity_threshold": st.integers(1, 4),
@@ -39,17 +45,19 @@ scenario = st.fixed_dictionaries({
 
 
 async def build(pool: asyncpg.Pool, redis: aioredis.Redis, settings: Settings, spec: dict) -> list[Member]:
-    tag = uuid.uuid4().hex[:8]
+    run = uuid.uuid4().hex[:8]  # keeps each example's names apart in the shared database
     async with transaction(pool) as conn:
         members = [
-            await members_db.upsert(conn, new_id(), f"{tag}-{i}", f"u{tag}{i}", f"U{i}", None)
+            await members_db.upsert(conn, new_id(), f"{run}-{i}", f"u{run}{i}", f"U{i}", None)
             for i in range(MEMBERS)
         ]
         for follower, followed in spec["follows"]:
             if follower != followed:
                 await follows_db.add(conn, members[follower].id, "member", str(members[followed].id))
+        for follower, tag_name in spec["tag_follows"]:
+            await follows_db.add(conn, members[follower].id, "tag", f"{tag_name}{run}")
     posted: list[uuid.UUID] = []
-    for author, kind in spec["posts"]:
+    for author, kind, tag_name in spec["posts"]:
         async with transaction(pool) as conn:
             if kind == "repost" and posted:
                 try:
@@ -57,7 +65,8 @@ async def build(pool: asyncpg.Pool, redis: aioredis.Redis, settings: Settings, s
                 except Exception:  # noqa: BLE001 - reposting an invisible post is refused; skip it
                     continue
             else:
-                post = await posts_svc.create_post(conn, settings, members[author], f"{kind} by {author}")
+                text = f"{kind} by {author}" + (f" #{tag_name}{run}" if tag_name else "")
+                post = await posts_svc.create_post(conn, settings, members[author], text)
             if kind in ("held", "deleted"):
                 await conn.execute("UPDATE posts SET status = $2 WHERE id = $1", post.id, kind)
             posted.append(post.id)

@@ -99,7 +99,8 @@ async def audience_page(
 
 # Newest posts for a rebuilt timeline: the member's own, those of followed
 # members who are not celebrities (their posts are pulled at read time), and
-# those carrying followed tags by non-celebrity authors. Each source is bounded
+# those carrying followed tags, whoever wrote them (tag followers get a
+# celebrity's tagged posts pushed: they do not follow the author). Each source is bounded
 # by the timeline length; deleted posts are left out, held ones kept (reads
 # filter them, as they do for fanned-out entries).
 _REBUILD = """
@@ -125,7 +126,6 @@ by_tag AS (
     CROSS JOIN LATERAL (
         SELECT pt.post_id AS id FROM post_tags pt JOIN posts po ON po.id = pt.post_id
         WHERE pt.tag = ft.target_id AND po.status <> 'deleted'
-          AND (po.author_id = $1 OR NOT is_celebrity(po.author_id, $3))
         ORDER BY pt.post_id DESC LIMIT $2
     ) p
     WHERE ft.follower_id = $1 AND ft.target_type = 'tag'

@@ -80,7 +80,6 @@ FROM m CROSS JOIN LATERAL (
     SELECT p.id FROM follows f JOIN post_tags pt ON pt.tag = f.target_id JOIN posts p ON p.id = pt.post_id
     WHERE f.follower_id = m.member_id AND f.target_type = 'tag'
       AND pt.post_id > m.lower AND p.status <> 'deleted' AND p.created_at > f.created_at
-      AND (p.author_id = m.member_id OR NOT is_celebrity(p.author_id, $3))
 ) r
 """
 

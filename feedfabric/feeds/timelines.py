@@ -142,13 +142,17 @@ async def fan_out(
     if post is None:
         return None
     await push(redis, [str(post.author_id)], post.id, settings.feed_max_length)
-    if await q.has_more_followers_than(conn, post.author_id, settings.celebrity_follower_threshold):
+    # A celebrity's followers pull its posts at read time; the followers of the
+    # post's tags do not follow the author, so they still get it pushed.
+    celebrity = await q.has_more_followers_than(conn, post.author_id, settings.celebrity_follower_threshold)
+    if celebrity and not post.tags:
         return FanoutResult(1, True)
+    author = None if celebrity else post.author_id
 
     def page(after: uuid.UUID) -> asyncio.Task[q.AudiencePage]:
         return asyncio.ensure_future(
             q.audience_page(
-                conn, post.author_id, post.tags, after,
+                conn, author, post.tags, after,
                 settings.fanout_batch_size, settings.inactive_after_days,
             )
         )
@@ -169,7 +173,7 @@ async def fan_out(
         if current is not None and not current.done():
             # The connection is still busy with the prefetch; let it finish before the caller rolls back.
             await asyncio.gather(current, return_exceptions=True)
-    return FanoutResult(pushed, False)
+    return FanoutResult(pushed, celebrity)
 
 
 async def rebuild(
