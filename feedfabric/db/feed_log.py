@@ -42,10 +42,3 @@ async def insert(conn: asyncpg.Connection | asyncpg.Pool, rows: Sequence[Served]
         [r.position for r in rows], [r.source for r in rows], [r.served_at for r in rows],
     )
 
-
-async def for_member(conn: asyncpg.Connection | asyncpg.Pool, member_id: uuid.UUID) -> list[asyncpg.Record]:
-    return await conn.fetch(
-        "SELECT feed, post_id, position, source, affinity, interest, favourite, age_seconds"
-        " FROM feed_log WHERE member_id = $1 ORDER BY id",
-        member_id,
-    )
