@@ -76,6 +76,10 @@ CONSUMER_LAG = Gauge(
 CONSUMER_RETRIES = Counter(
     "feedfabric_consumer_retries_total", "Handler attempts that failed transiently and will be retried.", ["group"]
 )
+CONSUMER_FILLED = Counter(
+    "feedfabric_consumer_filled_total",
+    "Events a consumer applied from the outbox because Kafka delivered a later version of their key first.", ["group"]
+)
 CONSUMER_HANDLED = Counter(
     "feedfabric_consumer_events_total", "Events a consumer group finished handling.", ["group"]
 )

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+
+from feedfabric.events import Event
 
 # Advisory-lock namespaces (the two-int form: namespace, shard or pid).
 SHARD_LOCKS = 0x0FEED0B0
@@ -21,6 +24,10 @@ class OutboxRow:
     event_type: str
     version: int
     payload: Any
+
+    def event(self) -> Event:
+        data = json.loads(self.payload) if isinstance(self.payload, str) else self.payload
+        return Event(event_id=self.id, type=self.event_type, key=self.key, version=self.version, data=data)
 
 
 async def claim(conn: asyncpg.Connection, shards: list[int], limit: int) -> list[OutboxRow]:
@@ -107,6 +114,45 @@ async def mark_processed(conn: asyncpg.Connection, group: str, event_id: int) ->
             group, event_id,
         )
     )
+
+
+async def advance_key_version(conn: asyncpg.Connection, group: str, key: str, version: int) -> int:
+    """Raises the group's applied version of `key` to at least `version`; returns the one before (0 if none).
+
+    The row stays locked until the caller's transaction ends, so one key's
+    events are applied one at a time within a group, whichever consumer holds them.
+    """
+    before = await conn.fetchval(
+        "WITH before AS ("
+        "  SELECT version FROM consumer_key_versions WHERE group_name = $1 AND key = $2 FOR UPDATE),"
+        " raised AS ("
+        "  INSERT INTO consumer_key_versions AS v (group_name, key, version) VALUES ($1, $2, $3)"
+        "  ON CONFLICT (group_name, key) DO UPDATE SET version = GREATEST(v.version, EXCLUDED.version))"
+        " SELECT version FROM before",
+        group, key, version,
+    )
+    return int(before or 0)
+
+
+async def events_between(
+    conn: asyncpg.Connection, key: str, after: int, before: int, types: frozenset[str]
+) -> list[OutboxRow]:
+    """The outbox's events of `key` with versions strictly between `after` and `before`, of the given types."""
+    rows = await conn.fetch(
+        "SELECT id, topic, key, event_type, aggregate_version, payload::text AS payload FROM outbox"
+        " WHERE key = $1 AND aggregate_version > $2 AND aggregate_version < $3 AND event_type = ANY($4::text[])"
+        " ORDER BY aggregate_version",
+        key, after, before, sorted(types),
+    )
+    return [OutboxRow(r["id"], r["topic"], r["key"], r["event_type"], r["aggregate_version"], r["payload"]) for r in rows]
+
+
+async def broker_epoch(conn: asyncpg.Connection | asyncpg.Pool) -> int:
+    return int(await conn.fetchval("SELECT epoch FROM broker_epoch"))
+
+
+async def raise_broker_epoch(conn: asyncpg.Connection) -> int:
+    return int(await conn.fetchval("UPDATE broker_epoch SET epoch = epoch + 1, raised_at = now() RETURNING epoch"))
 
 
 async def add_dead_letter(

@@ -43,10 +43,12 @@ async def member_by_external_id(
 
 
 async def pending_fanouts(conn: asyncpg.Connection) -> set[str]:
-    """Posts whose PostCreated worker-events has not finished (in flight, or parked as a dead letter)."""
+    """Posts whose PostCreated worker-events has not finished: in flight, or parked as a dead letter (which also
+    marks it processed)."""
     rows = await conn.fetch(
-        "SELECT o.key FROM outbox o WHERE o.event_type = 'PostCreated' AND NOT EXISTS ("
+        "SELECT o.key FROM outbox o WHERE o.event_type = 'PostCreated' AND (NOT EXISTS ("
         " SELECT 1 FROM processed_events pe WHERE pe.group_name = 'worker-events' AND pe.event_id = o.id)"
+        " OR EXISTS (SELECT 1 FROM dead_letters d WHERE d.group_name = 'worker-events' AND d.key = o.key))"
     )
     return {r[0] for r in rows}
 
@@ -54,8 +56,9 @@ async def pending_fanouts(conn: asyncpg.Connection) -> set[str]:
 async def pending_rebuilds(conn: asyncpg.Connection) -> set[str]:
     """Members with a MemberReturned rebuild not yet done by worker-events."""
     rows = await conn.fetch(
-        "SELECT o.payload->>'memberId' FROM outbox o WHERE o.event_type = 'MemberReturned' AND NOT EXISTS ("
+        "SELECT o.payload->>'memberId' FROM outbox o WHERE o.event_type = 'MemberReturned' AND (NOT EXISTS ("
         " SELECT 1 FROM processed_events pe WHERE pe.group_name = 'worker-events' AND pe.event_id = o.id)"
+        " OR EXISTS (SELECT 1 FROM dead_letters d WHERE d.group_name = 'worker-events' AND d.key = o.key))"
     )
     return {r[0] for r in rows if r[0]}
 

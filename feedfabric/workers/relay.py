@@ -19,8 +19,9 @@ producer is then recreated.
 
 Broker data loss (cluster ID changed, a topic vanished, a partition's end
 offset went backwards, or at start a topic missing or empty though the outbox
-says events were published to it) unpublishes the retention window, and the
-ordinary loop sends it again. aiokafka keeps one request in flight per
+says events were published to it) raises the broker epoch, so consumers
+rewind to the start of the new log, and unpublishes the retention window, so
+the ordinary loop sends it again. aiokafka keeps one request in flight per
 broker, so a partition's messages stay in send order even across retries.
 """
 
@@ -43,7 +44,6 @@ from feedfabric import chaos, metrics
 from feedfabric.db import pipeline as db
 from feedfabric.db.outbox import NOTIFY_CHANNEL
 from feedfabric.db.pool import _init_connection
-from feedfabric.events import Event
 from feedfabric.settings import Settings
 from feedfabric.workers.topics import all_topic_names, ensure_topics, topic_name
 
@@ -66,9 +66,7 @@ def make_producer(settings: Settings) -> AIOKafkaProducer:
 
 
 def encode(row: db.OutboxRow) -> bytes:
-    payload = json.loads(row.payload) if isinstance(row.payload, str) else row.payload
-    event = Event(event_id=row.id, type=row.event_type, key=row.key, version=row.version, data=payload)
-    return json.dumps(event.to_message(), separators=(",", ":")).encode()
+    return json.dumps(row.event().to_message(), separators=(",", ":")).encode()
 
 
 @dataclass
@@ -220,9 +218,12 @@ class Relay:
 
     async def _replay(self, conn: asyncpg.Connection, kafka: _Kafka, reason: str, topics: list[str] | None) -> None:
         since = dt.datetime.now(dt.UTC) - dt.timedelta(hours=self.settings.outbox_retention_hours)
-        count = await db.unpublish_since(conn, since, topics)
+        async with conn.transaction():
+            epoch = await db.raise_broker_epoch(conn)
+            count = await db.unpublish_since(conn, since, topics)
         self.replays += 1
-        log.warning("relay: broker lost data (%s); republishing %d rows of the retention window", reason, count)
+        log.warning("relay: broker lost data (%s); republishing %d rows of the retention window (broker epoch %d)",
+                    reason, count, epoch)
         kafka.forget_offsets()
         await kafka.reset_producer()
 

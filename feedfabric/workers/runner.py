@@ -1,14 +1,22 @@
 """The consumer runner: one aiokafka consumer per group, offsets committed only after success.
 
 Per record: decode (undecodable → dead letters), skip types the group does not
-take, then in one Postgres transaction record `(group, eventId)` in
-processed_events and call the handler; a redelivered event stops at the
-record. A PermanentError parks the record in dead letters and moves on. Any
-other error is transient: the partition is paused and rewound to the failed
-record, and polled again after an exponential backoff capped at 30 s, while
-the other partitions keep flowing and the consumer keeps its group
+take, then in one Postgres transaction: lock the group's row for the event's
+key (consumer_key_versions), apply first any of the key's earlier events the
+group has not seen, read from the outbox in version order, then record
+`(group, eventId)` in processed_events and call the handler; a redelivered
+event stops at the record. Kafka orders a key's events only while the broker
+keeps its log, so the outbox, not the partition, decides a key's order: a
+consumer resumed after its partitions moved, or one reading a broker that
+restarted empty, still applies each key's events once and in version order.
+
+A PermanentError parks the record in dead letters (and marks it processed) and
+moves on. Any other error is transient: the partition is paused and rewound
+to the failed record, and polled again after an exponential backoff capped at
+30 s, while the other partitions keep flowing and the consumer keeps its group
 membership. Offsets are committed per partition after each polled chunk, on
-revoke and on a clean stop.
+revoke and on a clean stop. When a relay raises the broker epoch (the broker
+lost data), every runner rewinds its partitions to the start of the new log.
 """
 
 from __future__ import annotations
@@ -20,11 +28,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import asyncpg
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
 from feedfabric.db import pipeline as db
-from feedfabric.events import Event
+from feedfabric.events import TOPIC_OF, Event
 from feedfabric import chaos, metrics
 from feedfabric.settings import Settings
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
@@ -93,6 +102,9 @@ class GroupRunner:
         self.done: dict[TopicPartition, int] = {}
         self.retries: dict[TopicPartition, _Retry] = {}
         self.dead_lettered = 0
+        self.epoch: int | None = None
+        self.epoch_check_s = 1.0
+        self._next_epoch_check = 0.0
 
     async def run(self, stop: asyncio.Event) -> None:
         topics = [topic_name(self.ctx.settings, t) for t in self.spec.topics]
@@ -100,6 +112,7 @@ class GroupRunner:
         await self.consumer.start()
         try:
             while not stop.is_set():
+                await self._rewind_after_broker_loss()
                 self._resume_due()
                 batch = await self.consumer.getmany(timeout_ms=self._poll_timeout(), max_records=500)
                 if batch:
@@ -108,6 +121,29 @@ class GroupRunner:
             async with self.lock:
                 await self.commit(None)
             await self.consumer.stop()
+
+    async def _rewind_after_broker_loss(self) -> None:
+        """Offsets held or committed before the broker lost its data point into a log that is gone."""
+        now = time.monotonic()
+        if now < self._next_epoch_check:
+            return
+        self._next_epoch_check = now + self.epoch_check_s
+        try:
+            epoch = await db.broker_epoch(self.ctx.pool)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.debug("%s: broker epoch unreadable: %s", self.spec.name, exc)
+            return
+        if self.epoch is not None and epoch > self.epoch:
+            async with self.lock:
+                assigned = self.consumer.assignment()
+                self.done.clear()
+                self.retries.clear()
+                if assigned:
+                    self.consumer.resume(*assigned)
+                    await self.consumer.seek_to_beginning(*assigned)
+            log.warning("%s: broker epoch %d: the broker lost data; rewound %d partitions to the start",
+                        self.spec.name, epoch, len(assigned))
+        self.epoch = epoch
 
     def _poll_timeout(self) -> int:
         if not self.retries:
@@ -149,17 +185,20 @@ class GroupRunner:
         event = _decode(record)
         try:
             if event is None:
-                await self._dead_letter(record, "undecodable payload")
+                await self._dead_letter(record, "undecodable payload", None)
             elif event.type in self.spec.event_types:
                 async with self.ctx.pool.acquire() as conn, conn.transaction():
-                    fresh = await db.mark_processed(conn, self.spec.name, event.event_id)
-                    if fresh:
-                        await self.spec.handle(self.ctx, conn, event)
+                    earlier = await self._apply_earlier(conn, event)
+                    fresh = await self._apply(conn, event)
+                for missed in earlier:
+                    chaos.log_effect("apply", group=self.spec.name, id=missed.event_id, key=missed.key,
+                                     version=missed.version, type=missed.type, fresh=True,
+                                     topic=topic_name(self.ctx.settings, TOPIC_OF[missed.type]), source="outbox")
                 chaos.log_effect("apply", group=self.spec.name, id=event.event_id, key=event.key, version=event.version,
                                  type=event.type, fresh=fresh, topic=tp.topic, partition=tp.partition, offset=record.offset)
         except PermanentError as exc:
             try:
-                await self._dead_letter(record, f"{type(exc).__name__}: {exc}")
+                await self._dead_letter(record, f"{type(exc).__name__}: {exc}", event)
             except Exception:
                 log.exception("%s: dead-lettering failed", self.spec.name)
                 return self._retry(tp, record)
@@ -169,6 +208,42 @@ class GroupRunner:
         self.retries.pop(tp, None)
         metrics.CONSUMER_HANDLED.labels(group=self.spec.name).inc()
         return True
+
+    async def _apply(self, conn: asyncpg.Connection, event: Event) -> bool:
+        fresh = await db.mark_processed(conn, self.spec.name, event.event_id)
+        if fresh:
+            await self.spec.handle(self.ctx, conn, event)
+        return fresh
+
+    async def _apply_earlier(self, conn: asyncpg.Connection, event: Event) -> list[Event]:
+        """Applies, from the outbox, the key's earlier events this group has not applied; returns them.
+
+        Each runs in a savepoint, so a poison one is parked (and marked
+        processed) without undoing the others or the event that found it.
+        """
+        before = await db.advance_key_version(conn, self.spec.name, event.key, event.version)
+        if event.version <= before + 1:
+            return []
+        applied = []
+        for row in await db.events_between(conn, event.key, before, event.version, self.spec.event_types):
+            missed = row.event()
+            try:
+                async with conn.transaction():
+                    fresh = await self._apply(conn, missed)
+            except PermanentError as exc:
+                await db.mark_processed(conn, self.spec.name, missed.event_id)
+                await db.add_dead_letter(conn, self.spec.name, row.topic, -1, -1, row.key,
+                                         json.dumps(missed.to_message(), separators=(",", ":")), f"{type(exc).__name__}: {exc}"[:2000])
+                self.dead_lettered += 1
+                metrics.DEAD_LETTERS.labels(group=self.spec.name).inc()
+                continue
+            if fresh:
+                applied.append(missed)
+        if applied:
+            metrics.CONSUMER_FILLED.labels(group=self.spec.name).inc(len(applied))
+            log.info("%s: applied %d earlier events of key %s from the outbox before version %d",
+                     self.spec.name, len(applied), event.key, event.version)
+        return applied
 
     def _retry(self, tp: TopicPartition, record: ConsumerRecord) -> bool:
         previous = self.retries.get(tp)
@@ -180,12 +255,16 @@ class GroupRunner:
         self.consumer.seek(tp, record.offset)
         return False
 
-    async def _dead_letter(self, record: ConsumerRecord, error: str) -> None:
+    async def _dead_letter(self, record: ConsumerRecord, error: str, event: Event | None) -> None:
+        """Parks the record; a decodable event is also marked processed, so no later key fill retries it."""
         payload = record.value.decode("utf-8", "replace") if record.value is not None else ""
         key = record.key.decode("utf-8", "replace") if record.key is not None else None
-        await db.add_dead_letter(
-            self.ctx.pool, self.spec.name, record.topic, record.partition, record.offset, key, payload, error[:2000]
-        )
+        async with self.ctx.pool.acquire() as conn, conn.transaction():
+            await db.add_dead_letter(
+                conn, self.spec.name, record.topic, record.partition, record.offset, key, payload, error[:2000]
+            )
+            if event is not None:
+                await db.mark_processed(conn, self.spec.name, event.event_id)
         self.dead_lettered += 1
         metrics.DEAD_LETTERS.labels(group=self.spec.name).inc()
         log.warning("%s: parked %s[%d]@%d in dead letters: %s", self.spec.name, record.topic, record.partition, record.offset, error)
