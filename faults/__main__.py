@@ -19,12 +19,14 @@ from faults.cases import CASES, Outcome, Params
 from feedfabric import devstack
 
 
-async def run(names: list[str], runs: int, short: bool, root: Path, pg_server: str) -> list[Outcome]:
+async def run(names: list[str], runs: int, short: bool, root: Path, pg_server: str, keep: bool) -> list[Outcome]:
     outcomes: list[Outcome] = []
     for run_no in range(1, runs + 1):
+        run_root = root / f"run-{run_no}" if keep else root  # kept runs keep their own logs
+        run_root.mkdir(exist_ok=True)
         for name in names:
             try:
-                outcome = await CASES[name](Params(short, root, pg_server))
+                outcome = await CASES[name](Params(short, run_root, pg_server))
             except Exception as exc:  # noqa: BLE001 - a case that cannot finish is a failure, reported
                 from faults.checker import Verdict
 
@@ -50,7 +52,7 @@ def main() -> None:
     started = time.monotonic()
     pg = devstack.start_postgres(root / "shared-pg", database="postgres")
     try:
-        outcomes = asyncio.run(run(args.cases or list(CASES), args.runs, args.short, root, pg.url))
+        outcomes = asyncio.run(run(args.cases or list(CASES), args.runs, args.short, root, pg.url, args.keep))
     finally:
         pg.stop()
         if not args.keep:

@@ -80,6 +80,10 @@ CONSUMER_FILLED = Counter(
     "feedfabric_consumer_filled_total",
     "Events a consumer applied from the outbox because Kafka delivered a later version of their key first.", ["group"]
 )
+CONSUMER_SWEPT = Counter(
+    "feedfabric_consumer_swept_total",
+    "Events a consumer applied from the outbox because Kafka had not delivered them long after publication.", ["group"]
+)
 CONSUMER_HANDLED = Counter(
     "feedfabric_consumer_events_total", "Events a consumer group finished handling.", ["group"]
 )

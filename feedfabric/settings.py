@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     # Consumer group liveness: a consumer silent this long is removed and its partitions reassigned.
     kafka_session_timeout_ms: int = Field(10_000, ge=1000)
     kafka_heartbeat_interval_ms: int = Field(3_000, ge=100)
+    # A published event no consumer of a group has applied this long after publication is applied
+    # from the outbox by the group's sweep: a broker may lose acknowledged records.
+    consumer_sweep_after_s: float = Field(30.0, ge=0.1)
 
     feedfabric_data_dir: Path = Path(".feedfabric")
     feedfabric_instance: str | None = None

@@ -14,6 +14,7 @@ from feedfabric.events import POSTS, Event
 from feedfabric.settings import Settings
 from feedfabric.workers.base import GroupSpec, Handle, PermanentError, WorkerContext
 from feedfabric.workers.topics import ensure_topics
+from feedfabric.workers.runner import GroupRunner
 from tests.pipeline_support import all_committed, eventually, group_runner, running
 
 
@@ -54,6 +55,10 @@ async def test_handler_failing_twice_then_succeeding_is_retried_and_committed(
 
 async def _done(attempts: list[int], n: int) -> bool:
     return len(attempts) >= n
+
+
+async def _swept(runner: GroupRunner) -> bool:
+    return runner.swept_to is not None
 
 
 async def test_poison_payload_lands_in_dead_letters_and_does_not_block_the_partition(
@@ -149,3 +154,34 @@ async def test_a_raised_broker_epoch_rewinds_the_runner_to_the_start_of_the_log(
             await db.raise_broker_epoch(conn)
         await eventually(lambda: _done(handled, 6))
     assert handled == [e.event_id for e in events] * 2
+
+
+async def test_an_event_published_but_never_delivered_by_kafka_is_applied_by_the_sweep(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    (lost,) = await _outbox(pool, "post-6", 1)
+    await pool.execute("UPDATE outbox SET published_at = now() - interval '1 minute' WHERE id = $1", lost.event_id)
+    handled: list[int] = []
+    spec = GroupSpec("test-sweep", (POSTS,), frozenset({"PostUpdated"}), _recording(handled))
+    await _produce(settings, [])
+    runner = group_runner(settings.model_copy(update={"consumer_sweep_after_s": 30.0}), pool, redis, spec)
+    runner.sweep_every_s = 0.05
+    async with running(runner.run):
+        await eventually(lambda: _done(handled, 1))
+    assert handled == [lost.event_id]
+    assert await pool.fetchval("SELECT count(*) FROM processed_events WHERE group_name = 'test-sweep'") == 1
+
+
+async def test_the_sweep_leaves_recent_events_to_kafka(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    (recent,) = await _outbox(pool, "post-7", 1)
+    await pool.execute("UPDATE outbox SET published_at = now() WHERE id = $1", recent.event_id)
+    handled: list[int] = []
+    spec = GroupSpec("test-sweep-recent", (POSTS,), frozenset({"PostUpdated"}), _recording(handled))
+    await _produce(settings, [])
+    runner = group_runner(settings.model_copy(update={"consumer_sweep_after_s": 30.0}), pool, redis, spec)
+    runner.sweep_every_s = 0.05
+    async with running(runner.run):
+        await eventually(lambda: _swept(runner))
+    assert handled == []

@@ -147,6 +147,35 @@ async def events_between(
     return [OutboxRow(r["id"], r["topic"], r["key"], r["event_type"], r["aggregate_version"], r["payload"]) for r in rows]
 
 
+@dataclass(frozen=True)
+class Overdue:
+    rows: list[OutboxRow]
+    # Where the next sweep starts: rows published before it were all looked at.
+    swept_to: dt.datetime
+
+
+async def overdue_events(
+    conn: asyncpg.Connection, group: str, types: frozenset[str], since: dt.datetime | None,
+    after_s: float, first_window_s: float, limit: int,
+) -> Overdue:
+    """Events of the group's types published in [since, now - after_s) that the group has not applied.
+
+    Without `since` the sweep looks back `first_window_s`. When `limit` rows
+    come back, `swept_to` stops at the last one, so the rest are next.
+    """
+    bound = await conn.fetchval("SELECT now() - make_interval(secs => $1)", after_s)
+    since = since or bound - dt.timedelta(seconds=first_window_s)
+    rows = await conn.fetch(
+        "SELECT id, topic, key, event_type, aggregate_version, payload::text AS payload, published_at FROM outbox o"
+        " WHERE published_at >= $1 AND published_at < $2 AND event_type = ANY($3::text[])"
+        " AND NOT EXISTS (SELECT 1 FROM processed_events p WHERE p.group_name = $4 AND p.event_id = o.id)"
+        " ORDER BY published_at, id LIMIT $5",
+        since, bound, sorted(types), group, limit,
+    )
+    found = [OutboxRow(r["id"], r["topic"], r["key"], r["event_type"], r["aggregate_version"], r["payload"]) for r in rows]
+    return Overdue(found, rows[-1]["published_at"] if len(rows) == limit else bound)
+
+
 async def broker_epoch(conn: asyncpg.Connection | asyncpg.Pool) -> int:
     return int(await conn.fetchval("SELECT epoch FROM broker_epoch"))
 

@@ -15,13 +15,20 @@ moves on. Any other error is transient: the partition is paused and rewound
 to the failed record, and polled again after an exponential backoff capped at
 30 s, while the other partitions keep flowing and the consumer keeps its group
 membership. Offsets are committed per partition after each polled chunk, on
-revoke and on a clean stop. When a relay raises the broker epoch (the broker
-lost data), every runner rewinds its partitions to the start of the new log.
+revoke and on a clean stop.
+
+Two repairs for a broker that loses data: when a relay raises the broker
+epoch, every runner rewinds its partitions to the start of the new log (its
+offsets point into the lost one); and every few seconds a sweep applies, from
+the outbox, events published more than CONSUMER_SWEEP_AFTER_S ago that the
+group has still not applied (a broker can lose records it acknowledged).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime as dt
 import json
 import logging
 import time
@@ -105,6 +112,9 @@ class GroupRunner:
         self.epoch: int | None = None
         self.epoch_check_s = 1.0
         self._next_epoch_check = 0.0
+        self.sweep_every_s = 5.0
+        self._next_sweep = time.monotonic() + self.sweep_every_s
+        self.swept_to: dt.datetime | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         topics = [topic_name(self.ctx.settings, t) for t in self.spec.topics]
@@ -113,6 +123,7 @@ class GroupRunner:
         try:
             while not stop.is_set():
                 await self._rewind_after_broker_loss()
+                await self._sweep()
                 self._resume_due()
                 batch = await self.consumer.getmany(timeout_ms=self._poll_timeout(), max_records=500)
                 if batch:
@@ -187,13 +198,7 @@ class GroupRunner:
             if event is None:
                 await self._dead_letter(record, "undecodable payload", None)
             elif event.type in self.spec.event_types:
-                async with self.ctx.pool.acquire() as conn, conn.transaction():
-                    earlier = await self._apply_earlier(conn, event)
-                    fresh = await self._apply(conn, event)
-                for missed in earlier:
-                    chaos.log_effect("apply", group=self.spec.name, id=missed.event_id, key=missed.key,
-                                     version=missed.version, type=missed.type, fresh=True,
-                                     topic=topic_name(self.ctx.settings, TOPIC_OF[missed.type]), source="outbox")
+                fresh = await self._apply_in_order(event)
                 chaos.log_effect("apply", group=self.spec.name, id=event.event_id, key=event.key, version=event.version,
                                  type=event.type, fresh=fresh, topic=tp.topic, partition=tp.partition, offset=record.offset)
         except PermanentError as exc:
@@ -208,6 +213,70 @@ class GroupRunner:
         self.retries.pop(tp, None)
         metrics.CONSUMER_HANDLED.labels(group=self.spec.name).inc()
         return True
+
+    async def _apply_in_order(self, event: Event) -> bool:
+        """Applies the event after any of its key's earlier ones still missing; True if it was fresh."""
+        async with self.ctx.pool.acquire() as conn, conn.transaction():
+            earlier = await self._apply_earlier(conn, event)
+            fresh = await self._apply(conn, event)
+        for missed in earlier:
+            self._log_from_outbox(missed, True)
+        return fresh
+
+    def _log_from_outbox(self, event: Event, fresh: bool) -> None:
+        chaos.log_effect("apply", group=self.spec.name, id=event.event_id, key=event.key, version=event.version,
+                         type=event.type, fresh=fresh, topic=topic_name(self.ctx.settings, TOPIC_OF[event.type]),
+                         source="outbox")
+
+    async def _sweep(self) -> None:
+        """Applies events published a while ago that this group never got from Kafka.
+
+        Kafka is the transport, the outbox the record: a broker that lost
+        acknowledged records (or a consumer position that skipped them) costs
+        a delay of CONSUMER_SWEEP_AFTER_S, not the events.
+        """
+        now = time.monotonic()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + self.sweep_every_s
+        settings = self.ctx.settings
+        try:
+            async with self.ctx.pool.acquire() as conn:
+                overdue = await db.overdue_events(
+                    conn, self.spec.name, self.spec.event_types, self.swept_to, settings.consumer_sweep_after_s,
+                    first_window_s=600.0, limit=500)
+            for row in overdue.rows:
+                event = row.event()
+                try:
+                    fresh = await self._apply_in_order(event)
+                except PermanentError as exc:
+                    await self._park(row, event, f"{type(exc).__name__}: {exc}")
+                    continue
+                if fresh:
+                    self._log_from_outbox(event, True)
+                    metrics.CONSUMER_SWEPT.labels(group=self.spec.name).inc()
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.warning("%s: sweep failed (%s); it runs again", self.spec.name, exc)
+            return
+        except Exception:
+            log.exception("%s: sweep failed; it runs again", self.spec.name)
+            return
+        if overdue.rows:
+            log.warning("%s: applied %d events from the outbox that Kafka had not delivered %.0fs after publication",
+                        self.spec.name, len(overdue.rows), settings.consumer_sweep_after_s)
+        self.swept_to = overdue.swept_to
+
+    async def _park(self, row: db.OutboxRow, event: Event, error: str, conn: asyncpg.Connection | None = None) -> None:
+        """Parks an event read from the outbox (no partition or offset: -1) and marks it processed."""
+        async with contextlib.AsyncExitStack() as stack:
+            if conn is None:
+                conn = await stack.enter_async_context(self.ctx.pool.acquire())
+                await stack.enter_async_context(conn.transaction())
+            await db.mark_processed(conn, self.spec.name, event.event_id)
+            await db.add_dead_letter(conn, self.spec.name, topic_name(self.ctx.settings, row.topic), -1, -1, row.key,
+                                     json.dumps(event.to_message(), separators=(",", ":")), error[:2000])
+        self.dead_lettered += 1
+        metrics.DEAD_LETTERS.labels(group=self.spec.name).inc()
 
     async def _apply(self, conn: asyncpg.Connection, event: Event) -> bool:
         fresh = await db.mark_processed(conn, self.spec.name, event.event_id)
@@ -231,17 +300,13 @@ class GroupRunner:
                 async with conn.transaction():
                     fresh = await self._apply(conn, missed)
             except PermanentError as exc:
-                await db.mark_processed(conn, self.spec.name, missed.event_id)
-                await db.add_dead_letter(conn, self.spec.name, row.topic, -1, -1, row.key,
-                                         json.dumps(missed.to_message(), separators=(",", ":")), f"{type(exc).__name__}: {exc}"[:2000])
-                self.dead_lettered += 1
-                metrics.DEAD_LETTERS.labels(group=self.spec.name).inc()
+                await self._park(row, missed, f"{type(exc).__name__}: {exc}", conn)
                 continue
             if fresh:
                 applied.append(missed)
         if applied:
             metrics.CONSUMER_FILLED.labels(group=self.spec.name).inc(len(applied))
-            log.info("%s: applied %d earlier events of key %s from the outbox before version %d",
+            log.debug("%s: applied %d earlier events of key %s from the outbox before version %d",
                      self.spec.name, len(applied), event.key, event.version)
         return applied
 
