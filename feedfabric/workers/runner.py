@@ -1,19 +1,11 @@
 """The consumer runner: one aiokafka consumer per group, offsets committed only after success.
 
 Per record: decode (undecodable → dead letters), skip types the group does not
-take, then in one Postgres transaction: lock the group's row for the event's
-key (consumer_key_versions), apply first any of the key's earlier events the
-group has not seen, read from the outbox in version order, then record
-`(group, eventId)` in processed_events and call the handler; a redelivered
-event stops at the record. Kafka orders a key's events only while the broker
-keeps its log, so the outbox, not the partition, decides a key's order: a
-consumer resumed after its partitions moved, or one reading a broker that
-restarted empty, still applies each key's events once and in version order.
-
-A PermanentError parks the record in dead letters (and marks it processed) and
-moves on. Any other error is transient: the partition is paused and rewound
-to the failed record, and polled again after an exponential backoff capped at
-30 s, while the other partitions keep flowing and the consumer keeps its group
+take, then apply it once and in its key's version order (workers/applying.py).
+A PermanentError parks the record in dead letters (marked processed) and moves
+on. Any other error is transient: the partition is paused and rewound to the
+failed record, and polled again after an exponential backoff capped at 30 s,
+while the other partitions keep flowing and the consumer keeps its group
 membership. Offsets are committed per partition after each polled chunk, on
 revoke and on a clean stop.
 
@@ -27,7 +19,6 @@ group has still not applied (a broker can lose records it acknowledged).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import json
 import logging
@@ -40,9 +31,10 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
 from feedfabric.db import pipeline as db
-from feedfabric.events import TOPIC_OF, Event
+from feedfabric.events import Event
 from feedfabric import chaos, metrics
 from feedfabric.settings import Settings
+from feedfabric.workers import applying
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 from feedfabric.workers.topics import topic_name
 
@@ -108,7 +100,6 @@ class GroupRunner:
         self.lock = asyncio.Lock()
         self.done: dict[TopicPartition, int] = {}
         self.retries: dict[TopicPartition, _Retry] = {}
-        self.dead_lettered = 0
         self.epoch: int | None = None
         self.epoch_check_s = 1.0
         self._next_epoch_check = 0.0
@@ -198,7 +189,7 @@ class GroupRunner:
             if event is None:
                 await self._dead_letter(record, "undecodable payload", None)
             elif event.type in self.spec.event_types:
-                fresh = await self._apply_in_order(event)
+                fresh = await applying.apply_in_order(self.spec, self.ctx, event)
                 chaos.log_effect("apply", group=self.spec.name, id=event.event_id, key=event.key, version=event.version,
                                  type=event.type, fresh=fresh, topic=tp.topic, partition=tp.partition, offset=record.offset)
         except PermanentError as exc:
@@ -214,101 +205,17 @@ class GroupRunner:
         metrics.CONSUMER_HANDLED.labels(group=self.spec.name).inc()
         return True
 
-    async def _apply_in_order(self, event: Event) -> bool:
-        """Applies the event after any of its key's earlier ones still missing; True if it was fresh."""
-        async with self.ctx.pool.acquire() as conn, conn.transaction():
-            earlier = await self._apply_earlier(conn, event)
-            fresh = await self._apply(conn, event)
-        for missed in earlier:
-            self._log_from_outbox(missed, True)
-        return fresh
-
-    def _log_from_outbox(self, event: Event, fresh: bool) -> None:
-        chaos.log_effect("apply", group=self.spec.name, id=event.event_id, key=event.key, version=event.version,
-                         type=event.type, fresh=fresh, topic=topic_name(self.ctx.settings, TOPIC_OF[event.type]),
-                         source="outbox")
-
     async def _sweep(self) -> None:
-        """Applies events published a while ago that this group never got from Kafka.
-
-        Kafka is the transport, the outbox the record: a broker that lost
-        acknowledged records (or a consumer position that skipped them) costs
-        a delay of CONSUMER_SWEEP_AFTER_S, not the events.
-        """
         now = time.monotonic()
         if now < self._next_sweep:
             return
         self._next_sweep = now + self.sweep_every_s
-        settings = self.ctx.settings
         try:
-            async with self.ctx.pool.acquire() as conn:
-                overdue = await db.overdue_events(
-                    conn, self.spec.name, self.spec.event_types, self.swept_to, settings.consumer_sweep_after_s,
-                    first_window_s=600.0, limit=500)
-            for row in overdue.rows:
-                event = row.event()
-                try:
-                    fresh = await self._apply_in_order(event)
-                except PermanentError as exc:
-                    await self._park(row, event, f"{type(exc).__name__}: {exc}")
-                    continue
-                if fresh:
-                    self._log_from_outbox(event, True)
-                    metrics.CONSUMER_SWEPT.labels(group=self.spec.name).inc()
+            self.swept_to = (await applying.sweep(self.spec, self.ctx, self.swept_to)).swept_to
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("%s: sweep failed (%s); it runs again", self.spec.name, exc)
-            return
         except Exception:
             log.exception("%s: sweep failed; it runs again", self.spec.name)
-            return
-        if overdue.rows:
-            log.warning("%s: applied %d events from the outbox that Kafka had not delivered %.0fs after publication",
-                        self.spec.name, len(overdue.rows), settings.consumer_sweep_after_s)
-        self.swept_to = overdue.swept_to
-
-    async def _park(self, row: db.OutboxRow, event: Event, error: str, conn: asyncpg.Connection | None = None) -> None:
-        """Parks an event read from the outbox (no partition or offset: -1) and marks it processed."""
-        async with contextlib.AsyncExitStack() as stack:
-            if conn is None:
-                conn = await stack.enter_async_context(self.ctx.pool.acquire())
-                await stack.enter_async_context(conn.transaction())
-            await db.mark_processed(conn, self.spec.name, event.event_id)
-            await db.add_dead_letter(conn, self.spec.name, topic_name(self.ctx.settings, row.topic), -1, -1, row.key,
-                                     json.dumps(event.to_message(), separators=(",", ":")), error[:2000])
-        self.dead_lettered += 1
-        metrics.DEAD_LETTERS.labels(group=self.spec.name).inc()
-
-    async def _apply(self, conn: asyncpg.Connection, event: Event) -> bool:
-        fresh = await db.mark_processed(conn, self.spec.name, event.event_id)
-        if fresh:
-            await self.spec.handle(self.ctx, conn, event)
-        return fresh
-
-    async def _apply_earlier(self, conn: asyncpg.Connection, event: Event) -> list[Event]:
-        """Applies, from the outbox, the key's earlier events this group has not applied; returns them.
-
-        Each runs in a savepoint, so a poison one is parked (and marked
-        processed) without undoing the others or the event that found it.
-        """
-        before = await db.advance_key_version(conn, self.spec.name, event.key, event.version)
-        if event.version <= before + 1:
-            return []
-        applied = []
-        for row in await db.events_between(conn, event.key, before, event.version, self.spec.event_types):
-            missed = row.event()
-            try:
-                async with conn.transaction():
-                    fresh = await self._apply(conn, missed)
-            except PermanentError as exc:
-                await self._park(row, missed, f"{type(exc).__name__}: {exc}", conn)
-                continue
-            if fresh:
-                applied.append(missed)
-        if applied:
-            metrics.CONSUMER_FILLED.labels(group=self.spec.name).inc(len(applied))
-            log.debug("%s: applied %d earlier events of key %s from the outbox before version %d",
-                     self.spec.name, len(applied), event.key, event.version)
-        return applied
 
     def _retry(self, tp: TopicPartition, record: ConsumerRecord) -> bool:
         previous = self.retries.get(tp)
@@ -330,7 +237,6 @@ class GroupRunner:
             )
             if event is not None:
                 await db.mark_processed(conn, self.spec.name, event.event_id)
-        self.dead_lettered += 1
         metrics.DEAD_LETTERS.labels(group=self.spec.name).inc()
         log.warning("%s: parked %s[%d]@%d in dead letters: %s", self.spec.name, record.topic, record.partition, record.offset, error)
 
