@@ -16,14 +16,7 @@ from faults.cases import CASES, Params
 from feedfabric import devstack
 
 
-# Open defects, kept out of the CI run until fixed and run by `make faults` (README "Reliability"):
-# broker-restart-empty: a consumer group misses a republished event (stale offsets committed
-# into the new broker's group on rebalance, most likely); consumer-sigstop has shown one
-# per-key reorder when a frozen worker resumes mid-handle.
-OPEN_DEFECTS = {"broker-restart-empty", "consumer-sigstop"}
-
-
-@pytest.mark.parametrize("name", [name for name in CASES if name not in OPEN_DEFECTS])
+@pytest.mark.parametrize("name", list(CASES))
 async def test_fault_case(name: str, stack: devstack.DevStack, tmp_path: Path) -> None:
     base, _, _ = stack.postgres.url.rpartition("/")
     outcome = await CASES[name](Params(short=True, root=tmp_path, pg_server=f"{base}/postgres"))
