@@ -7,16 +7,29 @@ learns nothing: graphql-transport-ws defines 4403 Forbidden; the legacy
 graphql-ws protocol has no such code, so it gets its `connection_error`
 message and then the same 4403 close (strawberry's default there is a bare
 1011, which reads as a server fault).
+
+Both handlers also give each operation's task its LiveOperation
+(feedfabric.realtime.live): how that operation's result messages start and
+how to write one that is already encoded, through the same ASGI send (and so
+the same flow control) as Strawberry's own messages.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from starlette.websockets import WebSocketDisconnect
+from strawberry.asgi import ASGIWebSocketAdapter
 from strawberry.exceptions import ConnectionRejectionError
+from strawberry.http.exceptions import WebSocketDisconnected
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
+    BaseGraphQLTransportWSHandler,
+    Operation,
+)
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 
 from feedfabric.feeds.viewer import resolve_viewer
+from feedfabric.realtime.live import LIVE_OPERATION, LiveOperation
 
 if TYPE_CHECKING:
     from feedfabric.context import Context
@@ -46,8 +59,57 @@ async def authenticate(context: Context) -> None:
     context.reset_loaders()  # the viewer changed: loaders made from now on are theirs
 
 
+class WebSocketAdapter(ASGIWebSocketAdapter):
+    """Strawberry's ASGI socket adapter, plus sending a message that is already JSON text."""
+
+    async def send_encoded(self, text: str) -> None:
+        """As `send_json` does after encoding, including its disconnect error."""
+        try:
+            await self.ws.send_text(text)
+        except WebSocketDisconnect as exc:
+            raise WebSocketDisconnected from exc
+
+
+def _encoded_sender(handler: Any) -> Any:
+    adapter = handler.websocket
+    return adapter.send_encoded if isinstance(adapter, WebSocketAdapter) else None
+
+
+class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, Any]):
+    """graphql-transport-ws, with a LiveOperation for each operation's task."""
+
+    async def run_operation(self, operation: Operation[Any, Any]) -> None:
+        send = _encoded_sender(self)
+        if send is not None:
+
+            async def send_next(text: str) -> bool:
+                if operation.completed:  # as Operation.send_operation_message
+                    return False
+                await send(text)
+                return True
+
+            empty = {"id": operation.id, "type": "next", "payload": {"data": None}}
+            LIVE_OPERATION.set(LiveOperation(empty, self.view.encode_json, send_next))
+        await super().run_operation(operation)
+
+
 class LegacyGraphQLWSHandler(BaseGraphQLWSHandler[Any, Any]):
-    """graphql-ws (subscriptions-transport-ws) with the forbidden close of graphql-transport-ws."""
+    """graphql-ws (subscriptions-transport-ws) with the forbidden close of graphql-transport-ws,
+    and a LiveOperation for each operation's task."""
+
+    async def handle_async_results(
+        self, operation_id: str, query: str, operation_name: str | None, variables: dict[str, object] | None
+    ) -> None:
+        send = _encoded_sender(self)
+        if send is not None:
+
+            async def send_data(text: str) -> bool:
+                await send(text)  # as send_data_message
+                return True
+
+            empty = {"type": "data", "id": operation_id, "payload": {"data": None}}
+            LIVE_OPERATION.set(LiveOperation(empty, self.view.encode_json, send_data))
+        await super().handle_async_results(operation_id, query, operation_name, variables)
 
     async def handle_connection_init(self, message: Any) -> None:
         payload = message.get("payload")

@@ -1,0 +1,80 @@
+"""Live items sent to a subscriber's socket pre-encoded, skipping the per-subscriber GraphQL pipeline.
+
+A live post reaches every connected follower as the same TimelineItem, and
+a viewer-independent selection already renders once for all of them
+(feedfabric.schema.shared). Even so, every subscriber's copy still went
+through graphql-core's per-event execution, Strawberry's per-result steps
+(eleven extensions' `get_results` and `on_stream_result` hooks) and a JSON
+encoding of the whole message: about 100 us of CPU per delivered event,
+which for 1,000 followers is most of the latency of the last one.
+
+Here the item's shared `data` is encoded once (SharedRenders.data_json) and
+each subscriber's message is assembled around it: the protocol's head
+(`{"id":"1","type":"next","payload":{"data":` for graphql-transport-ws,
+`{"type":"data","id":"1","payload":{"data":` for graphql-ws, made by
+encoding the real message with `data` null, so by the same encoder) and the
+operation's `extensions`, asked from Strawberry's extension runner for every
+message exactly as Strawberry does. The text is what Strawberry would have
+sent, byte for byte (tests/test_realtime_live.py). It is only used for
+results that are shared and error-free, for which every per-result hook of
+the schema's extensions does nothing (the error masking has no errors to
+mask); any other event takes the full pipeline.
+
+The protocol handler (feedfabric.realtime.sockets) makes a LiveOperation
+when it starts an operation's task and puts it in LIVE_OPERATION, a context
+variable, so only that task sees it; the schema gives it the operation's
+extension results when it starts the operation (FeedFabricSchema); the
+subscription resolver sends through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
+from typing import Any
+
+from feedfabric.realtime.render import SharedRenders
+
+Encode = Callable[[Any], str]
+
+LIVE_OPERATION: ContextVar[LiveOperation | None] = ContextVar("feedfabric_live_operation", default=None)
+
+
+class LiveOperation:
+    """One operation of one socket: how its result messages start, where they go, what extensions they carry."""
+
+    __slots__ = ("_head", "_send", "encode", "extension_results")
+
+    def __init__(self, empty_message: Mapping[str, Any], encode: Encode, send: Callable[[str], Awaitable[bool]]) -> None:
+        """`empty_message` is the protocol's result message with `payload` `{"data": None}`; `send` writes text
+        to the socket and says whether it did (False once the operation completed)."""
+        text = encode(empty_message)
+        if not text.endswith("null}}"):
+            raise ValueError("the result message must end with its payload, whose only key is data")
+        self._head = text[: -len("null}}")]
+        self._send = send
+        self.encode = encode
+        # Set by the schema when it starts this operation (feedfabric.schema.FeedFabricSchema).
+        self.extension_results: Callable[[], Awaitable[dict[str, Any]]] | None = None
+
+    async def message(self, data_json: str) -> str | None:
+        """The whole result message for an error-free result whose `data` encodes to `data_json`."""
+        if self.extension_results is None:
+            return None
+        extensions = await self.extension_results()
+        tail = ',"extensions":' + self.encode(extensions) + "}}" if extensions else "}}"
+        return self._head + data_json + tail
+
+    async def send_data(self, data_json: str) -> bool:
+        message = await self.message(data_json)
+        return message is not None and await self._send(message)
+
+
+async def send_shared(live: LiveOperation | None, renders: SharedRenders, operation: Any,
+                      variables: Mapping[str, Any]) -> bool:
+    """Sends the item's shared rendering for this operation pre-encoded; False if the subscriber must
+    execute it (no shared rendering: a viewer-dependent selection, errors, or not on a socket)."""
+    if live is None:
+        return False
+    data_json = await renders.data_json(operation, variables, live.encode)
+    return data_json is not None and await live.send_data(data_json)
