@@ -33,6 +33,8 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 def cmd_api(args: argparse.Namespace) -> None:
     import uvicorn
 
+    from feedfabric.realtime.wsprotocol import serve_options
+
     settings = load_settings()
     _require(settings, "database_url", "feedfabric_jwt_secret")
     uvicorn.run(
@@ -43,10 +45,7 @@ def cmd_api(args: argparse.Namespace) -> None:
         workers=args.workers,
         log_level="warning",
         lifespan="on",
-        # permessage-deflate keeps a zlib compressor and decompressor per socket (~46 kB, half of
-        # an idle subscription's memory) and deflates every event once per subscriber; the events
-        # are small JSON, so it is off (docs/benchmarks.md).
-        ws_per_message_deflate=False,
+        **serve_options(),  # the lean WebSocket stack, permessage-deflate off (feedfabric.realtime.wsprotocol)
     )
 
 
@@ -108,8 +107,10 @@ def cmd_dev(args: argparse.Namespace) -> None:
         )
         import uvicorn
 
+        from feedfabric.realtime.wsprotocol import serve_options
+
         uvicorn.run("feedfabric.app:create_app", factory=True, host="127.0.0.1", port=args.port, log_level="warning",
-                    ws_per_message_deflate=False)  # as cmd_api
+                    **serve_options())  # as cmd_api
     finally:
         for child in children:
             child.send_signal(signal.SIGTERM)

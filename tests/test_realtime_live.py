@@ -13,6 +13,7 @@ from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWS
 from strawberry.types import ExecutionResult
 
 from feedfabric.realtime.live import LiveOperation
+from feedfabric.realtime.sockets import LegacyGraphQLWSHandler, TransportWSHandler
 from feedfabric.settings import Settings
 from tests.pipeline_support import relay, running
 from tests.realtime_support import HOME_SUB, LEGACY_WS, PROTOCOLS, TRANSPORT_WS, WsClient, serve, wait_subscribed, ws_client
@@ -47,23 +48,44 @@ async def _strawberry_text(protocol: str, op_id: str, result: ExecutionResult) -
     return capture.sent[0]  # type: ignore[no-any-return]
 
 
-async def _live_text(protocol: str, op_id: str, extensions: dict[str, Any]) -> str:
-    encode: Any = lambda value: BaseView.encode_json(None, value)  # type: ignore[arg-type]  # noqa: E731
-    sent: list[str] = []
+class _Socket:
+    """A LiveSocket that keeps what it is asked to send."""
 
-    async def send(text: str) -> bool:
-        sent.append(text)
+    def __init__(self, protocol: str) -> None:
+        self.protocol = protocol
+        self.sent: list[str] = []
+
+    def encode_json(self, value: Any) -> str:
+        return BaseView.encode_json(None, value)  # type: ignore[arg-type,return-value]
+
+    def empty_result(self, target: str) -> dict[str, Any]:
+        handler = TransportWSHandler if self.protocol == TRANSPORT_WS else LegacyGraphQLWSHandler
+        return handler.empty_result(None, _Op(target) if self.protocol == TRANSPORT_WS else target)  # type: ignore[arg-type]
+
+    async def send_encoded_result(self, target: str, text: str) -> bool:
+        self.sent.append(text)
         return True
 
-    async def extension_results() -> dict[str, Any]:
-        return extensions
 
-    empty = ({"id": op_id, "type": "next", "payload": {"data": None}} if protocol == TRANSPORT_WS
-             else {"type": "data", "id": op_id, "payload": {"data": None}})
-    live = LiveOperation(empty, encode, send)
-    live.extension_results = extension_results
-    assert await live.send_data(encode(DATA))
-    return sent[0]
+class _Op:
+    def __init__(self, op_id: str) -> None:
+        self.id = op_id
+
+
+class _Runner:
+    def __init__(self, extensions: dict[str, Any]) -> None:
+        self.extensions = extensions
+
+    async def get_extensions_results(self, ctx: Any) -> dict[str, Any]:
+        return self.extensions
+
+
+async def _live_text(protocol: str, op_id: str, extensions: dict[str, Any]) -> str:
+    socket = _Socket(protocol)
+    live = LiveOperation(socket, op_id)
+    live.runner, live.execution_context = _Runner(extensions), object()  # type: ignore[assignment]
+    assert await live.send_data(socket.encode_json(DATA))
+    return socket.sent[0]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -29,45 +29,67 @@ subscription resolver sends through it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Protocol
+
+from strawberry.extensions.runner import SchemaExtensionsRunner
+from strawberry.types import ExecutionContext
 
 from feedfabric.realtime.render import SharedRenders
-
-Encode = Callable[[Any], str]
 
 LIVE_OPERATION: ContextVar[LiveOperation | None] = ContextVar("feedfabric_live_operation", default=None)
 
 
+class LiveSocket(Protocol):
+    """What a protocol handler provides for its operations' pre-encoded messages."""
+
+    def encode_json(self, value: Any) -> str:
+        """The encoder Strawberry's own messages are made with."""
+
+    def empty_result(self, target: Any) -> Mapping[str, Any]:
+        """The protocol's result message for `target` (an operation) with `payload` `{"data": None}`."""
+
+    async def send_encoded_result(self, target: Any, text: str) -> bool:
+        """Writes the message for `target` as Strawberry would; False if the operation may send no more."""
+
+
 class LiveOperation:
-    """One operation of one socket: how its result messages start, where they go, what extensions they carry."""
+    """One operation of one socket. Small (it is made for every subscription, idle ones included):
+    the message head is made on first use, the extension results come from the operation's runner."""
 
-    __slots__ = ("_head", "_send", "encode", "extension_results")
+    __slots__ = ("_head", "_socket", "_target", "execution_context", "runner")
 
-    def __init__(self, empty_message: Mapping[str, Any], encode: Encode, send: Callable[[str], Awaitable[bool]]) -> None:
-        """`empty_message` is the protocol's result message with `payload` `{"data": None}`; `send` writes text
-        to the socket and says whether it did (False once the operation completed)."""
-        text = encode(empty_message)
-        if not text.endswith("null}}"):
-            raise ValueError("the result message must end with its payload, whose only key is data")
-        self._head = text[: -len("null}}")]
-        self._send = send
-        self.encode = encode
+    def __init__(self, socket: LiveSocket, target: Any) -> None:
+        self._socket = socket
+        self._target = target
+        self._head: str | None = None
         # Set by the schema when it starts this operation (feedfabric.schema.FeedFabricSchema).
-        self.extension_results: Callable[[], Awaitable[dict[str, Any]]] | None = None
+        self.runner: SchemaExtensionsRunner | None = None
+        self.execution_context: ExecutionContext | None = None
+
+    def encode(self, value: Any) -> str:
+        return self._socket.encode_json(value)
+
+    def _message_head(self) -> str:
+        if self._head is None:
+            text = self.encode(self._socket.empty_result(self._target))
+            if not text.endswith("null}}"):
+                raise ValueError("the result message must end with its payload, whose only key is data")
+            self._head = text[: -len("null}}")]
+        return self._head
 
     async def message(self, data_json: str) -> str | None:
         """The whole result message for an error-free result whose `data` encodes to `data_json`."""
-        if self.extension_results is None:
+        if self.runner is None or self.execution_context is None:
             return None
-        extensions = await self.extension_results()
+        extensions = await self.runner.get_extensions_results(self.execution_context)
         tail = ',"extensions":' + self.encode(extensions) + "}}" if extensions else "}}"
-        return self._head + data_json + tail
+        return self._message_head() + data_json + tail
 
     async def send_data(self, data_json: str) -> bool:
         message = await self.message(data_json)
-        return message is not None and await self._send(message)
+        return message is not None and await self._socket.send_encoded_result(self._target, message)
 
 
 async def send_shared(live: LiveOperation | None, renders: SharedRenders, operation: Any,

@@ -16,6 +16,7 @@ the same flow control) as Strawberry's own messages.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from starlette.websockets import WebSocketDisconnect
@@ -70,46 +71,54 @@ class WebSocketAdapter(ASGIWebSocketAdapter):
             raise WebSocketDisconnected from exc
 
 
-def _encoded_sender(handler: Any) -> Any:
-    adapter = handler.websocket
-    return adapter.send_encoded if isinstance(adapter, WebSocketAdapter) else None
+class _LiveSocket:
+    """The LiveSocket parts both handlers share (feedfabric.realtime.live)."""
+
+    view: Any
+    websocket: Any
+
+    def encode_json(self, value: Any) -> str:
+        return self.view.encode_json(value)  # type: ignore[no-any-return]
+
+    def _start_live(self, target: Any) -> None:
+        """Called first thing in an operation's own task, so the context variable is that task's alone."""
+        if isinstance(self.websocket, WebSocketAdapter):
+            LIVE_OPERATION.set(LiveOperation(self, target))  # type: ignore[arg-type]
 
 
-class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, Any]):
+class TransportWSHandler(_LiveSocket, BaseGraphQLTransportWSHandler[Any, Any]):
     """graphql-transport-ws, with a LiveOperation for each operation's task."""
 
     async def run_operation(self, operation: Operation[Any, Any]) -> None:
-        send = _encoded_sender(self)
-        if send is not None:
-
-            async def send_next(text: str) -> bool:
-                if operation.completed:  # as Operation.send_operation_message
-                    return False
-                await send(text)
-                return True
-
-            empty = {"id": operation.id, "type": "next", "payload": {"data": None}}
-            LIVE_OPERATION.set(LiveOperation(empty, self.view.encode_json, send_next))
+        self._start_live(operation)
         await super().run_operation(operation)
 
+    def empty_result(self, target: Operation[Any, Any]) -> Mapping[str, Any]:
+        return {"id": target.id, "type": "next", "payload": {"data": None}}  # as Operation.send_next
 
-class LegacyGraphQLWSHandler(BaseGraphQLWSHandler[Any, Any]):
+    async def send_encoded_result(self, target: Operation[Any, Any], text: str) -> bool:
+        if target.completed:  # as Operation.send_operation_message
+            return False
+        await self.websocket.send_encoded(text)
+        return True
+
+
+class LegacyGraphQLWSHandler(_LiveSocket, BaseGraphQLWSHandler[Any, Any]):
     """graphql-ws (subscriptions-transport-ws) with the forbidden close of graphql-transport-ws,
     and a LiveOperation for each operation's task."""
 
     async def handle_async_results(
         self, operation_id: str, query: str, operation_name: str | None, variables: dict[str, object] | None
     ) -> None:
-        send = _encoded_sender(self)
-        if send is not None:
-
-            async def send_data(text: str) -> bool:
-                await send(text)  # as send_data_message
-                return True
-
-            empty = {"type": "data", "id": operation_id, "payload": {"data": None}}
-            LIVE_OPERATION.set(LiveOperation(empty, self.view.encode_json, send_data))
+        self._start_live(operation_id)
         await super().handle_async_results(operation_id, query, operation_name, variables)
+
+    def empty_result(self, target: str) -> Mapping[str, Any]:
+        return {"type": "data", "id": target, "payload": {"data": None}}  # as send_data_message
+
+    async def send_encoded_result(self, target: str, text: str) -> bool:
+        await self.websocket.send_encoded(text)  # as send_data_message
+        return True
 
     async def handle_connection_init(self, message: Any) -> None:
         payload = message.get("payload")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 import strawberry
 from graphql import GraphQLError
 from strawberry.extensions import (
@@ -60,8 +58,8 @@ class FeedFabricSchema(strawberry.Schema):
         (feedfabric.realtime.live) carry the same extension results as Strawberry's, from this runner."""
         runner = super().create_extensions_runner(execution_context, extensions)
         live = LIVE_OPERATION.get()
-        if live is not None and live.extension_results is None:
-            live.extension_results = functools.partial(runner.get_extensions_results, execution_context)
+        if live is not None and live.runner is None:
+            live.runner, live.execution_context = runner, execution_context
         return runner
 
 
