@@ -37,6 +37,7 @@ def cmd_api(args: argparse.Namespace) -> None:
 
     settings = load_settings()
     _require(settings, "database_url", "feedfabric_jwt_secret")
+    _tune_gc(args.workers)
     uvicorn.run(
         "feedfabric.app:create_app",
         factory=True,
@@ -47,6 +48,17 @@ def cmd_api(args: argparse.Namespace) -> None:
         lifespan="on",
         **serve_options(),  # the lean WebSocket stack, permessage-deflate off (feedfabric.realtime.wsprotocol)
     )
+
+
+def _tune_gc(workers: int | None = None) -> None:
+    """With the app imported (so its modules and schema are frozen with the rest); one worker: uvicorn
+    serves in this process. More workers are spawned fresh and keep Python's defaults."""
+    if workers not in (None, 1):
+        return
+    import feedfabric.app  # noqa: F401
+    from feedfabric.gctune import tune_for_serving
+
+    tune_for_serving()
 
 
 def cmd_token(args: argparse.Namespace) -> None:
@@ -109,6 +121,7 @@ def cmd_dev(args: argparse.Namespace) -> None:
 
         from feedfabric.realtime.wsprotocol import serve_options
 
+        _tune_gc()
         uvicorn.run("feedfabric.app:create_app", factory=True, host="127.0.0.1", port=args.port, log_level="warning",
                     **serve_options())  # as cmd_api
     finally:
