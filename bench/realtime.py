@@ -2,24 +2,26 @@
 
 One API process (`feedfabric api`, its own process so its memory is its own),
 the outbox relay in this process, and real WebSocket clients here speaking
-graphql-transport-ws. Part 1: SUBSCRIBERS members follow a poster and
+graphql-transport-ws (websockets' sans-I/O client on bare asyncio transports,
+bench/_wsclient.py). Part 1: SUBSCRIBERS members follow a poster and
 subscribe to homeTimeline; the poster creates POSTS posts one after another
 and each subscriber's receipt time minus the createPost response time is one
 sample (p50/p99 over all samples). Part 2: IDLE more sockets each hold one
 idle subscription; the API process's RSS growth over the count is the cost
 per subscriber. Clients and server share the machine's cores, so the figures
-include the clients' own scheduling. Runs on a private devstack unless
-DATABASE_URL / REDIS_URL / KAFKA_BOOTSTRAP_SERVERS are set.
+include the clients' own scheduling (their CPU per message is printed).
+Runs on a private devstack unless DATABASE_URL / REDIS_URL /
+KAFKA_BOOTSTRAP_SERVERS are set.
 
     .venv/bin/python bench/realtime.py [--subscribers 1000] [--posts 20] [--idle 10000]
 
 Measured here (2 cores, clients and Tansu on the same cores; docs/benchmarks.md
 has every run with its load): before, 1,000 subscribers x 20 posts p50 347 ms /
 p99 1,340 ms and about 105 kB per idle subscription (1.27 GB at 10,000); after
-shared rendering, lazy loaders and permessage-deflate off, p50 117 ms / p99
-208 ms at about 124 us of API CPU per delivered event, and 54 kB per idle
-subscription (664 MB at 10,000). Targets (p50 < 50 ms, p99 < 200 ms, < 500 MB)
-are not all met; docs/benchmarks.md says what is left.
+the first session p50 117 ms / p99 208 ms, 54 kB per idle subscription (664 MB);
+after the second (pre-encoded shared messages, a 20 ms consumer fetch wait, GC
+tuning, leaner sockets) SUMMARY_B5. Targets: p50 < 50 ms, p99 < 200 ms, < 500 MB;
+docs/benchmarks.md says which are met and what is left.
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-import pytest
 import uvicorn
 from starlette.applications import Starlette
 from websockets.asyncio.client import ClientConnection, connect
@@ -20,7 +19,6 @@ from websockets.asyncio.client import ClientConnection, connect
 from feedfabric.app import create_app
 from feedfabric.realtime.consumer import RealtimeConsumer
 from feedfabric.realtime.hub import Hub
-from feedfabric.realtime.live import LiveOperation
 from feedfabric.realtime.wsprotocol import serve_options
 from feedfabric.settings import Settings
 from tests.support import Api
@@ -226,18 +224,3 @@ class StalledClient:
     def close(self) -> None:
         self.writer.close()
 
-
-@pytest.fixture
-def fast_sends(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The `data` of every message sent pre-encoded (feedfabric.realtime.live), in order."""
-    sent: list[str] = []
-    send_data = LiveOperation.send_data
-
-    async def counting(self: LiveOperation, data_json: str) -> bool:
-        done = await send_data(self, data_json)
-        if done:
-            sent.append(data_json)
-        return done
-
-    monkeypatch.setattr(LiveOperation, "send_data", counting)
-    return sent

@@ -12,12 +12,11 @@ from strawberry.http.base import BaseView
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.settings import Settings
 from tests.pipeline_support import relay, running
-from tests.realtime_support import (  # noqa: F401 - fast_sends is a fixture
+from tests.realtime_support import (
     HOME_SUB,
     PROTOCOLS,
     TRANSPORT_WS,
     WsClient,
-    fast_sends,
     serve,
     wait_subscribed,
     ws_client,
