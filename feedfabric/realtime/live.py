@@ -23,7 +23,7 @@ mask); any other event takes the full pipeline.
 The protocol handler (feedfabric.realtime.sockets) makes a LiveOperation
 when it starts an operation's task and puts it in LIVE_OPERATION, a context
 variable, so only that task sees it; the schema gives it the operation's
-extension results when it starts the operation (FeedFabricSchema); the
+extension runner when it starts the operation (FeedFabricSchema); the
 subscription resolver sends through it.
 """
 
