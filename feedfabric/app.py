@@ -36,7 +36,9 @@ log = logging.getLogger("feedfabric.app")
 
 
 class FeedFabricGraphQL(GraphQL[Context, None]):
+    graphql_transport_ws_handler_class = sockets.TransportWSHandler
     graphql_ws_handler_class = sockets.LegacyGraphQLWSHandler
+    websocket_adapter_class = sockets.WebSocketAdapter  # type: ignore[assignment]
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
         """A socket without a valid token is closed (4403) before it can run anything."""

@@ -33,8 +33,11 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 def cmd_api(args: argparse.Namespace) -> None:
     import uvicorn
 
+    from feedfabric.realtime.wsprotocol import serve_options
+
     settings = load_settings()
     _require(settings, "database_url", "feedfabric_jwt_secret")
+    _tune_gc(args.workers)
     uvicorn.run(
         "feedfabric.app:create_app",
         factory=True,
@@ -43,11 +46,19 @@ def cmd_api(args: argparse.Namespace) -> None:
         workers=args.workers,
         log_level="warning",
         lifespan="on",
-        # permessage-deflate keeps a zlib compressor and decompressor per socket (~46 kB, half of
-        # an idle subscription's memory) and deflates every event once per subscriber; the events
-        # are small JSON, so it is off (docs/benchmarks.md).
-        ws_per_message_deflate=False,
+        **serve_options(),  # the lean WebSocket stack, permessage-deflate off (feedfabric.realtime.wsprotocol)
     )
+
+
+def _tune_gc(workers: int | None = None) -> None:
+    """With the app imported (so its modules and schema are frozen with the rest); one worker: uvicorn
+    serves in this process. More workers are spawned fresh and keep Python's defaults."""
+    if workers not in (None, 1):
+        return
+    import feedfabric.app  # noqa: F401
+    from feedfabric.gctune import tune_for_serving
+
+    tune_for_serving()
 
 
 def cmd_token(args: argparse.Namespace) -> None:
@@ -108,8 +119,11 @@ def cmd_dev(args: argparse.Namespace) -> None:
         )
         import uvicorn
 
+        from feedfabric.realtime.wsprotocol import serve_options
+
+        _tune_gc()
         uvicorn.run("feedfabric.app:create_app", factory=True, host="127.0.0.1", port=args.port, log_level="warning",
-                    ws_per_message_deflate=False)  # as cmd_api
+                    **serve_options())  # as cmd_api
     finally:
         for child in children:
             child.send_signal(signal.SIGTERM)

@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     max_subscriptions_per_connection: int = Field(10, ge=1)
     # Live items queued per subscriber; a subscriber this far behind is disconnected as too slow.
     realtime_queue_size: int = Field(256, ge=1)
+    # The realtime consumer's fetch wait: some brokers (Tansu) hold a fetch this long even when data
+    # arrives sooner, so it bounds the latency every live item adds; Apache Kafka answers at once.
+    realtime_fetch_wait_ms: int = Field(20, ge=1)
     # Observability: relay and worker processes serve /metrics on this port.
     metrics_port: int = Field(9100, ge=0)
     log_level: str = "INFO"

@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 from feedfabric import devstack
 from feedfabric.db.migrate import migrate
 from feedfabric.db.pool import create_pool
+from feedfabric.realtime.live import LiveOperation
 from feedfabric.settings import Settings
 
 TEMPLATE = "feedfabric_template"
@@ -123,3 +124,19 @@ async def api(settings: Settings) -> AsyncIterator["Api"]:
 
     async with make_api(settings) as client:
         yield client
+
+
+@pytest.fixture
+def fast_sends(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The `data` of every message sent pre-encoded (feedfabric.realtime.live), in order."""
+    sent: list[str] = []
+    send_data = LiveOperation.send_data
+
+    async def counting(self: LiveOperation, data_json: str) -> bool:
+        done = await send_data(self, data_json)
+        if done:
+            sent.append(data_json)
+        return done
+
+    monkeypatch.setattr(LiveOperation, "send_data", counting)
+    return sent

@@ -11,6 +11,7 @@ import uvicorn
 
 from feedfabric.app import create_app
 from feedfabric.devstack import free_port
+from feedfabric.realtime.wsprotocol import serve_options
 from feedfabric.settings import Settings
 
 
@@ -19,7 +20,7 @@ def live_server(settings: Settings) -> Iterator[str]:
     """Yields the base URL (http://127.0.0.1:PORT) while the server runs; stops it on exit."""
     port = free_port()
     config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="on",
-                            ws="websockets-sansio" if _has_sansio() else "auto")
+                            **serve_options())
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -34,10 +35,3 @@ def live_server(settings: Settings) -> Iterator[str]:
         server.should_exit = True
         thread.join(15)
 
-
-def _has_sansio() -> bool:
-    try:
-        import uvicorn.protocols.websockets.websockets_sansio_impl  # noqa: F401
-    except Exception:  # noqa: BLE001
-        return False
-    return True

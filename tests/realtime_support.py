@@ -19,6 +19,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from feedfabric.app import create_app
 from feedfabric.realtime.consumer import RealtimeConsumer
 from feedfabric.realtime.hub import Hub
+from feedfabric.realtime.wsprotocol import serve_options
 from feedfabric.settings import Settings
 from tests.support import Api
 
@@ -62,7 +63,8 @@ async def serve(settings: Settings) -> AsyncIterator[Server]:
     """The app under uvicorn on a free loopback port, in this event loop; ready once realtime is positioned."""
     app = create_app(settings)
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
+                                           **serve_options()))
     task = asyncio.create_task(server.serve())
     try:
         deadline = time.monotonic() + 20
@@ -221,3 +223,4 @@ class StalledClient:
 
     def close(self) -> None:
         self.writer.close()
+

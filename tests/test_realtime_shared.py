@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Any
 
 import pytest
+from strawberry.http.base import BaseView
 
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.settings import Settings
 from tests.pipeline_support import relay, running
-from tests.realtime_support import HOME_SUB, TRANSPORT_WS, serve, wait_subscribed, ws_client
+from tests.realtime_support import (
+    HOME_SUB,
+    PROTOCOLS,
+    TRANSPORT_WS,
+    WsClient,
+    serve,
+    wait_subscribed,
+    ws_client,
+)
 
 PER_VIEWER = """subscription { homeTimeline { post { id author { username viewerFollows } } } }"""
 
@@ -28,26 +39,48 @@ def executions(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return seen
 
 
-async def test_same_selection_renders_once_for_all_its_subscribers(settings: Settings, executions: list[Any]) -> None:
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_same_selection_renders_once_for_all_its_subscribers(settings: Settings, protocol: str,
+                                                                   executions: list[Any], fast_sends: list[str]) -> None:
     async with serve(settings) as server, running(relay(settings).run):
         api = server.api
         alice = await api.member("alice")
         readers = [await api.member(name) for name in ("bob", "carol", "dave")]
         for reader in readers:
             await api.follow(reader, "alice")
-        async with ws_client(server, TRANSPORT_WS, readers[0]) as a, ws_client(server, TRANSPORT_WS, readers[1]) as b, \
-                ws_client(server, TRANSPORT_WS, readers[2]) as c:
+        async with ws_client(server, protocol, readers[0]) as a, ws_client(server, protocol, readers[1]) as b, \
+                ws_client(server, protocol, readers[2]) as c:
             for ws in (a, b, c):
                 await ws.subscribe(HOME_SUB)
             await wait_subscribed(server, 3)
-            post_id = await api.post(alice, "one rendering")
-            got = [(await ws.next_data())["homeTimeline"] for ws in (a, b, c)]
-    expected = {"cursor": post_id, "post": {"id": post_id, "content": "one rendering", "author": {"username": "alice"}}}
-    assert got == [expected] * 3
-    assert len(executions) == 1
+            post_id = await api.post(alice, 'one rendering, caf\u00e9 \u2713 "quoted"')
+            raws = [await _raw_next(ws) for ws in (a, b, c)]
+            second = await api.post(alice, "and again")
+            again = [await _raw_next(ws) for ws in (a, b, c)]
+    expected = {"cursor": post_id, "post": {"id": post_id, "content": 'one rendering, caf\u00e9 \u2713 "quoted"',
+                                            "author": {"username": "alice"}}}
+    for raw in raws:
+        message = json.loads(raw)
+        assert message["type"] == ("next" if protocol == TRANSPORT_WS else "data") and message["id"] == "1"
+        assert message["payload"]["data"]["homeTimeline"] == expected
+        assert "cost" in message["payload"]["extensions"]
+        # Exactly the text Strawberry's encoder makes of that message (key order, escaping), though two of
+        # the three were assembled from the first one's pre-encoded data (feedfabric.realtime.live).
+        assert raw == BaseView.encode_json(None, message)  # type: ignore[arg-type]
+    assert [json.loads(raw)["payload"]["data"]["homeTimeline"]["post"]["id"] for raw in again] == [second] * 3
+    assert len(executions) == 2  # one per item
+    assert len(fast_sends) == 4  # the other two subscribers of each item
 
 
-async def test_viewer_dependent_selection_renders_per_viewer(settings: Settings, executions: list[Any]) -> None:
+async def _raw_next(ws: WsClient) -> str:
+    while True:
+        raw = await asyncio.wait_for(ws.conn.recv(), 5)
+        if json.loads(raw)["type"] in ("next", "data"):
+            return raw  # type: ignore[return-value]
+
+
+async def test_viewer_dependent_selection_renders_per_viewer(settings: Settings, executions: list[Any],
+                                                             fast_sends: list[str]) -> None:
     async with serve(settings) as server, running(relay(settings).run):
         api = server.api
         alice, bob, carol = await api.member("alice"), await api.member("bob"), await api.member("carol")
@@ -63,3 +96,4 @@ async def test_viewer_dependent_selection_renders_per_viewer(settings: Settings,
     assert by_follower == {"username": "alice", "viewerFollows": True}
     assert by_tag_reader == {"username": "alice", "viewerFollows": False}
     assert len(executions) == 2
+    assert fast_sends == []  # nothing went out pre-encoded (feedfabric.realtime.live)

@@ -10,7 +10,6 @@ from its last cursor.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from enum import Enum
 from typing import Any
 
 from feedfabric import metrics
+from feedfabric.realtime.mailbox import Mailbox
 
 DEFAULT_QUEUE_SIZE = 256
 
@@ -41,7 +41,7 @@ class _Dropped:
 class Subscriber:
     channel: Channel
     member_id: uuid.UUID
-    queue: asyncio.Queue[Any]
+    queue: Mailbox[Any] = field(default_factory=Mailbox)
     dropped: str | None = None
 
     async def next(self) -> Any:
@@ -66,8 +66,7 @@ class Hub:
     )
 
     def add(self, channel: Channel, member_id: uuid.UUID) -> Subscriber:
-        # One extra slot keeps room for the drop notice however full the queue got.
-        sub = Subscriber(channel, member_id, asyncio.Queue(maxsize=self.queue_size + 1))
+        sub = Subscriber(channel, member_id)
         self._subs[channel].setdefault(member_id, set()).add(sub)
         return sub
 
@@ -105,10 +104,10 @@ class Hub:
             return 0
         delivered = 0
         for sub in list(subs):
-            if sub.queue.qsize() >= self.queue_size:
+            if len(sub.queue) >= self.queue_size:
                 self._drop(sub, f"too slow: {self.queue_size} events undelivered; resubscribe with since=<last cursor>")
                 continue
-            sub.queue.put_nowait(item)
+            sub.queue.put(item)
             delivered += 1
         self.stats.published += delivered
         return delivered
@@ -116,8 +115,7 @@ class Hub:
     def _drop(self, sub: Subscriber, reason: str) -> None:
         self.remove(sub)
         sub.dropped = reason
-        while not sub.queue.empty():
-            sub.queue.get_nowait()
-        sub.queue.put_nowait(_Dropped(reason))
+        sub.queue.clear()
+        sub.queue.put(_Dropped(reason))
         self.stats.dropped_subscribers += 1
         metrics.DROPPED_SUBSCRIBERS.labels(reason="slow" if reason.startswith("too slow") else "other").inc()

@@ -1,7 +1,9 @@
 """Results of one live item's rendering, shared by its subscribers (see feedfabric.schema.shared).
 
 Kept on the item itself, so it lives exactly as long as some subscriber's
-queue still holds the item; nothing to expire.
+queue still holds the item; nothing to expire. Besides the result, the JSON
+of its `data` is kept once encoded, so the subscribers that send the item
+pre-encoded (feedfabric.realtime.live) encode it once between them.
 """
 
 from __future__ import annotations
@@ -12,13 +14,24 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 
+class _Rendering:
+    """One operation's rendering of the item: in flight until `done` has the result (None: not shareable)."""
+
+    __slots__ = ("data_json", "done", "operation")
+
+    def __init__(self, operation: Any, done: asyncio.Future[Any]) -> None:
+        self.operation = operation
+        self.done = done
+        self.data_json: str | None = None
+
+
 class SharedRenders:
     """Finished (or in-flight) results by operation and variables, and which operations may share."""
 
     def __init__(self) -> None:
         # Keyed by id(operation); the operation is kept beside the value and compared by identity,
         # so an id reused by another document after the first was freed is never mistaken for it.
-        self._results: dict[tuple[int, str], tuple[Any, asyncio.Future[Any]]] = {}
+        self._results: dict[tuple[int, str], _Rendering] = {}
         self._shareable: dict[int, tuple[Any, bool]] = {}
 
     def shareable(self, operation: Any, decide: Callable[[], bool]) -> bool:
@@ -33,20 +46,37 @@ class SharedRenders:
 
         Later subscribers wait for an in-flight first rendering rather than start their own.
         """
-        key = (id(operation), json.dumps(variables, sort_keys=True, default=str))
+        key = _key(operation, variables)
         entry = self._results.get(key)
-        if entry is not None and entry[0] is operation:
-            shared = await asyncio.shield(entry[1])
+        if entry is not None and entry.operation is operation:
+            shared = await asyncio.shield(entry.done)
             # None: the first rendering failed or had errors, so each subscriber renders its own.
             return shared if shared is not None else await _maybe_await(execute())
         done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._results[key] = (operation, done)
+        self._results[key] = _Rendering(operation, done)
         result = None
         try:
             result = await _maybe_await(execute())
         finally:
             done.set_result(result if result is not None and not result.errors else None)
         return result
+
+    async def data_json(self, operation: Any, variables: Mapping[str, Any], encode: Callable[[Any], str]) -> str | None:
+        """The shared result's `data` as JSON, if a subscriber with this operation and variables rendered
+        the item (waiting for a rendering in flight) without errors; None when each must render its own."""
+        entry = self._results.get(_key(operation, variables))
+        if entry is None or entry.operation is not operation:
+            return None
+        shared = entry.done.result() if entry.done.done() else await asyncio.shield(entry.done)
+        if shared is None:
+            return None
+        if entry.data_json is None:
+            entry.data_json = encode(shared.data)
+        return entry.data_json
+
+
+def _key(operation: Any, variables: Mapping[str, Any]) -> tuple[int, str]:
+    return id(operation), json.dumps(variables, sort_keys=True, default=str) if variables else ""
 
 
 async def _maybe_await(value: Any) -> Any:

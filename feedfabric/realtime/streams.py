@@ -76,10 +76,13 @@ async def notifications(ctx: Context) -> AsyncIterator[Notification]:
 
 class _Recent:
     """The last `size` IDs seen. A set beside the deque: `in` on a full deque compared up to
-    RECENT_IDS UUIDs for every event of every subscriber."""
+    RECENT_IDS UUIDs for every event of every subscriber. The deque is made on the first event, so an
+    idle subscription holds none (even an empty deque is a 760-byte block)."""
+
+    __slots__ = ("_order", "_seen", "_size")
 
     def __init__(self, size: int) -> None:
-        self._order: deque[uuid.UUID] = deque()
+        self._order: deque[uuid.UUID] | None = None
         self._seen: set[uuid.UUID] = set()
         self._size = size
 
@@ -87,6 +90,8 @@ class _Recent:
         """True, and remembered, the first time `key` is seen."""
         if key in self._seen:
             return False
+        if self._order is None:
+            self._order = deque()
         self._order.append(key)
         self._seen.add(key)
         if len(self._order) > self._size:

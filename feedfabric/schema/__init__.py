@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import strawberry
 from graphql import GraphQLError
-from strawberry.types import ExecutionContext
 from strawberry.extensions import (
     AddValidationRules,
     MaxAliasesLimiter,
     MaxTokensLimiter,
     ParserCache,
     QueryDepthLimiter,
+    SchemaExtension,
     ValidationCache,
 )
+from strawberry.extensions.runner import SchemaExtensionsRunner
+from strawberry.types import ExecutionContext
 
+from feedfabric.realtime.live import LIVE_OPERATION
 from feedfabric.schema.cost import QueryCost
 from feedfabric.schema.errors import ErrorCodes
 from feedfabric.schema.mutation import Mutation
@@ -47,6 +50,17 @@ def _limit_rules() -> AddValidationRules:
 class FeedFabricSchema(strawberry.Schema):
     def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:
         """Refused input and domain errors are answers, not incidents: only the unexpected is logged (ErrorCodes)."""
+
+    def create_extensions_runner(
+        self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
+    ) -> SchemaExtensionsRunner:
+        """Called once per operation, in the operation's task: a socket operation's pre-encoded messages
+        (feedfabric.realtime.live) carry the same extension results as Strawberry's, from this runner."""
+        runner = super().create_extensions_runner(execution_context, extensions)
+        live = LIVE_OPERATION.get()
+        if live is not None and live.runner is None:
+            live.runner, live.execution_context = runner, execution_context
+        return runner
 
 
 def build_schema() -> strawberry.Schema:

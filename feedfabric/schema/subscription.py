@@ -4,7 +4,9 @@ get_context runs once per socket, so before each event is rendered the
 context gets fresh DataLoaders (nothing cached across events), primed with
 the rows the realtime consumer already hydrated for every recipient. They
 are made only if the event is actually executed for this subscriber: an item
-whose rendering is shared (feedfabric.schema.shared) never needs them.
+whose rendering is shared (feedfabric.schema.shared) never needs them, and
+on a socket such an item is not executed at all but sent pre-encoded
+(feedfabric.realtime.live).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import strawberry
 
 from feedfabric.realtime import streams
 from feedfabric.realtime.delivery import TimelineItem
+from feedfabric.realtime.live import LIVE_OPERATION, send_shared
 from feedfabric.schema.types import ContextInfo, Notification, Post
 
 
@@ -39,7 +42,10 @@ class Subscription:
         self, info: ContextInfo, since: str | None = None
     ) -> AsyncGenerator[TimelineEvent, None]:
         ctx = info.context
+        live = LIVE_OPERATION.get()
         async for item in streams.home_timeline(ctx, since):
+            if await send_shared(live, item.renders, info.operation, info.variable_values):
+                continue  # another subscriber's rendering, sent pre-encoded (feedfabric.realtime.live)
             ctx.reset_loaders(item.prime)
             yield TimelineEvent(post=Post(row=item.post), cursor=str(item.post.id), item=item)
 

@@ -1,0 +1,102 @@
+"""Live items sent to a subscriber's socket pre-encoded, skipping the per-subscriber GraphQL pipeline.
+
+A live post reaches every connected follower as the same TimelineItem, and
+a viewer-independent selection already renders once for all of them
+(feedfabric.schema.shared). Even so, every subscriber's copy still went
+through graphql-core's per-event execution, Strawberry's per-result steps
+(eleven extensions' `get_results` and `on_stream_result` hooks) and a JSON
+encoding of the whole message: about 100 us of CPU per delivered event,
+which for 1,000 followers is most of the latency of the last one.
+
+Here the item's shared `data` is encoded once (SharedRenders.data_json) and
+each subscriber's message is assembled around it: the protocol's head
+(`{"id":"1","type":"next","payload":{"data":` for graphql-transport-ws,
+`{"type":"data","id":"1","payload":{"data":` for graphql-ws, made by
+encoding the real message with `data` null, so by the same encoder) and the
+operation's `extensions`, asked from Strawberry's extension runner for every
+message exactly as Strawberry does. The text is what Strawberry would have
+sent, byte for byte (tests/test_realtime_live.py). It is only used for
+results that are shared and error-free, for which every per-result hook of
+the schema's extensions does nothing (the error masking has no errors to
+mask); any other event takes the full pipeline.
+
+The protocol handler (feedfabric.realtime.sockets) makes a LiveOperation
+when it starts an operation's task and puts it in LIVE_OPERATION, a context
+variable, so only that task sees it; the schema gives it the operation's
+extension runner when it starts the operation (FeedFabricSchema); the
+subscription resolver sends through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextvars import ContextVar
+from typing import Any, Protocol
+
+from strawberry.extensions.runner import SchemaExtensionsRunner
+from strawberry.types import ExecutionContext
+
+from feedfabric.realtime.render import SharedRenders
+
+LIVE_OPERATION: ContextVar[LiveOperation | None] = ContextVar("feedfabric_live_operation", default=None)
+
+
+class LiveSocket(Protocol):
+    """What a protocol handler provides for its operations' pre-encoded messages."""
+
+    def encode_json(self, value: Any) -> str:
+        """The encoder Strawberry's own messages are made with."""
+
+    def empty_result(self, target: Any) -> Mapping[str, Any]:
+        """The protocol's result message for `target` (an operation) with `payload` `{"data": None}`."""
+
+    async def send_encoded_result(self, target: Any, text: str) -> bool:
+        """Writes the message for `target` as Strawberry would; False if the operation may send no more."""
+
+
+class LiveOperation:
+    """One operation of one socket. Small (it is made for every subscription, idle ones included):
+    the message head is made on first use, the extension results come from the operation's runner."""
+
+    __slots__ = ("_head", "_socket", "_target", "execution_context", "runner")
+
+    def __init__(self, socket: LiveSocket, target: Any) -> None:
+        self._socket = socket
+        self._target = target
+        self._head: str | None = None
+        # Set by the schema when it starts this operation (feedfabric.schema.FeedFabricSchema).
+        self.runner: SchemaExtensionsRunner | None = None
+        self.execution_context: ExecutionContext | None = None
+
+    def encode(self, value: Any) -> str:
+        return self._socket.encode_json(value)
+
+    def _message_head(self) -> str:
+        if self._head is None:
+            text = self.encode(self._socket.empty_result(self._target))
+            if not text.endswith("null}}"):
+                raise ValueError("the result message must end with its payload, whose only key is data")
+            self._head = text[: -len("null}}")]
+        return self._head
+
+    async def message(self, data_json: str) -> str | None:
+        """The whole result message for an error-free result whose `data` encodes to `data_json`."""
+        if self.runner is None or self.execution_context is None:
+            return None
+        extensions = await self.runner.get_extensions_results(self.execution_context)
+        tail = ',"extensions":' + self.encode(extensions) + "}}" if extensions else "}}"
+        return self._message_head() + data_json + tail
+
+    async def send_data(self, data_json: str) -> bool:
+        message = await self.message(data_json)
+        return message is not None and await self._socket.send_encoded_result(self._target, message)
+
+
+async def send_shared(live: LiveOperation | None, renders: SharedRenders, operation: Any,
+                      variables: Mapping[str, Any]) -> bool:
+    """Sends the item's shared rendering for this operation pre-encoded; False if the subscriber must
+    execute it (no shared rendering: a viewer-dependent selection, errors, or not on a socket)."""
+    if live is None:
+        return False
+    data_json = await renders.data_json(operation, variables, live.encode)
+    return data_json is not None and await live.send_data(data_json)

@@ -1,0 +1,98 @@
+"""uvicorn's WebSocket protocol (websockets, sans-I/O) holding less for every open socket.
+
+An idle subscription is mostly the per-socket state of the server stack.
+Three items of uvicorn's were about 8 kB of each idle socket's 57 kB
+(tracemalloc, 500 idle subscriptions): its receive queue (an asyncio.Queue:
+three deques and an Event), the handshake's parsed request and the response
+it sent (headers kept for the socket's life though never read again: the
+ASGI scope has its own copy of the headers), and the `writable` Event. The
+protocol below is uvicorn's own with those three made lean; the wire
+behaviour, flow control and ASGI events are uvicorn's.
+
+`serve_options()` is what every uvicorn that serves the API gets (the
+`feedfabric api` and `dev` commands and the tests' servers), so they all
+run the same WebSocket stack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+from feedfabric.realtime.mailbox import Mailbox
+
+
+class _ReceiveQueue(Mailbox[Any]):
+    """The asyncio.Queue calls uvicorn makes on its receive queue; it has one reader, the app's `receive`."""
+
+    __slots__ = ()
+
+    def put_nowait(self, item: Any) -> None:
+        self.put(item)
+
+    def empty(self) -> bool:
+        return len(self) == 0
+
+
+class _Flag:
+    """asyncio.Event as uvicorn uses `writable` (set, clear, wait), with no waiter deque until one waits."""
+
+    __slots__ = ("_set", "_waiters")
+
+    def __init__(self) -> None:
+        self._set = True
+        self._waiters: list[asyncio.Future[None]] | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        waiters, self._waiters = self._waiters, None
+        for waiter in waiters or ():
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def clear(self) -> None:
+        self._set = False
+
+    async def wait(self) -> None:
+        if self._set:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            if self._waiters is not None and waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+
+class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.queue = _ReceiveQueue()  # type: ignore[assignment]
+        self.writable = _Flag()  # type: ignore[assignment]
+
+    def handle_connect(self, event: Any) -> None:
+        super().handle_connect(event)
+        self.request = None  # never read again; the scope holds the headers
+
+    async def send(self, message: Any) -> None:
+        await super().send(message)
+        if self.handshake_complete:
+            self.response = None  # the handshake response, sent
+
+
+def serve_options() -> dict[str, Any]:
+    """uvicorn options for every server of the API.
+
+    permessage-deflate keeps a zlib compressor and decompressor per socket (~46 kB, half of an idle
+    subscription's memory then) and deflates every event once per subscriber; the events are small
+    JSON, so it is off (docs/benchmarks.md).
+    """
+    return {"ws": f"{__name__}:{LeanWebSocketProtocol.__name__}", "ws_per_message_deflate": False}
