@@ -44,6 +44,12 @@ class Server:
     app: Starlette
     url: str
     api: Api
+    uvicorn_server: uvicorn.Server
+
+    @property
+    def connections(self) -> set[asyncio.Protocol]:
+        """The protocol object of every open HTTP and WebSocket connection, as uvicorn tracks them."""
+        return self.uvicorn_server.server_state.connections  # type: ignore[return-value]
 
     @property
     def ws_url(self) -> str:
@@ -76,7 +82,7 @@ async def serve(settings: Settings) -> AsyncIterator[Server]:
             await asyncio.sleep(0.02)
         url = f"http://127.0.0.1:{port}"
         async with httpx.AsyncClient(base_url=url, timeout=10) as client:
-            running = Server(app, url, Api(client, settings))
+            running = Server(app, url, Api(client, settings), server)
             await running.consumer.wait_ready()
             yield running
     finally:

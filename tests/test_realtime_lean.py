@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 
 import pytest
 
@@ -55,7 +54,6 @@ async def test_sockets_are_served_by_the_lean_protocol_without_the_handshake(set
     async with serve(settings) as server:
         member = await server.api.member("alice")
         async with ws_client(server, TRANSPORT_WS, member):
-            # uvicorn keeps its connections only in server state; the open socket's protocol object is found by type.
-            open_sockets = [o for o in gc.get_objects() if isinstance(o, LeanWebSocketProtocol) and not o.disconnected]
+            open_sockets = [c for c in server.connections if isinstance(c, LeanWebSocketProtocol) and not c.disconnected]
             assert len(open_sockets) == 1
             assert open_sockets[0].request is None and open_sockets[0].response is None
