@@ -12,6 +12,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import asyncpg
 import pytest
@@ -22,6 +23,9 @@ from feedfabric.db.migrate import migrate
 from feedfabric.db.pool import create_pool
 from feedfabric.realtime.live import LiveOperation
 from feedfabric.settings import Settings
+
+if TYPE_CHECKING:
+    from tests.support import Api
 
 TEMPLATE = "feedfabric_template"
 

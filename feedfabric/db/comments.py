@@ -40,7 +40,7 @@ async def counts(conn: Executor, post_ids: Sequence[uuid.UUID]) -> dict[uuid.UUI
 async def page(conn: Executor, post_id: uuid.UUID, after: uuid.UUID | None, limit: int) -> list[Comment]:
     """Oldest first, as a conversation reads."""
     rows = await conn.fetch(
-        f"""SELECT c.id, c.post_id, c.author_id, c.content, c.created_at
+        """SELECT c.id, c.post_id, c.author_id, c.content, c.created_at
             FROM comments c JOIN members m ON m.id = c.author_id
             WHERE c.post_id = $1 AND ($2::uuid IS NULL OR c.id > $2) AND m.status = 'active'
             ORDER BY c.id LIMIT $3""",
