@@ -34,6 +34,15 @@ class Settings(BaseSettings):
     # A published event no consumer of a group has applied this long after publication is applied
     # from the outbox by the group's sweep: a broker may lose acknowledged records.
     consumer_sweep_after_s: float = Field(30.0, ge=0.1)
+    # How long topics the workers create keep records: the longest a redelivery can trail its event,
+    # so it also bounds how long each group's record of applied events must be kept.
+    kafka_retention_hours: int = Field(168, ge=1)
+
+    @property
+    def processed_events_retention_hours(self) -> int:
+        """Twice the longer of the broker's and the outbox's retention: Kafka drops a segment only
+        once its newest record has aged out, so a record may outlive its retention by a segment."""
+        return 2 * max(self.kafka_retention_hours, self.outbox_retention_hours)
 
     feedfabric_data_dir: Path = Path(".feedfabric")
     feedfabric_instance: str | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -16,9 +17,10 @@ from feedfabric.db.pipeline import OutboxRow
 from feedfabric.feeds import timelines
 from feedfabric.settings import Settings
 from feedfabric.workers import fanout
-from feedfabric.workers.relay import replay_since
+from feedfabric.workers.relay import Relay, replay_since
+from feedfabric.workers.topics import ensure_topics
 from tests import factories as f
-from tests.pipeline_support import eventually, group_runner, read_topic, relay, running
+from tests.pipeline_support import FAST, eventually, group_runner, read_topic, relay, running
 
 
 class Killed(BaseException):
@@ -131,16 +133,71 @@ async def test_relay_replays_the_window_when_the_broker_lost_a_topic(settings: S
     assert len(await read_topic(settings, "feedfabric.posts", 3)) == 3
 
 
-async def test_published_rows_are_pruned_after_the_retention_period(settings: Settings, pool: asyncpg.Pool) -> None:
-    from tests.pipeline_support import FAST
+def _pruning_relay(settings: Settings) -> Relay:
+    return relay(settings, timings=dataclasses.replace(FAST, prune_every_s=0.1))
 
+
+async def test_published_rows_are_pruned_after_the_retention_period(settings: Settings, pool: asyncpg.Pool) -> None:
     async with pool.acquire() as conn:
         for i in range(4):
             await add_event(conn, "PostUpdated", f"k{i}", {}, shards=settings.outbox_shards)
     async with running(relay(settings).run):
         await eventually(lambda: _is_zero(pool))
     await pool.execute("UPDATE outbox SET published_at = now() - interval '100 hours' WHERE key IN ('k0', 'k1')")
-    pruning = relay(settings, timings=FAST.__class__(**{**FAST.__dict__, "prune_every_s": 0.1}))
-    async with running(pruning.run):
+    async with running(_pruning_relay(settings).run):
         await eventually(lambda: pool.fetchval("SELECT count(*) = 2 FROM outbox"))
     assert sorted(r[0] for r in await pool.fetch("SELECT key FROM outbox")) == ["k2", "k3"]
+
+
+async def test_a_key_pruned_from_the_outbox_has_its_applied_versions_forgotten(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    async with pool.acquire() as conn:
+        for key in ("gone", "gone", "kept", "kept"):
+            await add_event(conn, "PostUpdated", key, {}, shards=settings.outbox_shards)
+    await pool.execute("INSERT INTO consumer_key_versions (group_name, key, version)"
+                       " VALUES ('g', 'gone', 2), ('g', 'kept', 2), ('h', 'gone', 1)")
+    async with running(relay(settings).run):
+        await eventually(lambda: _is_zero(pool))
+    # One of "kept"'s rows ages out too: the key still has an event in the outbox, so its version stays.
+    await pool.execute("UPDATE outbox SET published_at = now() - interval '100 hours'"
+                       " WHERE key = 'gone' OR (key = 'kept' AND aggregate_version = 1)")
+    async with running(_pruning_relay(settings).run):
+        await eventually(lambda: pool.fetchval("SELECT count(*) = 1 FROM outbox"))
+    rows = await pool.fetch("SELECT group_name, key FROM consumer_key_versions ORDER BY 1, 2")
+    assert [tuple(r) for r in rows] == [("g", "kept")]
+
+
+async def test_records_of_applied_events_outlive_the_broker_and_outbox_retention(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    assert settings.processed_events_retention_hours == 2 * max(settings.kafka_retention_hours,
+                                                                settings.outbox_retention_hours)
+    horizon = settings.processed_events_retention_hours
+    await pool.execute(
+        "INSERT INTO processed_events (group_name, event_id, processed_at) VALUES"
+        " ('g', 1, now() - make_interval(hours => $1 + 1)), ('g', 2, now() - make_interval(hours => $1 - 1)),"
+        " ('h', 1, now())",
+        horizon,
+    )
+    async with running(_pruning_relay(settings).run):
+        await eventually(lambda: pool.fetchval("SELECT count(*) = 2 FROM processed_events"))
+    rows = await pool.fetch("SELECT group_name, event_id FROM processed_events ORDER BY 1, 2")
+    assert [tuple(r) for r in rows] == [("g", 2), ("h", 1)]
+
+
+async def test_topics_keep_records_no_longer_than_the_applied_events_are_remembered(settings: Settings) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    (topic, *_rest) = await ensure_topics(settings)
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers or "")
+    await admin.start()
+    try:
+        (described,) = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+    finally:
+        await admin.close()
+    configs = {name: value for name, value, *_ in described.resources[0][4]}
+    retention_ms, segment_ms = int(configs["retention.ms"]), int(configs["segment.ms"])
+    assert retention_ms == settings.kafka_retention_hours * 3_600_000
+    assert retention_ms + segment_ms <= settings.processed_events_retention_hours * 3_600_000

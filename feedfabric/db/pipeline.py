@@ -47,10 +47,32 @@ async def stamp(conn: asyncpg.Connection, ids: list[int]) -> None:
 
 
 async def prune(conn: asyncpg.Connection, retention_hours: int, limit: int = 10_000) -> int:
-    """Deletes up to `limit` rows published before the retention window; returns how many."""
+    """Deletes up to `limit` rows published before the retention window; returns how many.
+
+    A key left with no outbox rows also loses its consumer_key_versions rows:
+    its next event then finds no earlier one to fill in the outbox, which is
+    true, and a redelivery of an old one is still caught by processed_events,
+    kept longer than the outbox.
+    """
+    done = await conn.fetchval(
+        "WITH gone AS ("
+        "  DELETE FROM outbox WHERE id IN (SELECT id FROM outbox"
+        "  WHERE published_at < now() - make_interval(hours => $1) ORDER BY published_at LIMIT $2)"
+        "  RETURNING id, key),"
+        " forgotten AS ("
+        "  DELETE FROM consumer_key_versions v WHERE v.key IN (SELECT key FROM gone)"
+        "  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.key = v.key AND o.id NOT IN (SELECT id FROM gone)))"
+        " SELECT count(*) FROM gone",
+        retention_hours, limit,
+    )
+    return int(done)
+
+
+async def prune_processed(conn: asyncpg.Connection, retention_hours: int, limit: int = 10_000) -> int:
+    """Deletes up to `limit` records of applied events older than `retention_hours`; returns how many."""
     done = await conn.execute(
-        "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox"
-        " WHERE published_at < now() - make_interval(hours => $1) ORDER BY published_at LIMIT $2)",
+        "DELETE FROM processed_events WHERE ctid = ANY(ARRAY(SELECT ctid FROM processed_events"
+        " WHERE processed_at < now() - make_interval(hours => $1) ORDER BY processed_at LIMIT $2))",
         retention_hours, limit,
     )
     return int(done.split()[-1])

@@ -121,9 +121,7 @@ class Relay:
                     await self._check_health(conn, kafka)
                     next_health = now + self.timings.health_check_s
                 if now >= next_prune:
-                    pruned = await db.prune(conn, self.settings.outbox_retention_hours)
-                    if pruned:
-                        log.info("relay: pruned %d published rows", pruned)
+                    await self._prune(conn)
                     next_prune = now + self.timings.prune_every_s
                 wake.clear()
                 claimed = await self._publish_batch(conn, kafka) if self.owned else 0
@@ -196,6 +194,13 @@ class Relay:
             shard = max(self.owned)
             await db.unlock_shard(conn, shard)
             self.owned.discard(shard)
+
+    async def _prune(self, conn: asyncpg.Connection) -> None:
+        """Keeps the pipeline's tables to their retention windows (any relay may do it; deletes are idempotent)."""
+        pruned = await db.prune(conn, self.settings.outbox_retention_hours)
+        forgotten = await db.prune_processed(conn, self.settings.processed_events_retention_hours)
+        if pruned or forgotten:
+            log.info("relay: pruned %d published rows and %d records of applied events", pruned, forgotten)
 
     async def _check_at_start(self, conn: asyncpg.Connection, kafka: _Kafka) -> None:
         created = set(await ensure_topics(self.settings))

@@ -25,7 +25,10 @@ async def ensure_topics(settings: Settings, names: Iterable[str] | None = None) 
     """Creates the missing topics (KAFKA_TOPIC_PARTITIONS each) and returns the names it created.
 
     Replication is 3 where the cluster has three brokers, else what it has,
-    so the same code serves the one-node dev broker and production.
+    so the same code serves the one-node dev broker and production. Records
+    are kept KAFKA_RETENTION_HOURS in segments of a seventh of that, which
+    bounds how old a redelivered record can be (see
+    `Settings.processed_events_retention_hours`).
     """
     wanted = list(all_topic_names(settings) if names is None else names)
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers or "")
@@ -37,8 +40,10 @@ async def ensure_topics(settings: Settings, names: Iterable[str] | None = None) 
             return []
         cluster = await admin.describe_cluster()
         replicas = max(1, min(3, len(cluster.get("brokers", [])) or 1))
+        retention_ms = settings.kafka_retention_hours * 3_600_000
+        configs = {"retention.ms": str(retention_ms), "segment.ms": str(max(retention_ms // 7, 60_000))}
         response = await admin.create_topics(
-            [NewTopic(t, settings.kafka_topic_partitions, replicas) for t in missing]
+            [NewTopic(t, settings.kafka_topic_partitions, replicas, topic_configs=configs) for t in missing]
         )
         created = []
         for name, code, *_rest in response.topic_errors:
