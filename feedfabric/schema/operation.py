@@ -34,12 +34,15 @@ from typing import Any
 
 from graphql.validation import ASTValidationRule
 from strawberry.extensions import SchemaExtension
-from strawberry.types import ExecutionContext
 
 from feedfabric.errors import FeedFabricError
 from feedfabric.schema.errors import code_errors
 from feedfabric.schema.persisted import resolve_persisted_query
-from feedfabric.schema.production import PRODUCTION_RULES, is_production, without_suggestions
+from feedfabric.schema.production import (
+    PRODUCTION_RULES,
+    is_production,
+    without_suggestions,
+)
 from feedfabric.schema.refusal import refuse
 from feedfabric.schema.timing import count_errors, observe_latency
 
