@@ -21,9 +21,12 @@ p99 1,340 ms and about 105 kB per idle subscription (1.27 GB at 10,000); after
 the first session p50 117 ms / p99 208 ms, 54 kB per idle subscription (664 MB);
 after the second (pre-encoded shared messages, a 20 ms consumer fetch wait,
 GC tuning, leaner sockets) p50 44.9 ms / p99 85.5 ms at 66 us of API CPU per
-delivered event, and 42 kB per idle subscription (540 MB at 10,000). Targets:
-p50 < 50 ms, p99 < 200 ms, < 500 MB; docs/benchmarks.md says which are met and
-what is left.
+delivered event, and 42 kB per idle subscription (540 MB at 10,000); after the
+third (one extension `on_operation` hook instead of six, the handshake headers
+let go) 34 kB per idle subscription (454 MB at 10,000), on a machine where the
+same code costs twice the CPU per event (p50 70-77 ms before and after).
+Targets: p50 < 50 ms, p99 < 200 ms, < 500 MB; docs/benchmarks.md says which are
+met and what is left.
 """
 
 from __future__ import annotations

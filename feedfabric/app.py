@@ -57,7 +57,8 @@ class FeedFabricGraphQL(GraphQL[Context, None]):
         return build_context(resources, viewer, request=request, response=response, connection_params=params)
 
     async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
-        """Parse and validation errors end before the error-coding extension sees them: code them here."""
+        """Parse and validation errors end before the error coding (feedfabric.schema.operation) sees them:
+        code them here."""
         response = await super().process_result(request, result)
         for error in response.get("errors") or []:
             extensions = error.setdefault("extensions", {})

@@ -189,6 +189,23 @@ async def test_missing_or_bad_token_is_refused_with_4403(settings: Settings, pro
                     assert messages and messages[0]["type"] == "connection_error"
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("production", [False, True])
+async def test_errors_over_a_socket_are_coded_and_suggest_fields_only_in_development(
+    settings: Settings, protocol: str, production: bool
+) -> None:
+    async with serve(settings.model_copy(update={"feedfabric_production": production})) as server:
+        bob = await server.api.member("bob")
+        async with ws_client(server, protocol, bob) as ws:
+            await ws.subscribe("subscription { homeTimelin { cursor } }")
+            message = await ws.next_message()
+    assert message["type"] == "error", message
+    payload = message["payload"]  # graphql-transport-ws: a list of errors; graphql-ws: one error
+    errors = payload if isinstance(payload, list) else [payload]
+    assert [e["extensions"]["code"] for e in errors] == ["BAD_USER_INPUT"], message
+    assert ("Did you mean" in json.dumps(message)) is not production
+
+
 async def test_token_in_the_upgrade_header_is_accepted(settings: Settings) -> None:
     async with serve(settings) as server, running(relay(settings).run):
         api = server.api

@@ -57,3 +57,6 @@ async def test_sockets_are_served_by_the_lean_protocol_without_the_handshake(set
             open_sockets = [c for c in server.connections if isinstance(c, LeanWebSocketProtocol) and not c.disconnected]
             assert len(open_sockets) == 1
             assert open_sockets[0].request is None and open_sockets[0].response is None
+            # websockets' handshake parser still holds the request (a local of its suspended frame), emptied
+            handshake = open_sockets[0].conn.parser.gi_frame.f_locals.get("request")
+            assert handshake is not None and not handshake.headers

@@ -5,9 +5,10 @@ Three items of uvicorn's were about 8 kB of each idle socket's 57 kB
 (tracemalloc, 500 idle subscriptions): its receive queue (an asyncio.Queue:
 three deques and an Event), the handshake's parsed request and the response
 it sent (headers kept for the socket's life though never read again: the
-ASGI scope has its own copy of the headers), and the `writable` Event. The
-protocol below is uvicorn's own with those three made lean; the wire
-behaviour, flow control and ASGI events are uvicorn's.
+ASGI scope has its own copy of the headers), and the `writable` Event; and
+websockets' parser kept the request's headers too (2.7 kB). The protocol
+below is uvicorn's own with those made lean; the wire behaviour, flow
+control and ASGI events are uvicorn's.
 
 `serve_options()` is what every uvicorn that serves the API gets (the
 `feedfabric api` and `dev` commands and the tests' servers), so they all
@@ -81,6 +82,11 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
     def handle_connect(self, event: Any) -> None:
         super().handle_connect(event)
         self.request = None  # never read again; the scope holds the headers
+        # websockets' handshake parser keeps the request as a local of its suspended generator for the
+        # socket's life (ServerProtocol.parse delegates to the frame parser from inside that frame), so
+        # the request lives on regardless; its headers, the bulk of it, are only read during the
+        # handshake, which accept() above has completed.
+        event.headers.clear()
 
     async def send(self, message: Any) -> None:
         await super().send(message)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import strawberry
 from graphql import GraphQLError
 from strawberry.extensions import (
-    AddValidationRules,
     MaxAliasesLimiter,
-    MaxTokensLimiter,
     ParserCache,
     QueryDepthLimiter,
     SchemaExtension,
@@ -18,15 +18,12 @@ from strawberry.types import ExecutionContext
 
 from feedfabric.realtime.live import LIVE_OPERATION
 from feedfabric.schema.cost import QueryCost
-from feedfabric.schema.errors import ErrorCodes
 from feedfabric.schema.mutation import Mutation
-from feedfabric.schema.persisted import PersistedQueries
-from feedfabric.schema.production import ProductionGuards
+from feedfabric.schema.operation import OperationHooks
 from feedfabric.schema.query import Query
 from feedfabric.schema.ratelimit import OperationRateLimit
 from feedfabric.schema.shared import SharedEventExecutor
 from feedfabric.schema.subscription import Subscription
-from feedfabric.schema.timing import OperationMetrics
 
 MAX_DEPTH = 10
 MAX_ALIASES = 30
@@ -36,20 +33,17 @@ MAX_TOKENS = 2000
 # validation cache keys on the rule classes: fresh limiters per request made
 # every request miss the cache and re-validate (about a third of a home-feed
 # page's CPU). The rules are stateless, so they are made once and each
-# request's extension instance only adds them.
+# operation's OperationHooks only adds them.
 _LIMIT_RULES = (
     *QueryDepthLimiter(max_depth=MAX_DEPTH).validation_rules,
     *MaxAliasesLimiter(max_alias_count=MAX_ALIASES).validation_rules,
 )
 
 
-def _limit_rules() -> AddValidationRules:
-    return AddValidationRules(list(_LIMIT_RULES))
-
-
 class FeedFabricSchema(strawberry.Schema):
     def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:
-        """Refused input and domain errors are answers, not incidents: only the unexpected is logged (ErrorCodes)."""
+        """Refused input and domain errors are answers, not incidents: only the unexpected is logged
+        (feedfabric.schema.errors, from OperationHooks)."""
 
     def create_extensions_runner(
         self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
@@ -71,15 +65,13 @@ def build_schema() -> strawberry.Schema:
         # Live timeline items render once for all subscribers whose selection is viewer-independent.
         execution_context_class=SharedEventExecutor,
         extensions=[
-            # Order matters (docs/operations.md): timing wraps everything and sees coded errors;
-            # persisted queries fill in the text before parsing; production rules join validation
-            # before its cache; cost, then the rate limit, run last, on validated documents.
-            OperationMetrics,
-            ErrorCodes,
-            PersistedQueries,
-            ProductionGuards,
-            _limit_rules,
-            lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
+            # Order matters (docs/operations.md): OperationHooks (the only on_operation hook: a
+            # subscription keeps each one suspended for its whole life) times everything and sees
+            # coded errors, fills in persisted queries before parsing, sets the token limit before
+            # the parser cache and the limit and production rules before the validation cache, and
+            # refuses an unknown persisted query first; cost, then the rate limit, run last, on
+            # validated documents.
+            partial(OperationHooks, _LIMIT_RULES, MAX_TOKENS),
             lambda: ParserCache(maxsize=256),
             lambda: ValidationCache(maxsize=256),
             QueryCost,

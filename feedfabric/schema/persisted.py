@@ -8,7 +8,7 @@ text is identical every time the parser and validation caches always hit.
 
 Texts live in Redis (shared by every API replica) with an in-process LRU
 beside it, so registration keeps working while Redis is down; the LRU sits in
-the app's Resources, not in this module.
+the app's Resources, not in this module. Applied by feedfabric.schema.operation.
 """
 
 from __future__ import annotations
@@ -17,13 +17,12 @@ import hashlib
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from strawberry.extensions import SchemaExtension
+from strawberry.types import ExecutionContext
 
 from feedfabric.errors import BadInput, FeedFabricError
-from feedfabric.schema.refusal import app_context, refuse
+from feedfabric.schema.refusal import app_context
 
 log = logging.getLogger("feedfabric.persisted")
 
@@ -90,44 +89,39 @@ def store_for(context: Any) -> PersistedQueryStore:
     return PersistedQueryStore(resources.redis, resources.settings.persisted_query_ttl_seconds, lru)
 
 
-class PersistedQueries(SchemaExtension):
-    """Resolves `extensions.persistedQuery` into the query text before parsing."""
+async def resolve_persisted_query(execution_context: ExecutionContext) -> FeedFabricError | None:
+    """Puts the text of `extensions.persistedQuery` in place of the missing query, before parsing.
 
-    def __init__(self) -> None:
-        self.refusal: FeedFabricError | None = None
-
-    async def on_operation(self) -> AsyncIterator[None]:
-        ec = self.execution_context
-        persisted = (ec.operation_extensions or {}).get("persistedQuery")
-        context = app_context(ec)
-        if persisted is not None and context is not None:
-            self.refusal = await self._resolve(persisted, store_for(context))
-            if self.refusal is not None:
-                ec.query = _PLACEHOLDER
-                ec.graphql_document = None
-                # The client's operationName names an operation the placeholder does not have.
-                ec._provided_operation_name = None  # noqa: SLF001
-        yield
-
-    async def _resolve(self, persisted: Any, store: PersistedQueryStore) -> FeedFabricError | None:
-        ec = self.execution_context
-        if not isinstance(persisted, dict) or persisted.get("version") != 1:
-            return BadInput("Unsupported persistedQuery: expected {version: 1, sha256Hash}.")
-        sha = persisted.get("sha256Hash")
-        if not isinstance(sha, str) or not _HASH.match(sha):
-            return BadInput("persistedQuery.sha256Hash must be 64 lowercase hex digits.")
-        if ec.query:
-            if query_hash(ec.query) != sha:
-                return BadInput("provided sha does not match query")
-            await store.put(sha, ec.query)
-            return None
-        text = await store.get(sha)
-        if text is None:
-            return PersistedQueryNotFound("PersistedQueryNotFound")
-        ec.query = text
+    Returns the refusal to answer instead (an unknown hash, a malformed request); the query is then
+    a placeholder that parses and validates, and the caller refuses the operation from `on_execute`.
+    """
+    ec = execution_context
+    persisted = (ec.operation_extensions or {}).get("persistedQuery")
+    context = app_context(ec)
+    if persisted is None or context is None:
         return None
+    refusal = await _resolve(ec, persisted, store_for(context))
+    if refusal is not None:
+        ec.query = _PLACEHOLDER
+        ec.graphql_document = None
+        # The client's operationName names an operation the placeholder does not have.
+        ec._provided_operation_name = None  # noqa: SLF001
+    return refusal
 
-    def on_execute(self) -> Iterator[None]:
-        if self.refusal is not None:
-            refuse(self.execution_context, self.refusal)
-        yield
+
+async def _resolve(ec: ExecutionContext, persisted: Any, store: PersistedQueryStore) -> FeedFabricError | None:
+    if not isinstance(persisted, dict) or persisted.get("version") != 1:
+        return BadInput("Unsupported persistedQuery: expected {version: 1, sha256Hash}.")
+    sha = persisted.get("sha256Hash")
+    if not isinstance(sha, str) or not _HASH.match(sha):
+        return BadInput("persistedQuery.sha256Hash must be 64 lowercase hex digits.")
+    if ec.query:
+        if query_hash(ec.query) != sha:
+            return BadInput("provided sha does not match query")
+        await store.put(sha, ec.query)
+        return None
+    text = await store.get(sha)
+    if text is None:
+        return PersistedQueryNotFound("PersistedQueryNotFound")
+    ec.query = text
+    return None

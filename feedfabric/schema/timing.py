@@ -1,19 +1,20 @@
-"""GraphQL operation latency and error codes for Prometheus.
+"""GraphQL operation latency and error codes for Prometheus (called by feedfabric.schema.operation).
 
-Listed first among the schema's extensions, so its timer covers every other
-extension and it sees errors after they got their `extensions.code`.
-Operation names come from clients, so a name the histogram has not seen is
-only recorded while fewer than MAX_NAMES exist; after that it is "other",
-which keeps a hostile client from exhausting memory with unique names.
+The latency covers every other extension's work, and errors are counted
+after they got their `extensions.code`. Operation names come from clients,
+so a name the histogram has not seen is only recorded while fewer than
+MAX_NAMES exist; after that it is "other", which keeps a hostile client from
+exhausting memory with unique names.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable
 
-from strawberry.extensions import SchemaExtension
+from graphql import GraphQLError
+from strawberry.types import ExecutionContext
 from strawberry.types.graphql import OperationType
 
 from feedfabric import metrics
@@ -33,24 +34,26 @@ def _label(name: str | None) -> str:
     return name
 
 
-class OperationMetrics(SchemaExtension):
-    def on_operation(self) -> Iterator[None]:
-        started = time.perf_counter()
-        yield
-        ec = self.execution_context
-        try:
-            kind = ec.operation_type
-        except Exception:  # noqa: BLE001 - unparsable documents have no type
-            kind = None
-        errors = getattr(ec.result, "errors", None) or []
-        for error in errors:
-            metrics.GRAPHQL_ERRORS.labels(code=str((error.extensions or {}).get("code", "UNKNOWN"))).inc()
-        if kind is OperationType.SUBSCRIPTION:
-            return  # its "latency" would be the subscription's lifetime
-        try:
-            name = ec.operation_name
-        except Exception:  # noqa: BLE001
-            name = None
-        metrics.GRAPHQL_LATENCY.labels(operation=_label(name), type=kind.value if kind else "invalid").observe(
-            time.perf_counter() - started
-        )
+def count_errors(errors: Iterable[GraphQLError]) -> None:
+    """One count per error returned, by its `extensions.code`."""
+    for error in errors:
+        metrics.GRAPHQL_ERRORS.labels(code=str((error.extensions or {}).get("code", "UNKNOWN"))).inc()
+
+
+def observe_latency(execution_context: ExecutionContext, started: float) -> None:
+    """The operation's duration since `started` (perf_counter), by name and type; not for subscriptions,
+    whose "latency" would be their lifetime."""
+    ec = execution_context
+    try:
+        kind = ec.operation_type
+    except Exception:  # noqa: BLE001 - unparsable documents have no type
+        kind = None
+    if kind is OperationType.SUBSCRIPTION:
+        return
+    try:
+        name = ec.operation_name
+    except Exception:  # noqa: BLE001
+        name = None
+    metrics.GRAPHQL_LATENCY.labels(operation=_label(name), type=kind.value if kind else "invalid").observe(
+        time.perf_counter() - started
+    )
