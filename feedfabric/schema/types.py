@@ -444,7 +444,9 @@ def _prefetched(row: models.Post, loaded: PageExtras, wanted: frozenset[str] | s
             out[name] = extras.comment_count
         elif name == "viewerHasLiked":
             out[name] = extras.viewer_liked
-        elif name == "repostOf" and nested and row.repost_of is not None:
+        elif name == "repostOf" and row.repost_of is None:
+            out[name] = None  # what the field answers for a post that is no repost
+        elif name == "repostOf" and nested:
             original = loaded.originals.get(row.repost_of)
             out[name] = None if original is None else Post(
                 row=original, loaded=_prefetched(original, loaded, _PAGE_FIELDS - {"repostOf"}, nested=False)
