@@ -29,7 +29,7 @@ from graphql import (
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from feedfabric.realtime.render import SharedRenders
-from feedfabric.schema.prefetched import Fallback, PrefetchedCompletion
+from feedfabric.schema.prefetched import Fallback, PrefetchedCompletion, is_prefetched
 
 # Fields whose value is the same for every viewer who receives the item (the
 # delivery already filtered who may see it). Anything else makes the selection
@@ -56,7 +56,7 @@ class SharedEventExecutor(PrefetchedCompletion, StrawberryGraphQLCoreExecutionCo
         self, parent_type: GraphQLObjectType, source_value: Any, path: Any, grouped_field_set: Any,
         new_defer_usages: Any, position_context: Any,
     ) -> Any:
-        if not new_defer_usages and getattr(source_value, "loaded", None) is not None:
+        if not new_defer_usages and is_prefetched(source_value):
             try:
                 return self.render_prefetched(parent_type, source_value, grouped_field_set)
             except Fallback:

@@ -298,6 +298,8 @@ MentionItem = Annotated[Post | Comment, strawberry.union("MentionItem")]
 class FeedEdge:
     cursor: str
     node: Post
+    # Set by FeedConnection.load: completed directly when the selection allows (schema/prefetched.py).
+    prefetched: strawberry.Private[bool] = False
 
 
 @strawberry.type
@@ -307,6 +309,7 @@ class FeedConnection:
     source: FeedSource = strawberry.field(
         description="Where the page came from. Only the home feed ever says REDIS or REDIS_POSTGRES."
     )
+    prefetched: strawberry.Private[bool] = False
 
     @classmethod
     def of(cls, page: models.Page) -> FeedConnection:
@@ -326,6 +329,9 @@ class FeedConnection:
             loaded = await load_page(info.context, page.items)
             for post in posts:
                 post.loaded = _prefetched(post.row, loaded, wanted, nested=True)
+            connection.prefetched = True
+            for edge in connection.edges:
+                edge.prefetched = True
         return connection
 
 
