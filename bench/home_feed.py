@@ -375,10 +375,10 @@ def main() -> None:
                 run_phase(proc, port, kind, tokens, args.clients, 3, args.rate, args.offered)  # warm-up
                 r = run_phase(proc, port, kind, tokens, args.clients, args.duration, args.rate, args.offered)
                 results[kind] = r
-                load = (f" offered {args.offered:g}/s (open loop)" if args.offered
+                pace = (f" offered {args.offered:g}/s (open loop)" if args.offered
                         else f" at {args.rate:g}/s each" if args.rate else "")
                 workers = f", {args.workers} API workers" if args.workers != 1 else ""
-                print(f"{kind:8s} {args.clients} clients x {args.duration:.0f} s{load}{workers}: {r['rps']:.0f} req/s, "
+                print(f"{kind:8s} {args.clients} clients x {args.duration:.0f} s{pace}{workers}: {r['rps']:.0f} req/s, "
                       f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, API CPU {r['cpu_ms_per_page']:.2f} ms/page "
                       f"({r['cpu_share'] * 100:.0f}% of a core)", flush=True)
             if len(results) == 2:

@@ -36,22 +36,22 @@ async def main(database_url: str, kind: str, pages: int) -> pstats.Stats:
     app = create_app(settings)
     body = {"query": hf.GRAPHQL, "operationName": "Home", "variables": {"first": hf.PAGE}}
     headers = [{"Authorization": f"Bearer {issue_token(hf.SECRET, n, ttl=7200)}"} for n in viewers]
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bench") as http:
-            async def one(i: int) -> None:
-                if kind == "graphql":
-                    response = await http.post("/graphql", json=body, headers=headers[i % len(headers)])
-                else:
-                    response = await http.get(f"/userfeed/home?limit={hf.PAGE}", headers=headers[i % len(headers)])
-                response.raise_for_status()
+    transport = httpx.ASGITransport(app=app)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://b") as http:
+        async def one(i: int) -> None:
+            if kind == "graphql":
+                response = await http.post("/graphql", json=body, headers=headers[i % len(headers)])
+            else:
+                response = await http.get(f"/userfeed/home?limit={hf.PAGE}", headers=headers[i % len(headers)])
+            response.raise_for_status()
 
-            for i in range(50):  # warm: caches, prepared statements, pool
-                await one(i)
-            profiler = cProfile.Profile()
-            profiler.enable()
-            for i in range(pages):
-                await one(i)
-            profiler.disable()
+        for i in range(50):  # warm: caches, prepared statements, pool
+            await one(i)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for i in range(pages):
+            await one(i)
+        profiler.disable()
     return pstats.Stats(profiler)
 
 

@@ -58,7 +58,7 @@ def _reader(cls: type, name: str) -> Reader | None:
         resolver = field.base_resolver
         python_name = field.python_name
         if resolver is None:
-            found = lambda obj, attr=python_name: getattr(obj, attr)  # noqa: E731
+            found = lambda obj, attr=python_name: getattr(obj, attr)
         elif not resolver.arguments and resolver.info_parameter is None and not resolver.is_async:
             func = resolver.wrapped_func
             if callable(func) and not isinstance(func, (staticmethod, classmethod)):
