@@ -11,12 +11,18 @@ generator is a separate process (multiprocessing, raw asyncio HTTP/1.1 with
 keep-alive, so the client costs little CPU): CLIENTS connections, each asking
 for the first page of a random member's home feed back to back for DURATION
 seconds. Each phase reports requests/s, p50/p99 latency, and the API
-process's CPU time per page (psutil), so GraphQL and REST are compared by the
-work they cost, not only by latency, which on a shared 2-core box includes
-the clients' and Postgres's scheduling. With `--rate N` each client is paced
-to N requests/s instead (latency at a given load rather than at saturation).
+processes' CPU time per page (psutil, workers included), so GraphQL and REST
+are compared by the work they cost, not only by latency, which on a shared
+2-core box includes the clients' and Postgres's scheduling. With `--rate N`
+each client is paced to N requests/s instead (latency at a given load rather
+than at saturation). With `--offered N` the load is open-loop: N requests/s in
+all, spread evenly over the clients on a fixed schedule, each latency counted
+from the request's scheduled time, so a slow answer that delays the next
+request is counted against the server (no coordinated omission). `--workers N`
+runs the API with N uvicorn workers.
 
-    .venv/bin/python bench/home_feed.py [--clients 16] [--duration 30] [--rate 0] [--profile FILE]
+    .venv/bin/python bench/home_feed.py [--clients 16] [--duration 30] [--rate 0 | --offered 0] [--workers 1]
+                                        [--profile FILE] [--database URL]
 
 `--profile FILE` also runs pyinstrument (pip install pyinstrument) over 500
 GraphQL pages made in-process and writes its text report to FILE.
@@ -204,19 +210,23 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
 
 
 async def _client(port: int, kind: str, tokens: list[str], until: float, rate: float,
-                  out: list[float], errors: list[str], seed: int) -> None:
+                  out: list[float], errors: list[str], seed: int, offset: float = -1.0) -> None:
+    """`offset` >= 0: open loop, the first request at that fraction of an interval, latency from the schedule."""
     rng = random.Random(seed)
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     requests = {t: _request(kind, t) for t in tokens}
     interval = 1 / rate if rate > 0 else 0.0
-    next_at = time.monotonic()
+    open_loop = offset >= 0
+    next_at = time.monotonic() + (offset * interval if open_loop else 0.0)
     try:
         while (now := time.monotonic()) < until:
+            scheduled = now
             if interval:
                 if next_at > now:
                     await asyncio.sleep(next_at - now)
+                scheduled = next_at
                 next_at += interval
-            started = time.monotonic()
+            started = scheduled if open_loop else time.monotonic()
             writer.write(requests[rng.choice(tokens)])
             status, body = await _read_response(reader)
             out.append(time.monotonic() - started)
@@ -227,13 +237,17 @@ async def _client(port: int, kind: str, tokens: list[str], until: float, rate: f
 
 
 def load_generator(port: int, kind: str, tokens: list[str], clients: int, duration: float, rate: float,
-                   result: mp.Queue) -> None:  # type: ignore[type-arg]
+                   offered: float, result: mp.Queue) -> None:  # type: ignore[type-arg]
     async def main() -> tuple[list[float], list[str], float]:
         latencies: list[float] = []
         errors: list[str] = []
         started = time.monotonic()
         until = started + duration
-        await asyncio.gather(*(_client(port, kind, tokens, until, rate, latencies, errors, i) for i in range(clients)))
+        each = offered / clients if offered > 0 else rate
+        await asyncio.gather(*(
+            _client(port, kind, tokens, until, each, latencies, errors, i, i / clients if offered > 0 else -1.0)
+            for i in range(clients)
+        ))
         return latencies, errors, time.monotonic() - started
 
     result.put(asyncio.run(main()))
@@ -244,17 +258,29 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
+def api_cpu(api: psutil.Process) -> dict[int, float]:
+    """CPU seconds of the API process and of its workers (uvicorn --workers), by PID."""
+    out = {}
+    for proc in (api, *api.children(recursive=True)):
+        try:
+            times = proc.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        out[proc.pid] = times.user + times.system
+    return out
+
+
 def run_phase(api: psutil.Process, port: int, kind: str, tokens: list[str], clients: int, duration: float,
-              rate: float) -> dict[str, float]:
+              rate: float, offered: float = 0.0) -> dict[str, float]:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    cpu0 = api.cpu_times()
-    child = ctx.Process(target=load_generator, args=(port, kind, tokens, clients, duration, rate, queue))
+    cpu0 = api_cpu(api)
+    child = ctx.Process(target=load_generator, args=(port, kind, tokens, clients, duration, rate, offered, queue))
     child.start()
     latencies, errors, elapsed = queue.get()
     child.join()
-    cpu1 = api.cpu_times()
-    cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    cpu1 = api_cpu(api)
+    cpu = sum(t - cpu0.get(pid, 0.0) for pid, t in cpu1.items())
     if errors:
         raise SystemExit(f"{kind}: {len(errors)} bad responses, first: {errors[0]}")
     n = len(latencies)
@@ -302,6 +328,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--duration", type=float, default=30)
     parser.add_argument("--rate", type=float, default=0, help="requests/s per client; 0 = back to back")
+    parser.add_argument("--offered", type=float, default=0,
+                        help="open loop: requests/s offered in all, on a fixed schedule; 0 = closed loop")
+    parser.add_argument("--workers", type=int, default=1, help="API worker processes (uvicorn --workers)")
     parser.add_argument("--viewers", type=int, default=2000, help="distinct members the clients read as")
     parser.add_argument("--profile", metavar="FILE", help="write a pyinstrument report of the GraphQL path here")
     parser.add_argument("--only", choices=["rest", "graphql"], default=None)
@@ -326,7 +355,8 @@ def main() -> None:
         # No Kafka for the API: this benchmark reads; the realtime consumer would only add noise.
         api_env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url, "KAFKA_BOOTSTRAP_SERVERS": "",
                    "FEEDFABRIC_JWT_SECRET": SECRET, "LOG_LEVEL": "WARNING", "RATE_LIMIT_OPERATIONS": "1000000000"}
-        api = subprocess.Popen([sys.executable, "-m", "feedfabric", "api", "--port", str(port)], env=api_env)
+        api = subprocess.Popen([sys.executable, "-m", "feedfabric", "api", "--port", str(port),
+                                "--workers", str(args.workers)], env=api_env)
         try:
             import httpx
 
@@ -342,11 +372,13 @@ def main() -> None:
             for kind in ("rest", "graphql"):
                 if args.only and kind != args.only:
                     continue
-                run_phase(proc, port, kind, tokens, args.clients, 3, args.rate)  # warm-up
-                r = run_phase(proc, port, kind, tokens, args.clients, args.duration, args.rate)
+                run_phase(proc, port, kind, tokens, args.clients, 3, args.rate, args.offered)  # warm-up
+                r = run_phase(proc, port, kind, tokens, args.clients, args.duration, args.rate, args.offered)
                 results[kind] = r
-                print(f"{kind:8s} {args.clients} clients x {args.duration:.0f} s"
-                      f"{f' at {args.rate:g}/s each' if args.rate else ''}: {r['rps']:.0f} req/s, "
+                pace = (f" offered {args.offered:g}/s (open loop)" if args.offered
+                        else f" at {args.rate:g}/s each" if args.rate else "")
+                workers = f", {args.workers} API workers" if args.workers != 1 else ""
+                print(f"{kind:8s} {args.clients} clients x {args.duration:.0f} s{pace}{workers}: {r['rps']:.0f} req/s, "
                       f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, API CPU {r['cpu_ms_per_page']:.2f} ms/page "
                       f"({r['cpu_share'] * 100:.0f}% of a core)", flush=True)
             if len(results) == 2:

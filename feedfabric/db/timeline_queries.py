@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from feedfabric.db.pool import hold_session_state
+
 
 @dataclass(frozen=True)
 class FanoutPost:
@@ -183,7 +185,12 @@ _EPOCH_LOCK = 0x0FEED0E0
 
 
 async def lock_epoch(conn: asyncpg.Connection) -> None:
-    """A session lock (held across the Redis write that follows the transaction)."""
+    """A session lock (held across the Redis write that follows the transaction).
+
+    The connection is marked first, so whatever happens before `unlock_epoch`
+    (a cancelled request) the pool's release clears the lock (db.pool.LeanConnection).
+    """
+    hold_session_state(conn)
     await conn.execute("SELECT pg_advisory_lock($1)", _EPOCH_LOCK)
 
 

@@ -72,17 +72,23 @@ class HomeFeedService:
         self, redis: aioredis.Redis, member: Member, before: uuid.UUID | None, limit: int
     ) -> Page | None:
         """None: Postgres must serve this page (no timeline, or the cursor is not in it)."""
-        floor = await timelines.serving_floor(self.pool, redis)  # stale-snapshot watermark (timelines.py)
-        if not await timelines.has_timeline(redis, member.id):
+        wanted = limit + 1
+        batch = max(wanted, 20)
+        # The stale-snapshot watermark (timelines.py), the timeline's existence and its first page, at once.
+        opened = await timelines.open_timeline(self.pool, redis, member.id, before, batch)
+        if opened.page is None:
             await self._request_rebuild(redis, member)
             return None
-        wanted = limit + 1
+        floor, page = opened.floor, opened.page
         visible: list[Post] = []
         cursor: uuid.UUID | None = before
         exhausted = False
+        rounds = 0
         while len(visible) < wanted:
-            batch = max(wanted - len(visible), 20)
-            page = await timelines.read_page(redis, member.id, cursor, batch, floor)
+            if rounds:
+                batch = max(wanted - len(visible), 20)
+                page = await timelines.read_page(redis, member.id, cursor, batch, floor)
+            rounds += 1
             if not page.cursor_found:
                 return None  # not in the timeline (or trimmed away between rounds)
             ids = [uuid.UUID(i) for i in page.ids]

@@ -217,10 +217,7 @@ async def read_page(
     result = await READ_PAGE(redis, [feed_key(member_id)], ("" if after_post_id is None else str(after_post_id), count))
     assert isinstance(result, list)
     found, raw = result
-    ids = [i.decode() if isinstance(i, bytes) else str(i) for i in raw]
-    if floor is not None:
-        ids = [i for i in ids if i > floor]  # canonical UUID text sorts as the UUID does
-    return TimelinePage(ids, bool(found))
+    return _page_of(found, raw, floor)
 
 
 async def has_timeline(redis: aioredis.Redis, member_id: uuid.UUID | str) -> bool:
@@ -297,3 +294,65 @@ async def settle(conn: asyncpg.Connection, redis: aioredis.Redis, run_id: str) -
         return text or None
     finally:
         await q.unlock_epoch(conn)
+
+
+# -- The read path's first round trip ------------------------------------------
+
+# The epoch check, the timeline's existence and its first page in one script
+# call: a home-feed page used to make three Redis round trips before any SQL.
+# Same answers as EPOCH, EXISTS and READ_PAGE run in that order, in one view.
+_OPEN_LUA = """
+local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+local e = redis.call('HMGET', KEYS[1], 'run', 'floor')
+if e[1] ~= run then return {0, run} end
+local floor = e[2] or ''
+if redis.call('EXISTS', KEYS[2]) == 0 then return {1, floor, 0} end
+local start = 0
+if ARGV[1] ~= '' then
+  local rank = redis.call('ZREVRANK', KEYS[2], ARGV[1])
+  if not rank then return {1, floor, 1, 0, {}} end
+  start = rank + 1
+end
+return {1, floor, 1, 1, redis.call('ZREVRANGE', KEYS[2], start, start + tonumber(ARGV[2]) - 1)}
+"""
+OPEN = _Script(_OPEN_LUA)
+
+
+@dataclass(frozen=True)
+class OpenedTimeline:
+    """What a reader needs to start a page: the run's floor, and the first page (None: no timeline)."""
+
+    floor: str | None
+    page: TimelinePage | None
+
+
+def _page_of(found: object, raw: Sequence[object], floor: str | None) -> TimelinePage:
+    ids = [_text(i) for i in raw]
+    if floor is not None:
+        ids = [i for i in ids if i > floor]  # canonical UUID text sorts as the UUID does
+    return TimelinePage(ids, bool(int(found)))  # type: ignore[call-overload]
+
+
+async def open_timeline(
+    pool: asyncpg.Pool | asyncpg.Connection, redis: aioredis.Redis, member_id: uuid.UUID | str,
+    after_post_id: uuid.UUID | str | None, count: int,
+) -> OpenedTimeline:
+    """`serving_floor`, `has_timeline` and `read_page` of the first round, in one round trip when settled.
+
+    An unsettled run (rare: once per Redis run) and Redis Cluster (whose keys
+    cannot share one script call) take the separate calls.
+    """
+    if not _is_cluster(redis):
+        cursor = "" if after_post_id is None else str(after_post_id)
+        result = await OPEN(redis, [EPOCH_KEY, feed_key(member_id)], (cursor, count))
+        assert isinstance(result, list)
+        if int(result[0]):
+            floor = _text(result[1]) or None
+            if not int(result[2]):
+                return OpenedTimeline(floor, None)
+            return OpenedTimeline(floor, _page_of(result[3], result[4], floor))
+    floor = await serving_floor(pool, redis)
+    if not await has_timeline(redis, member_id):
+        return OpenedTimeline(floor, None)
+    return OpenedTimeline(floor, await read_page(redis, member_id, after_post_id, count, floor))
+

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from feedfabric.auth import Claims, bearer_token, decode_token
+from feedfabric.auth import Claims, TokenCache, bearer_token
 from feedfabric.db import members as members_db
 from feedfabric.db.outbox import add_event
 from feedfabric.db.pool import transaction
@@ -15,6 +15,8 @@ from feedfabric.errors import FeedFabricError, Forbidden, Unauthenticated
 from feedfabric.models import Member
 from feedfabric.settings import Settings
 
+# Verified bearer tokens, per process (auth.TokenCache: bounded, never past a token's expiry).
+TOKENS = TokenCache()
 # last_seen_at is written at most this often, so reading does not write on every request.
 SEEN_GRANULARITY = timedelta(hours=1)
 
@@ -70,7 +72,7 @@ async def resolve_viewer(pool: asyncpg.Pool, settings: Settings, authorization: 
         token = bearer_token(authorization)
         if token is None:
             return ViewerResult(ANONYMOUS)
-        claims = decode_token(settings.jwt_secret, token)
+        claims = TOKENS.decode(settings.jwt_secret, token)
         member = await members_db.by_external_id(pool, claims.external_id)
         if member is None:
             return ViewerResult(Viewer(claims=claims))

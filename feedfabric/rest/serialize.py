@@ -6,7 +6,9 @@ import asyncio
 from typing import Any
 
 from feedfabric.context import Context
+from feedfabric.db.post_extras import PageExtras
 from feedfabric.models import Member, Page, Post
+from feedfabric.resolvers.page_loads import load_page
 
 
 def member(row: Member) -> dict[str, Any]:
@@ -72,9 +74,31 @@ async def _none() -> None:
     return None
 
 
+def page_post(row: Post, loaded: PageExtras, *, depth: int = 0) -> dict[str, Any]:
+    """`feed_post` from a page's extras loaded up front (resolvers.page_loads): the same shape, no awaits."""
+    extras = loaded.extras.get(row.id)
+    author = extras.author if extras else None
+    out = bare_post(row)
+    out.update(
+        authorUsername=author.username if author else None,
+        authorDisplayName=author.display_name if author else None,
+        authorAvatarUrl=author.avatar_url if author else None,
+        tags=list(extras.tags) if extras else [],
+        media=[media(m) for m in extras.media] if extras else [],
+        likeCount=int(extras.like_count) if extras else 0,
+        commentCount=int(extras.comment_count) if extras else 0,
+        viewerHasLiked=bool(extras.viewer_liked) if extras else False,
+    )
+    original = loaded.originals.get(row.repost_of) if row.repost_of and depth == 0 else None
+    if original is not None:
+        out["repost"] = page_post(original, loaded, depth=1)
+    return out
+
+
 async def feed_page(ctx: Context, page: Page, *, bare: bool = False) -> dict[str, Any]:
     if bare:
         posts = [bare_post(p) for p in page.items]
     else:
-        posts = list(await asyncio.gather(*(feed_post(ctx, p) for p in page.items)))
+        loaded = await load_page(ctx, page.items)
+        posts = [page_post(p, loaded) for p in page.items]
     return {"posts": posts, "nextCursor": page.next_cursor, "source": page.source}

@@ -29,6 +29,7 @@ from graphql import (
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from feedfabric.realtime.render import SharedRenders
+from feedfabric.schema.prefetched import Fallback, PrefetchedCompletion, is_prefetched
 
 # Fields whose value is the same for every viewer who receives the item (the
 # delivery already filtered who may see it). Anything else makes the selection
@@ -47,8 +48,22 @@ SHAREABLE: dict[str, frozenset[str]] = {
 }
 
 
-class SharedEventExecutor(StrawberryGraphQLCoreExecutionContext):
-    """Strawberry's executor, except that subscription events carrying SharedRenders reuse them."""
+class SharedEventExecutor(PrefetchedCompletion, StrawberryGraphQLCoreExecutionContext):
+    """Strawberry's executor, except that subscription events carrying SharedRenders reuse them, and
+    feed-page posts whose values are all prefetched are completed directly (feedfabric.schema.prefetched)."""
+
+    def execute_collected_subfields(
+        self, parent_type: GraphQLObjectType, source_value: Any, path: Any, grouped_field_set: Any,
+        new_defer_usages: Any, position_context: Any,
+    ) -> Any:
+        if not new_defer_usages and is_prefetched(source_value):
+            try:
+                return self.render_prefetched(parent_type, source_value, grouped_field_set)
+            except Fallback:
+                pass
+        return super().execute_collected_subfields(
+            parent_type, source_value, path, grouped_field_set, new_defer_usages, position_context
+        )
 
     def execute_operation(self, serially: bool | None = None) -> Any:
         renders = getattr(getattr(self.root_value, "item", None), "renders", None)

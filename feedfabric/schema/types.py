@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Iterable
 from datetime import datetime
 from enum import Enum
@@ -13,7 +12,9 @@ from strawberry.types import Info
 
 from feedfabric import models
 from feedfabric.context import Context
+from feedfabric.db.post_extras import PageExtras
 from feedfabric.resolvers import reads
+from feedfabric.resolvers.page_loads import load_page
 
 ContextInfo = Info[Context, None]
 # Placeholder default of the fields filled in __post_init__ from `row`; never served.
@@ -297,6 +298,8 @@ MentionItem = Annotated[Post | Comment, strawberry.union("MentionItem")]
 class FeedEdge:
     cursor: str
     node: Post
+    # Set by FeedConnection.load: completed directly when the selection allows (schema/prefetched.py).
+    prefetched: strawberry.Private[bool] = False
 
 
 @strawberry.type
@@ -306,6 +309,7 @@ class FeedConnection:
     source: FeedSource = strawberry.field(
         description="Where the page came from. Only the home feed ever says REDIS or REDIS_POSTGRES."
     )
+    prefetched: strawberry.Private[bool] = False
 
     @classmethod
     def of(cls, page: models.Page) -> FeedConnection:
@@ -317,16 +321,17 @@ class FeedConnection:
 
     @classmethod
     async def load(cls, info: ContextInfo, page: models.Page) -> FeedConnection:
-        """The page with what the query selects of its posts loaded up front, one batch per kind."""
+        """The page with what the query selects of its posts loaded up front, in one statement for all kinds."""
         connection = cls.of(page)
         posts = [edge.node for edge in connection.edges]
-        wanted = _node_fields(info) & set(_PAGE_LOADS)
+        wanted = _node_fields(info) & _PAGE_FIELDS
         if posts and wanted:
-            names = sorted(wanted)
-            loaders = info.context.loaders
-            columns = await asyncio.gather(*(_PAGE_LOADS[name](loaders, [p.row for p in posts]) for name in names))
-            for i, post in enumerate(posts):
-                post.loaded = {name: column[i] for name, column in zip(names, columns)}
+            loaded = await load_page(info.context, page.items)
+            for post in posts:
+                post.loaded = _prefetched(post.row, loaded, wanted, nested=True)
+            connection.prefetched = True
+            for edge in connection.edges:
+                edge.prefetched = True
         return connection
 
 
@@ -417,38 +422,42 @@ async def _wrap_all(kind: Any, pending: Awaitable[Iterable[Any]]) -> list[Any]:
     return [kind(row=r) for r in await pending]
 
 
-async def _reposted(loaders: Any, rows: list[models.Post]) -> list[Post | None]:
-    originals = await loaders.visible_post.load_many([r.repost_of for r in rows if r.repost_of is not None])
-    found = {o.id: o for o in originals if o is not None}
-    return [Post(row=found[r.repost_of]) if r.repost_of in found else None for r in rows]
+# The Post fields a feed page fills from its prefetched extras (resolvers.page_loads).
+_PAGE_FIELDS = frozenset({"author", "tags", "media", "repostOf", "likeCount", "commentCount", "viewerHasLiked"})
 
 
-async def _authors(loaders: Any, rows: list[models.Post]) -> list[Member | None]:
-    members = await loaders.member.load_many([r.author_id for r in rows])
-    return [Member(row=m) if m is not None else None for m in members]
+def _prefetched(row: models.Post, loaded: PageExtras, wanted: frozenset[str] | set[str],
+                *, nested: bool) -> dict[str, Any]:
+    """GraphQL field name -> value of one post, from the page's extras (only the fields the query selects).
 
-
-async def _media(loaders: Any, rows: list[models.Post]) -> list[list[Media]]:
-    return [[Media(row=m) for m in media] for media in await loaders.media.load_many([r.id for r in rows])]
-
-
-def _by_id(loader: str) -> Any:
-    async def load(loaders: Any, rows: list[models.Post]) -> list[Any]:
-        return list(await getattr(loaders, loader).load_many([r.id for r in rows]))
-
-    return load
-
-
-# What FeedConnection.load can fetch for a page, by GraphQL field name of Post.
-_PAGE_LOADS: dict[str, Any] = {
-    "author": _authors,
-    "tags": _by_id("tags"),
-    "media": _media,
-    "repostOf": _reposted,
-    "likeCount": _by_id("like_count"),
-    "commentCount": _by_id("comment_count"),
-    "viewerHasLiked": _by_id("viewer_liked"),
-}
+    A repost's original is filled the same way (its own extras are in the page's load); its own
+    `repostOf`, never prefetched, resolves through the loaders as anywhere else.
+    """
+    extras = loaded.extras.get(row.id)
+    out: dict[str, Any] = {}
+    if extras is None:
+        return out
+    for name in wanted:
+        if name == "author":
+            out[name] = Member(row=extras.author) if extras.author is not None else None
+        elif name == "tags":
+            out[name] = extras.tags
+        elif name == "media":
+            out[name] = [Media(row=m) for m in extras.media]
+        elif name == "likeCount":
+            out[name] = extras.like_count
+        elif name == "commentCount":
+            out[name] = extras.comment_count
+        elif name == "viewerHasLiked":
+            out[name] = extras.viewer_liked
+        elif name == "repostOf" and row.repost_of is None:
+            out[name] = None  # what the field answers for a post that is no repost
+        elif name == "repostOf" and nested:
+            original = loaded.originals.get(row.repost_of)
+            out[name] = None if original is None else Post(
+                row=original, loaded=_prefetched(original, loaded, _PAGE_FIELDS - {"repostOf"}, nested=False)
+            )
+    return out
 
 
 def _node_fields(info: ContextInfo) -> set[str]:

@@ -1,0 +1,112 @@
+"""What a feed page shows beside its posts' own rows, in ONE statement.
+
+A page of 20 posts used to load its extras through seven DataLoaders (authors,
+tags, media, like counts, comment counts, the viewer's likes, the reposted
+originals), each one statement and one pool round trip. Here the same rows
+come back in one statement: one row per page post and per visible original
+of a repost on the page, so the originals carry their own extras too (feeds
+show a repost's original with its author, tags and counts).
+
+Each column is the exact rule of the single-purpose query it replaces:
+members.by_ids, posts.tags_of, media.media_for_posts (READY only, attachment
+order), likes.counts, comments.counts (active commenters only),
+likes.liked_among and posts.visible_by_ids for the originals.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from feedfabric.models import Member, Post
+
+Executor = asyncpg.Connection | asyncpg.Pool
+
+_STATEMENT = """
+WITH page AS (
+    SELECT id, author_id, repost_of FROM posts WHERE id = ANY($1::uuid[])
+), originals AS (
+    SELECT o.id, o.author_id, o.content, o.repost_of, o.status, o.created_at, o.updated_at
+    FROM posts o
+    WHERE o.id IN (SELECT repost_of FROM page WHERE repost_of IS NOT NULL)
+      AND post_visible(o.status, o.author_id, o.repost_of, $2)
+), subjects AS (
+    SELECT id, author_id FROM page UNION SELECT id, author_id FROM originals
+)
+SELECT s.id, s.author_id,
+       o.id IS NOT NULL AS is_original, o.content, o.repost_of, o.status, o.created_at, o.updated_at,
+       m.id AS member_id, m.external_id, m.username, m.display_name, m.avatar_url,
+       m.status AS member_status, m.last_seen_at,
+       ARRAY(SELECT t.tag FROM post_tags t WHERE t.post_id = s.id ORDER BY t.tag) AS tags,
+       (SELECT coalesce(json_agg(json_build_object(
+                'post_id', pm.post_id, 'position', pm.position, 'id', md.id, 'owner_id', md.owner_id,
+                'status', md.status, 'content_type', md.content_type, 'width', md.width, 'height', md.height,
+                'byte_size', md.byte_size, 'score', md.score, 'reason', md.reason,
+                'created_at', md.created_at, 'updated_at', md.updated_at) ORDER BY pm.position), '[]'::json)
+          FROM post_media pm JOIN media md ON md.id = pm.media_id
+         WHERE pm.post_id = s.id AND md.status = 'ready') AS media,
+       (SELECT count(*) FROM likes l WHERE l.post_id = s.id) AS like_count,
+       (SELECT count(*) FROM comments c JOIN members cm ON cm.id = c.author_id
+         WHERE c.post_id = s.id AND cm.status = 'active') AS comment_count,
+       $2::uuid IS NOT NULL
+         AND EXISTS (SELECT 1 FROM likes l WHERE l.post_id = s.id AND l.member_id = $2) AS viewer_liked
+FROM subjects s
+LEFT JOIN members m ON m.id = s.author_id
+LEFT JOIN originals o ON o.id = s.id
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Extras:
+    """One post's extras; `media` are READY media as mappings with the columns of db.media (ids as UUIDs)."""
+
+    author: Member | None
+    tags: list[str]
+    media: list[dict[str, Any]]
+    like_count: int
+    comment_count: int
+    viewer_liked: bool
+
+
+@dataclass(frozen=True)
+class PageExtras:
+    """Extras by post ID (page posts and visible originals), and the visible originals by ID."""
+
+    extras: dict[uuid.UUID, Extras]
+    originals: dict[uuid.UUID, Post]
+
+
+def _media(item: dict[str, Any]) -> dict[str, Any]:
+    for key in ("post_id", "id", "owner_id"):
+        item[key] = uuid.UUID(item[key])
+    for key in ("created_at", "updated_at"):
+        if item[key] is not None:
+            item[key] = datetime.fromisoformat(item[key])
+    return item
+
+
+async def page_extras(conn: Executor, post_ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None) -> PageExtras:
+    """The extras of `post_ids` and of the originals they repost that the viewer may see, in one statement."""
+    rows = await conn.fetch(_STATEMENT, list(post_ids), viewer_id)
+    extras: dict[uuid.UUID, Extras] = {}
+    originals: dict[uuid.UUID, Post] = {}
+    for r in rows:
+        author = (
+            Member(r["member_id"], r["external_id"], r["username"], r["display_name"], r["avatar_url"],
+                   r["member_status"], r["last_seen_at"])
+            if r["member_id"] is not None else None
+        )
+        media = r["media"]
+        extras[r["id"]] = Extras(
+            author, list(r["tags"]), [_media(m) for m in media] if media else [],
+            r["like_count"], r["comment_count"], r["viewer_liked"],
+        )
+        if r["is_original"]:
+            originals[r["id"]] = Post(r["id"], r["author_id"], r["content"], r["repost_of"], r["status"],
+                                      r["created_at"], r["updated_at"])
+    return PageExtras(extras, originals)

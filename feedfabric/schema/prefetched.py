@@ -1,0 +1,193 @@
+"""Feed-page posts completed straight from their prefetched values, without graphql-core's per-field machinery.
+
+A home-feed page of 20 runs about 370 fields. Once FeedConnection.load has
+loaded everything a post shows (`Post.loaded`), every one of them is a plain
+read, yet graphql-core and Strawberry still spend an Info object, argument
+parsing and a completion step on each: most of a GraphQL page's CPU, and the
+reason it cost over three times the REST page. For a post whose whole
+selection is such reads, this completes the subtree directly: the same
+grouping of fields (graphql-core's own collect_subfields, so fragments,
+aliases and @include/@skip behave as before), the same values, and the same
+leaf serialisation (each scalar's and enum's `serialize`).
+
+Anything else falls back to the normal execution of that post, which then
+answers exactly as it always did: a field with arguments, a resolver that
+wants `info` or is async, a field extension, a deferred fragment, a value the
+prefetch did not cover, a null in a non-null position (whose error the normal
+path reports), an abstract type. The fallback is decided before anything is
+returned and nothing here has side effects, so falling back costs only the
+time spent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from graphql import (
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLOutputType,
+    Undefined,
+    is_leaf_type,
+)
+
+# A field's value from its object: None when the value cannot be read without running a resolver.
+Reader = Callable[[Any], Any]
+
+
+class Fallback(Exception):
+    """This subtree needs the normal execution."""
+
+
+_READERS: dict[tuple[type, str], Reader | None] = {}
+
+
+def _reader(cls: type, name: str) -> Reader | None:
+    """How to read GraphQL field `name` of a Strawberry object of class `cls`, or None (only a resolver can)."""
+    key = (cls, name)
+    if key in _READERS:
+        return _READERS[key]
+    found: Reader | None = None
+    definition = getattr(cls, "__strawberry_definition__", None)
+    for field in getattr(definition, "fields", ()):
+        graphql_name = field.graphql_name or _camel(field.python_name)
+        if graphql_name != name or field.extensions or field.permission_classes:
+            continue
+        resolver = field.base_resolver
+        python_name = field.python_name
+        if resolver is None:
+            found = lambda obj, attr=python_name: getattr(obj, attr)
+        elif not resolver.arguments and resolver.info_parameter is None and not resolver.is_async:
+            func = resolver.wrapped_func
+            if callable(func) and not isinstance(func, (staticmethod, classmethod)):
+                found = func
+        break
+    _READERS[key] = found
+    return found
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def is_prefetched(source: Any) -> bool:
+    """A post with its values loaded, or a feed connection / edge marked by FeedConnection.load."""
+    return getattr(source, "loaded", None) is not None or getattr(source, "prefetched", False) is True
+
+
+# One field of a plan: response key, field name, and the completer of its value.
+_Entry = tuple[str, str, Callable[[Any], Any]]
+
+
+class PrefetchedCompletion:
+    """Mixed into the executor: `collect_subfields` is graphql-core's (memoised per selection).
+
+    Each collected selection is turned into a plan once per operation (its
+    fields' names and completers), then run for every post of the page.
+    """
+
+    collect_subfields: Callable[..., Any]
+    _prefetch_plans: dict[int, tuple[Any, list[_Entry] | None]]
+
+    def render_prefetched(self, parent_type: GraphQLObjectType, source: Any, grouped: Any) -> dict[str, Any]:
+        """The completed value of `source`'s collected fields; raises Fallback when it cannot be done here."""
+        plan = self._plan(parent_type, grouped)
+        out: dict[str, Any] = {}
+        loaded = getattr(source, "loaded", None)
+        cls = type(source)
+        for key, name, complete in plan:
+            if name == "__typename":
+                out[key] = parent_type.name
+                continue
+            if loaded is not None and name in loaded:
+                value = loaded[name]
+            else:
+                read = _reader(cls, name)
+                if read is None:
+                    raise Fallback
+                value = read(source)
+            out[key] = complete(value)
+        return out
+
+    def _plan(self, parent_type: GraphQLObjectType, grouped: Any) -> list[_Entry]:
+        plans = self.__dict__.setdefault("_prefetch_plans", {})
+        cached = plans.get(id(grouped))
+        if cached is not None and cached[0] is grouped:
+            if cached[1] is None:
+                raise Fallback
+            return cached[1]
+        plan: list[_Entry] | None = []
+        try:
+            for key, details in grouped.items():
+                node = details[0].node
+                if node.arguments or any(
+                    d.defer_usage is not None or d.fragment_variable_values is not None for d in details
+                ):
+                    raise Fallback
+                name = node.name.value
+                if name == "__typename":
+                    plan.append((key, name, _identity))  # type: ignore[union-attr]
+                    continue
+                field = parent_type.fields.get(name)
+                if field is None:
+                    raise Fallback
+                plan.append((key, name, self._completer(field.type, details)))  # type: ignore[union-attr]
+        except Fallback:
+            plan = None
+        plans[id(grouped)] = (grouped, plan)  # the grouped set is kept alive, so its id is not reused
+        if plan is None:
+            raise Fallback
+        return plan
+
+    def _completer(self, return_type: GraphQLOutputType, details: Any) -> Callable[[Any], Any]:
+        """graphql-core's completion of one value of `return_type`, for the values a prefetched page holds."""
+        non_null = isinstance(return_type, GraphQLNonNull)
+        inner: Any = return_type.of_type if non_null else return_type  # type: ignore[union-attr]
+
+        def nullable(complete: Callable[[Any], Any]) -> Callable[[Any], Any]:
+            def run(value: Any) -> Any:
+                if value is None:
+                    if non_null:
+                        raise Fallback  # the normal path raises the non-null error
+                    return None
+                return complete(value)
+            return run
+
+        if isinstance(inner, GraphQLList):
+            item = self._completer(inner.of_type, details)
+
+            def complete_list(value: Any) -> Any:
+                if not isinstance(value, list):
+                    raise Fallback
+                return [item(v) for v in value]
+            return nullable(complete_list)
+        if is_leaf_type(inner):
+            serialize = inner.serialize
+
+            def complete_leaf(value: Any) -> Any:
+                serialized = serialize(value)
+                if serialized is Undefined or serialized is None:
+                    raise Fallback
+                return serialized
+            return nullable(complete_leaf)
+        if isinstance(inner, GraphQLObjectType):
+            def complete_object(value: Any) -> Any:
+                definition = getattr(type(value), "__strawberry_definition__", None)
+                if definition is None or definition.name != inner.name:
+                    raise Fallback
+                grouped, new_defer_usages, _forbidden = self.collect_subfields(inner, details)
+                if new_defer_usages:
+                    raise Fallback
+                return self.render_prefetched(inner, value, grouped)
+            return nullable(complete_object)
+
+        def abstract(value: Any) -> Any:
+            raise Fallback  # interfaces and unions: the normal path resolves the type
+        return abstract
+
+
+def _identity(value: Any) -> Any:
+    return value

@@ -1,0 +1,44 @@
+"""`open_timeline` answers exactly as serving_floor, has_timeline and read_page called one after the other."""
+
+import uuid
+
+import asyncpg
+import redis.asyncio as aioredis
+
+from feedfabric.feeds import timelines
+from feedfabric.ids import new_id
+
+
+async def separately(pool: asyncpg.Pool, redis: aioredis.Redis, member: uuid.UUID, after: str | None,
+                     count: int) -> timelines.OpenedTimeline:
+    floor = await timelines.serving_floor(pool, redis)
+    if not await timelines.has_timeline(redis, member):
+        return timelines.OpenedTimeline(floor, None)
+    return timelines.OpenedTimeline(floor, await timelines.read_page(redis, member, after, count, floor))
+
+
+async def test_open_timeline_matches_the_separate_calls(pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+    member = uuid.uuid4()
+    # Unsettled run: open_timeline settles it, as serving_floor would.
+    assert await timelines.open_timeline(pool, redis, member, None, 5) == timelines.OpenedTimeline(None, None)
+    ids = sorted((str(new_id()) for _ in range(12)), reverse=True)
+    await redis.zadd(timelines.feed_key(member), {i: timelines.score_of(uuid.UUID(i)) for i in ids})
+    for after, count in ((None, 5), (ids[3], 5), (ids[9], 5), (ids[-1], 5), (str(uuid.uuid4()), 5)):
+        opened = await timelines.open_timeline(pool, redis, member, after, count)
+        assert opened == await separately(pool, redis, member, after, count)
+    first = await timelines.open_timeline(pool, redis, member, None, 5)
+    assert first.page == timelines.TimelinePage(ids[:5], True)
+    missing = await timelines.open_timeline(pool, redis, member, str(uuid.uuid4()), 5)
+    assert missing.page == timelines.TimelinePage([], False)
+
+
+async def test_open_timeline_applies_the_floor(pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+    member = uuid.uuid4()
+    ids = sorted((str(new_id()) for _ in range(6)), reverse=True)
+    await redis.zadd(timelines.feed_key(member), {i: timelines.score_of(uuid.UUID(i)) for i in ids})
+    await timelines.serving_floor(pool, redis)
+    await redis.hset(timelines.EPOCH_KEY, "floor", ids[2])  # as a later, unsettled-then-settled run records it
+    opened = await timelines.open_timeline(pool, redis, member, None, 10)
+    assert opened.floor == ids[2]
+    assert opened.page == timelines.TimelinePage(ids[:2], True)
+    assert opened == await separately(pool, redis, member, None, 10)

@@ -1,0 +1,86 @@
+"""auth.TokenCache: verified tokens are not re-verified, but never outlive their expiry or their secret."""
+
+import time
+
+import jwt
+import pytest
+
+from feedfabric import auth
+from feedfabric.auth import TokenCache, issue_token
+from feedfabric.errors import Unauthenticated
+
+SECRET = "s3cret"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    calls: list[str] = []
+    verify = auth._verify
+
+    def counted(secret: str, token: str) -> tuple[auth.Claims, float]:
+        calls.append(token)
+        return verify(secret, token)
+
+    monkeypatch.setattr(auth, "_verify", counted)
+    return calls
+
+
+def test_a_token_is_verified_once_while_valid(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = counting(monkeypatch)
+    cache = TokenCache()
+    token = issue_token(SECRET, "maya", admin=True)
+    for _ in range(3):
+        claims = cache.decode(SECRET, token)
+        assert (claims.external_id, claims.is_admin) == ("maya", True)
+    assert len(calls) == 1
+
+
+def test_a_cached_token_is_refused_once_expired(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    cache = TokenCache(clock=clock)
+    token = issue_token(SECRET, "maya", ttl=60)
+    assert cache.decode(SECRET, token).external_id == "maya"
+    clock.now += 59
+    assert cache.decode(SECRET, token).external_id == "maya"
+    clock.now += 2  # past exp by the cache's clock: the entry goes, and PyJWT (real clock) decides afresh
+    monkeypatch.setattr(auth.jwt, "decode", lambda *a, **k: (_ for _ in ()).throw(jwt.ExpiredSignatureError()))
+    with pytest.raises(Unauthenticated, match="expired"):
+        cache.decode(SECRET, token)
+    assert len(cache) == 0
+
+
+def test_an_expired_token_is_never_cached() -> None:
+    cache = TokenCache()
+    with pytest.raises(Unauthenticated, match="expired"):
+        cache.decode(SECRET, issue_token(SECRET, "maya", ttl=-5))
+    assert len(cache) == 0
+
+
+def test_a_token_is_checked_against_each_secret() -> None:
+    cache = TokenCache()
+    token = issue_token(SECRET, "maya")
+    assert cache.decode(SECRET, token).external_id == "maya"
+    with pytest.raises(Unauthenticated, match="invalid"):
+        cache.decode("another-secret", token)
+    with pytest.raises(Unauthenticated, match="invalid"):
+        cache.decode(SECRET, token[:-2] + ("AA" if not token.endswith("AA") else "BB"))
+
+
+def test_the_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = counting(monkeypatch)
+    cache = TokenCache(max_entries=3)
+    tokens = [issue_token(SECRET, f"m{i}") for i in range(5)]
+    for token in tokens:
+        cache.decode(SECRET, token)
+    assert len(cache) == 3
+    cache.decode(SECRET, tokens[-1])  # still held
+    assert len(calls) == 5
+    cache.decode(SECRET, tokens[0])  # evicted: verified again
+    assert len(calls) == 6
