@@ -9,9 +9,13 @@ much later; it set the realtime benchmark's p99 (docs/benchmarks.md).
 - What exists before serving (modules, the schema, settings: about 95,000
   objects) lives as long as the process, so it is frozen out of every
   collection (`gc.freeze`).
-- Young collections run every 50,000 net allocations instead of 700. Full
+- Young collections run every 10,000 net allocations instead of 700. Full
   collections follow young ones (at most one per 100), so they come about
-  70 times less often; short-lived cycles wait a little longer to be freed.
+  14 times less often; short-lived cycles wait a little longer to be freed.
+  At 50,000 a young collection freeing GraphQL pages' cycles (about 370
+  objects a page) paused the loop 52-75 ms and set the home feed's p99
+  (76-93 ms at 80 pages/s, against 29-40 ms at 10,000); the realtime
+  figures are the same at both (docs/benchmarks.md).
 
 Only `feedfabric api` and `feedfabric dev` call this, after importing the
 app and before serving; tests and other processes keep Python's defaults.
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import gc
 
-YOUNG_THRESHOLD = 50_000
+YOUNG_THRESHOLD = 10_000
 
 
 def tune_for_serving() -> None:
