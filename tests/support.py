@@ -91,3 +91,19 @@ async def make_api(settings: Settings) -> AsyncIterator[Api]:
     async with app.router.lifespan_context(app):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
             yield Api(client, settings)
+
+
+async def feed_world(api: Api, first_post: str = "hello #news") -> str:
+    """A reader following two members: two posts, the first liked, commented on and reposted; returns the reader."""
+    reader = await api.member("reader")
+    author = await api.member("author")
+    other = await api.member("other")
+    await api.follow(reader, "author")
+    await api.follow(reader, "other")
+    first = await api.post(author, first_post)
+    await api.post(author, "plain")
+    await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": first}, token=reader)
+    await api.gql("mutation($p: ID!, $c: String!) { addComment(postId: $p, content: $c) { id } }",
+                  {"p": first, "c": "nice"}, token=other)
+    await api.gql("mutation($p: ID!) { repost(postId: $p) { id } }", {"p": first}, token=other)
+    return reader

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from feedfabric.schema import types
-from tests.support import Api
+from tests.support import Api, feed_world
 
 FIELDS = """id content status tags likeCount commentCount viewerHasLiked
   author { username displayName } media { id }
@@ -17,23 +17,8 @@ fragment Head on Post { id author { username } }""" % FIELDS
 SINGLE = "query($id: ID!) { post(id: $id) { %s } }" % FIELDS
 
 
-async def _world(api: Api) -> str:
-    reader = await api.member("reader")
-    author = await api.member("author")
-    other = await api.member("other")
-    await api.follow(reader, "author")
-    await api.follow(reader, "other")
-    first = await api.post(author, "hello #news")
-    await api.post(author, "plain")
-    await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": first}, token=reader)
-    await api.gql("mutation($p: ID!, $c: String!) { addComment(postId: $p, content: $c) { id } }",
-                  {"p": first, "c": "nice"}, token=other)
-    await api.gql("mutation($p: ID!) { repost(postId: $p) { id } }", {"p": first}, token=other)
-    return reader
-
-
 async def test_a_feed_page_answers_as_each_post_would_alone(api: Api) -> None:
-    reader = await _world(api)
+    reader = await feed_world(api)
     page = [e["node"] for e in (await api.gql(PLAIN, token=reader))["homeFeed"]["edges"]]
     assert len(page) == 3
     alone = [(await api.gql(SINGLE, {"id": p["id"]}, token=reader))["post"] for p in page]
@@ -45,7 +30,7 @@ async def test_a_feed_page_answers_as_each_post_would_alone(api: Api) -> None:
 
 
 async def test_fields_selected_through_fragments_are_loaded_too(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
-    reader = await _world(api)
+    reader = await feed_world(api)
     seen: list[set[str]] = []
     node_fields = types._node_fields
     monkeypatch.setattr(types, "_node_fields", lambda info: seen.append(node_fields(info)) or seen[-1])

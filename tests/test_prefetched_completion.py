@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from feedfabric.schema import prefetched
-from tests.support import Api
+from tests.support import Api, feed_world
 
 BENCH = """query Home($first: Int) { homeFeed(first: $first) { source pageInfo { hasNextPage endCursor }
   edges { cursor node { id content status createdAt updatedAt tags likeCount commentCount viewerHasLiked
@@ -26,24 +26,9 @@ SHAPES = [
 ]
 
 
-async def _world(api: Api) -> str:
-    reader = await api.member("reader")
-    author = await api.member("author")
-    other = await api.member("other")
-    await api.follow(reader, "author")
-    await api.follow(reader, "other")
-    first = await api.post(author, "hello #news @reader")
-    await api.post(author, "plain")
-    await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": first}, token=reader)
-    await api.gql("mutation($p: ID!, $c: String!) { addComment(postId: $p, content: $c) { id } }",
-                  {"p": first, "c": "nice"}, token=other)
-    await api.gql("mutation($p: ID!) { repost(postId: $p) { id } }", {"p": first}, token=other)
-    return reader
-
-
 @pytest.mark.parametrize("query", SHAPES)
 async def test_direct_completion_answers_as_graphql_core(api: Api, monkeypatch: pytest.MonkeyPatch, query: str) -> None:
-    reader = await _world(api)
+    reader = await feed_world(api, "hello #news @reader")
     direct: list[bool] = []
     render = prefetched.PrefetchedCompletion.render_prefetched
 
