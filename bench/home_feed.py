@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -41,6 +42,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -172,6 +174,44 @@ async def member_names(database_url: str) -> list[str]:
         return [r[0] for r in await conn.fetch("SELECT external_id FROM members ORDER BY id")]
     finally:
         await conn.close()
+
+
+@contextlib.asynccontextmanager
+async def in_process_pages(
+    database_url: str, kind: str, before_serving: Callable[[], None] | None = None
+) -> AsyncIterator[Callable[[int], Awaitable[None]]]:
+    """The app in this process through httpx's ASGI transport (no uvicorn, no network), warmed by 50 pages.
+
+    Yields `page(i)`, which reads the first home page of one of 200 members
+    (the i-th, round robin) through GraphQL or REST (`kind`), so profiles and
+    pause measurements see what the page itself costs. `before_serving` runs
+    after the app is made and before its lifespan starts, as the API's does.
+    """
+    import httpx
+
+    from feedfabric.app import create_app
+
+    names = await member_names(database_url)
+    viewers = random.Random(7).sample(names, min(200, len(names)))
+    settings = Settings(database_url=database_url, redis_url=os.environ["REDIS_URL"],
+                        feedfabric_jwt_secret=SECRET, rate_limit_operations=10**9, log_level="WARNING")
+    app = create_app(settings)
+    if before_serving is not None:
+        before_serving()
+    body = {"query": GRAPHQL, "operationName": "Home", "variables": {"first": PAGE}}
+    headers = [{"Authorization": f"Bearer {issue_token(SECRET, n, ttl=7200)}"} for n in viewers]
+    transport = httpx.ASGITransport(app=app)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://b") as http:
+        async def page(i: int) -> None:
+            if kind == "graphql":
+                response = await http.post("/graphql", json=body, headers=headers[i % len(headers)])
+            else:
+                response = await http.get(f"/userfeed/home?limit={PAGE}", headers=headers[i % len(headers)])
+            response.raise_for_status()
+
+        for i in range(50):  # caches, prepared statements, the pool
+            await page(i)
+        yield page
 
 
 async def settle_run(conn: asyncpg.Connection, redis: aioredis.Redis) -> None:
