@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import weakref
+from typing import Any
 
 import pytest
+from starlette.websockets import WebSocket, WebSocketState
+from strawberry.http.exceptions import WebSocketDisconnected
+from uvicorn.protocols.utils import ClientDisconnected
 
 from feedfabric.realtime.mailbox import Mailbox
-from feedfabric.realtime.wsprotocol import LeanWebSocketProtocol, _Flag
+from feedfabric.realtime.sockets import WebSocketAdapter
+from feedfabric.realtime.wsprotocol import SCOPE_KEY, LeanWebSocketProtocol, _Flag, protocol_of
 from feedfabric.settings import Settings
 from tests.realtime_support import TRANSPORT_WS, serve, ws_client
 
@@ -57,6 +63,45 @@ async def test_sockets_are_served_by_the_lean_protocol_without_the_handshake(set
             open_sockets = [c for c in server.connections if isinstance(c, LeanWebSocketProtocol) and not c.disconnected]
             assert len(open_sockets) == 1
             assert open_sockets[0].request is None and open_sockets[0].response is None
+            assert protocol_of(open_sockets[0].scope) is open_sockets[0]
             # websockets' handshake parser still holds the request (a local of its suspended frame), emptied
             handshake = open_sockets[0].conn.parser.gi_frame.f_locals.get("request")
             assert handshake is not None and not handshake.headers
+
+
+class _Protocol:
+    """Stands in for the server protocol under a socket's scope."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.sent: list[Any] = []
+
+    async def send(self, message: Any) -> None:
+        if self.fail:
+            raise ClientDisconnected()
+        self.sent.append(message)
+
+
+def _adapter(protocol: _Protocol) -> tuple[WebSocketAdapter, WebSocket]:
+    async def chain_send(message: Any) -> None:
+        raise AssertionError("the ASGI send chain was used")
+
+    scope = {"type": "websocket", SCOPE_KEY: weakref.ref(protocol)}
+    ws = WebSocket(scope, receive=None, send=chain_send)  # type: ignore[arg-type]
+    ws.application_state = WebSocketState.CONNECTED
+    return WebSocketAdapter(None, ws, ws), ws  # type: ignore[arg-type]
+
+
+async def test_pre_encoded_messages_go_straight_to_the_server_protocol() -> None:
+    protocol = _Protocol()
+    adapter, _ = _adapter(protocol)
+    await adapter.send_encoded('{"type":"next"}')
+    assert protocol.sent == [{"type": "websocket.send", "text": '{"type":"next"}'}]
+
+
+async def test_a_client_gone_mid_send_is_a_disconnect_as_through_starlette() -> None:
+    protocol = _Protocol(fail=True)  # held: the scope's reference is weak
+    adapter, ws = _adapter(protocol)
+    with pytest.raises(WebSocketDisconnected):
+        await adapter.send_encoded("{}")
+    assert ws.application_state is WebSocketState.DISCONNECTED

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from strawberry.extensions import SchemaExtension
 from strawberry.http.base import BaseView
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import Operation
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
@@ -66,18 +68,44 @@ class _Op:
         self.id = op_id
 
 
+class _Reporting(SchemaExtension):
+    """An extension whose results may change from one message to the next."""
+
+    def __init__(self, results: dict[str, Any]) -> None:
+        self.results = results
+
+    def get_results(self) -> dict[str, Any]:
+        return self.results
+
+
+class _Settled(_Reporting):
+    settled_results = True
+
+
 class _Runner:
-    def __init__(self, extensions: dict[str, Any]) -> None:
-        self.extensions = extensions
+    """As Strawberry's runner: each extension's results, merged."""
+
+    def __init__(self, *extensions: SchemaExtension) -> None:
+        self.extensions = list(extensions)
+        self.asked = 0
 
     async def get_extensions_results(self, ctx: Any) -> dict[str, Any]:
-        return self.extensions
+        self.asked += 1
+        merged: dict[str, Any] = {}
+        for extension in self.extensions:
+            merged.update(extension.get_results())
+        return merged
+
+
+def _live(protocol: str, op_id: str, runner: _Runner) -> tuple[LiveOperation, _Socket]:
+    socket = _Socket(protocol)
+    live = LiveOperation(socket, op_id)
+    live.runner, live.execution_context = runner, SimpleNamespace(extensions_results={})  # type: ignore[assignment]
+    return live, socket
 
 
 async def _live_text(protocol: str, op_id: str, extensions: dict[str, Any]) -> str:
-    socket = _Socket(protocol)
-    live = LiveOperation(socket, op_id)
-    live.runner, live.execution_context = _Runner(extensions), object()  # type: ignore[assignment]
+    live, socket = _live(protocol, op_id, _Runner(_Settled(extensions)))
     assert await live.send_data(socket.encode_json(DATA))
     return socket.sent[0]
 
@@ -88,3 +116,30 @@ async def _live_text(protocol: str, op_id: str, extensions: dict[str, Any]) -> s
 async def test_pre_encoded_message_is_what_strawberry_sends(protocol: str, extensions: dict[str, Any], op_id: str) -> None:
     expected = await _strawberry_text(protocol, op_id, ExecutionResult(data=DATA, errors=None, extensions=extensions))
     assert await _live_text(protocol, op_id, extensions) == expected
+
+
+async def test_settled_extension_results_are_asked_and_encoded_once_per_operation() -> None:
+    runner = _Runner(_Settled(EXTENSIONS), SchemaExtension(execution_context=None))  # type: ignore[arg-type]
+    live, socket = _live(TRANSPORT_WS, "1", runner)
+    for _ in range(3):
+        assert await live.send_data(socket.encode_json(DATA))
+    assert runner.asked == 1
+    assert len(set(socket.sent)) == 1 and '"remaining":587' in socket.sent[0]
+
+
+async def test_results_of_an_extension_that_may_change_are_asked_for_every_message() -> None:
+    changing = _Reporting({"progress": 1})
+    runner = _Runner(_Settled(EXTENSIONS), changing)
+    live, socket = _live(TRANSPORT_WS, "1", runner)
+    assert await live.send_data(socket.encode_json(DATA))
+    changing.results = {"progress": 2}
+    assert await live.send_data(socket.encode_json(DATA))
+    assert runner.asked == 2
+    assert '"progress":1' in socket.sent[0] and '"progress":2' in socket.sent[1]
+
+
+def test_the_schemas_reporting_extensions_declare_their_results_settled() -> None:
+    from feedfabric.schema import schema
+
+    reporting = [e for e in schema.get_extensions() if type(e).get_results is not SchemaExtension.get_results]
+    assert reporting and all(getattr(e, "settled_results", False) for e in reporting)

@@ -13,9 +13,17 @@ each subscriber's message is assembled around it: the protocol's head
 (`{"id":"1","type":"next","payload":{"data":` for graphql-transport-ws,
 `{"type":"data","id":"1","payload":{"data":` for graphql-ws, made by
 encoding the real message with `data` null, so by the same encoder) and the
-operation's `extensions`, asked from Strawberry's extension runner for every
-message exactly as Strawberry does. The text is what Strawberry would have
-sent, byte for byte (tests/test_realtime_live.py). It is only used for
+operation's `extensions`, asked from Strawberry's extension runner as
+Strawberry does. The text is what Strawberry would have sent, byte for byte
+(tests/test_realtime_live.py).
+
+Asking the runner and encoding its answer was a third of the per-event cost
+(py-spy, 1,000 subscribers). The schema's extensions report what they settled
+when the operation executed (its cost, the rate-limit window it was counted
+in), so their answer is the same for every message of a subscription; an
+extension says so with `settled_results = True` (one that reports nothing
+need not), and when all of them do, the encoded `extensions` are kept for the
+operation's life after its first message. It is only used for
 results that are shared and error-free, for which every per-result hook of
 the schema's extensions does nothing (the error masking has no errors to
 mask); any other event takes the full pipeline.
@@ -33,6 +41,7 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Any, Protocol
 
+from strawberry.extensions import SchemaExtension
 from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.types import ExecutionContext
 
@@ -58,12 +67,13 @@ class LiveOperation:
     """One operation of one socket. Small (it is made for every subscription, idle ones included):
     the message head is made on first use, the extension results come from the operation's runner."""
 
-    __slots__ = ("_head", "_socket", "_target", "execution_context", "runner")
+    __slots__ = ("_head", "_socket", "_tail", "_target", "execution_context", "runner")
 
     def __init__(self, socket: LiveSocket, target: Any) -> None:
         self._socket = socket
         self._target = target
         self._head: str | None = None
+        self._tail: str | None = None  # the message's end, once the extensions' results are settled
         # Set by the schema when it starts this operation (feedfabric.schema.FeedFabricSchema).
         self.runner: SchemaExtensionsRunner | None = None
         self.execution_context: ExecutionContext | None = None
@@ -83,13 +93,26 @@ class LiveOperation:
         """The whole result message for an error-free result whose `data` encodes to `data_json`."""
         if self.runner is None or self.execution_context is None:
             return None
-        extensions = await self.runner.get_extensions_results(self.execution_context)
-        tail = ',"extensions":' + self.encode(extensions) + "}}" if extensions else "}}"
+        tail = self._tail
+        if tail is None:
+            extensions = await self.runner.get_extensions_results(self.execution_context)
+            tail = ',"extensions":' + self.encode(extensions) + "}}" if extensions else "}}"
+            if results_settled(self.runner, self.execution_context):
+                self._tail = tail
         return self._message_head() + data_json + tail
 
     async def send_data(self, data_json: str) -> bool:
         message = await self.message(data_json)
         return message is not None and await self._socket.send_encoded_result(self._target, message)
+
+
+def results_settled(runner: SchemaExtensionsRunner, execution_context: ExecutionContext) -> bool:
+    """True when the operation's extension results can no longer change: every extension either reports
+    nothing or declares `settled_results`, and nothing else was added to the execution's results."""
+    return not execution_context.extensions_results and all(
+        getattr(extension, "settled_results", False) or type(extension).get_results is SchemaExtension.get_results
+        for extension in runner.extensions
+    )
 
 
 async def send_shared(live: LiveOperation | None, renders: SharedRenders, operation: Any,

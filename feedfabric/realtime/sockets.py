@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from starlette.websockets import WebSocketDisconnect
+from starlette.websockets import WebSocketDisconnect, WebSocketState
 from strawberry.asgi import ASGIWebSocketAdapter
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.http.exceptions import WebSocketDisconnected
@@ -31,6 +31,7 @@ from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWS
 
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.realtime.live import LIVE_OPERATION, LiveOperation
+from feedfabric.realtime.wsprotocol import protocol_of
 
 if TYPE_CHECKING:
     from feedfabric.context import Context
@@ -64,9 +65,20 @@ class WebSocketAdapter(ASGIWebSocketAdapter):
     """Strawberry's ASGI socket adapter, plus sending a message that is already JSON text."""
 
     async def send_encoded(self, text: str) -> None:
-        """As `send_json` does after encoding, including its disconnect error."""
+        """As `send_json` does after encoding, including its disconnect error. On an accepted socket of
+        ours the message goes to the server protocol's own `send` (feedfabric.realtime.wsprotocol), which
+        is where the ASGI send chain ends; Starlette's own state rules apply as in `WebSocket.send`."""
+        ws = self.ws
+        protocol = protocol_of(ws.scope) if ws.application_state is WebSocketState.CONNECTED else None
         try:
-            await self.ws.send_text(text)
+            if protocol is None:
+                await ws.send_text(text)
+                return
+            try:
+                await protocol.send({"type": "websocket.send", "text": text})
+            except OSError:
+                ws.application_state = WebSocketState.DISCONNECTED
+                raise WebSocketDisconnect(code=1006) from None
         except WebSocketDisconnect as exc:
             raise WebSocketDisconnected from exc
 

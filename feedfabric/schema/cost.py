@@ -141,6 +141,9 @@ def operation_cost(schema: GraphQLSchema, document: DocumentNode, operation_name
 class QueryCost(SchemaExtension):
     """Computes the cost after validation, refuses it above the limit and reports it in every response."""
 
+    # What get_results reports is fixed once on_execute has run (feedfabric.realtime.live).
+    settled_results = True
+
     def __init__(self) -> None:
         self.cost: int | None = None
 
