@@ -21,17 +21,21 @@ class PostVisibility:
     # post_visible for any viewer but its author, and for its author: a held post differs.
     public: bool
     to_author: bool
+    tags: list[str]
 
 
 async def posts_with_visibility(conn: Executor, post_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, PostVisibility]:
     rows = await conn.fetch(
         f"""SELECT {_COLUMNS},
                    post_visible(status, author_id, repost_of, NULL) AS public,
-                   post_visible(status, author_id, repost_of, author_id) AS to_author
+                   post_visible(status, author_id, repost_of, author_id) AS to_author,
+                   ARRAY(SELECT t.tag FROM post_tags t WHERE t.post_id = posts.id ORDER BY t.tag) AS tags
             FROM posts WHERE id = ANY($1::uuid[])""",
         list(post_ids),
     )
-    return {r["id"]: PostVisibility(Post.of(r), bool(r["public"]), bool(r["to_author"])) for r in rows}
+    return {
+        r["id"]: PostVisibility(Post.of(r), bool(r["public"]), bool(r["to_author"]), list(r["tags"])) for r in rows
+    }
 
 
 async def connected_followers(

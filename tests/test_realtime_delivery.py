@@ -1,0 +1,68 @@
+"""The realtime consumer's delivery: who gets a new post, and the rows its subscribers render it from."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+
+from feedfabric.db.loaders import make_loaders
+from feedfabric.events import Event
+from feedfabric.realtime.delivery import deliver
+from feedfabric.realtime.hub import Channel, Hub
+from feedfabric.settings import Settings
+from tests.support import feed_world, make_api
+
+
+class _NoDatabase:
+    """A pool that must not be used: primed loaders answer without a statement."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the primed loaders queried the database ({name})")
+
+
+def _created(post_id: uuid.UUID) -> Event:
+    return Event(event_id=1, type="PostCreated", key=str(post_id), version=1, data={"postId": str(post_id)})
+
+
+async def _member(pool: asyncpg.Pool, username: str) -> uuid.UUID:
+    return await pool.fetchval("SELECT id FROM members WHERE username = $1", username)  # type: ignore[no-any-return]
+
+
+async def _loaded(loaders: Any, post_id: uuid.UUID) -> dict[str, Any]:
+    post = await loaders.post.load(post_id)
+    return {
+        "post": post,
+        "author": await loaders.member.load(post.author_id),
+        "tags": await loaders.tags.load(post_id),
+        "media": [dict(m) for m in await loaders.media.load(post_id)],
+        "likes": await loaders.like_count.load(post_id),
+        "comments": await loaders.comment_count.load(post_id),
+    }
+
+
+async def test_a_live_repost_is_rendered_from_primed_rows_equal_to_a_fresh_load(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    async with make_api(settings) as api:
+        await feed_world(api)  # "other" reposts author's liked, commented, tagged first post; reader follows other
+    repost_id = await pool.fetchval("SELECT id FROM posts WHERE repost_of IS NOT NULL")
+    original_id = await pool.fetchval("SELECT repost_of FROM posts WHERE id = $1", repost_id)
+    hub = Hub()
+    reader = hub.add(Channel.TIMELINE, await _member(pool, "reader"))
+    stranger = hub.add(Channel.TIMELINE, await _member(pool, "author"))  # follows nobody; not the reposter
+
+    assert await deliver(pool, hub, [_created(repost_id)]) == 1
+    assert len(stranger.queue) == 0
+    item = await reader.next()
+    assert item.post.id == repost_id and item.original is not None and item.original.id == original_id
+
+    primed = make_loaders(_NoDatabase(), None)  # type: ignore[arg-type]
+    item.prime(primed)
+    fresh = make_loaders(pool, None)
+    for post_id in (repost_id, original_id):
+        assert await _loaded(primed, post_id) == await _loaded(fresh, post_id)
+    assert await primed.visible_post.load(original_id) == item.original
+    original = await _loaded(primed, original_id)
+    assert original["tags"] == ["news"] and original["likes"] == 1 and original["comments"] == 1
