@@ -45,14 +45,20 @@ async def connected_followers(
 
     Bounded by the members connected to this process, not by the authors'
     follower counts, so a celebrity's post costs the same as anyone's here.
+    One query per target type, so every condition is an index condition (the
+    connected IDs are probed in the target index, or the primary key): with one
+    `OR` of the two the connected IDs were only a filter, 14-20 ms for 1,000
+    connected followers among 400,000 follows, now 2-3 ms (4.5 ms when the
+    author has 20,000 followers).
     """
     if not connected or (not author_ids and not tags):
         return []
     rows = await conn.fetch(
         """SELECT follower_id, target_type, target_id FROM follows
-           WHERE follower_id = ANY($1::uuid[])
-             AND ((target_type = 'member' AND target_id = ANY($2::text[]))
-               OR (target_type = 'tag' AND target_id = ANY($3::text[])))""",
+            WHERE follower_id = ANY($1::uuid[]) AND target_type = 'member' AND target_id = ANY($2::text[])
+           UNION ALL
+           SELECT follower_id, target_type, target_id FROM follows
+            WHERE follower_id = ANY($1::uuid[]) AND target_type = 'tag' AND target_id = ANY($3::text[])""",
         list(connected), [str(a) for a in author_ids], list(tags),
     )
     return [(r["follower_id"], r["target_type"], r["target_id"]) for r in rows]
