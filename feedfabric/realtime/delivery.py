@@ -60,19 +60,19 @@ class TimelineItem:
         if self.extras is None:
             return
         original = self.original
-        for post in [self.post] + ([original] if original else []):
-            extras = self.extras.extras.get(post.id)
+        if original is not None:
+            loaders.post.prime(original.id, original)
+            loaders.visible_post.prime(original.id, original)
+        for post_id in [self.post.id] + ([original.id] if original else []):
+            extras = self.extras.extras.get(post_id)
             if extras is None:
                 continue
-            loaders.post.prime(post.id, post)
-            loaders.tags.prime(post.id, extras.tags)
-            loaders.media.prime(post.id, extras.media)
-            loaders.like_count.prime(post.id, extras.like_count)
-            loaders.comment_count.prime(post.id, extras.comment_count)
+            loaders.tags.prime(post_id, extras.tags)
+            loaders.media.prime(post_id, extras.media)
+            loaders.like_count.prime(post_id, extras.like_count)
+            loaders.comment_count.prime(post_id, extras.comment_count)
             if extras.author is not None:
                 loaders.member.prime(extras.author.id, extras.author)
-        if original is not None:
-            loaders.visible_post.prime(original.id, original)
 
 
 async def deliver(pool: asyncpg.Pool, hub: Hub, events: Sequence[Event]) -> int:
