@@ -235,6 +235,8 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
                   f"first receipt of each post: median {statistics.median(firsts):.1f} ms, max {max(firsts):.1f} ms")
             await close_all(conns)
             await asyncio.sleep(2)
+            if not args.idle:
+                return
 
             # Part 2: memory of IDLE idle subscriptions in the API process.
             before = rss_bytes(api.pid)

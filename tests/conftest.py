@@ -132,9 +132,15 @@ async def api(settings: Settings) -> AsyncIterator["Api"]:
 
 @pytest.fixture
 def fast_sends(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The `data` of every message sent pre-encoded (feedfabric.realtime.live), in order."""
+    """The `data` of every message sent pre-encoded (feedfabric.realtime.live), in order, whether by
+    the subscriber's task or by the hub itself (feedfabric.realtime.lane)."""
     sent: list[str] = []
     send_data = LiveOperation.send_data
+    send_now = LiveOperation.send_now
+
+    def counting_now(self: LiveOperation, data_json: str) -> None:
+        send_now(self, data_json)
+        sent.append(data_json)
 
     async def counting(self: LiveOperation, data_json: str) -> bool:
         done = await send_data(self, data_json)
@@ -143,4 +149,5 @@ def fast_sends(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return done
 
     monkeypatch.setattr(LiveOperation, "send_data", counting)
+    monkeypatch.setattr(LiveOperation, "send_now", counting_now)
     return sent

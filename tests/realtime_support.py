@@ -7,16 +7,20 @@ import contextlib
 import json
 import socket
 import time
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg
 import httpx
 import uvicorn
 from starlette.applications import Starlette
 from websockets.asyncio.client import ClientConnection, connect
 
 from feedfabric.app import create_app
+from feedfabric.db.outbox import add_event
+from feedfabric.ids import id_millis, new_id
 from feedfabric.realtime.consumer import RealtimeConsumer
 from feedfabric.realtime.hub import Hub
 from feedfabric.realtime.wsprotocol import serve_options
@@ -230,3 +234,21 @@ class StalledClient:
     def close(self) -> None:
         self.writer.close()
 
+
+async def bulk_posts(pool: asyncpg.Pool, author: uuid.UUID, count: int, size: int, shards: int) -> list[uuid.UUID]:
+    """Large posts with their PostCreated events, committed at once, to flood a socket quickly."""
+    ids = []
+    async with pool.acquire() as conn, conn.transaction():
+        for i in range(count):
+            post_id = new_id()
+            ids.append(post_id)
+            await conn.execute(
+                "INSERT INTO posts (id, author_id, content) VALUES ($1, $2, $3)", post_id, author, f"{i} " + "x" * size
+            )
+            await add_event(
+                conn, "PostCreated", str(post_id),
+                {"postId": str(post_id), "authorId": str(author), "createdAtMs": id_millis(post_id), "repostOf": None,
+                 "mentionedIds": []},
+                shards=shards,
+            )
+    return ids

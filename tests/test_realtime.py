@@ -12,8 +12,6 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from feedfabric.db.outbox import add_event
-from feedfabric.ids import id_millis, new_id
 from feedfabric.settings import Settings
 from tests import factories
 from tests.pipeline_support import relay, running
@@ -23,6 +21,7 @@ from tests.realtime_support import (
     PROTOCOLS,
     StalledClient,
     TRANSPORT_WS,
+    bulk_posts,
     serve,
     wait_subscribed,
     ws_client,
@@ -218,23 +217,6 @@ async def test_token_in_the_upgrade_header_is_accepted(settings: Settings) -> No
             assert (await ws.next_data())["homeTimeline"]["post"]["id"] == post_id
 
 
-async def _bulk_posts(pool: asyncpg.Pool, author: uuid.UUID, count: int, size: int, shards: int) -> list[uuid.UUID]:
-    """Large posts with their PostCreated events, committed at once, to flood a socket quickly."""
-    ids = []
-    async with pool.acquire() as conn, conn.transaction():
-        for i in range(count):
-            post_id = new_id()
-            ids.append(post_id)
-            await conn.execute(
-                "INSERT INTO posts (id, author_id, content) VALUES ($1, $2, $3)", post_id, author, f"{i} " + "x" * size
-            )
-            await add_event(
-                conn, "PostCreated", str(post_id),
-                {"postId": str(post_id), "authorId": str(author), "createdAtMs": id_millis(post_id), "repostOf": None,
-                 "mentionedIds": []},
-                shards=shards,
-            )
-    return ids
 
 
 async def test_a_slow_subscriber_is_cut_off_while_a_fast_one_keeps_receiving(settings: Settings, pool: asyncpg.Pool) -> None:
@@ -261,14 +243,14 @@ async def test_a_slow_subscriber_is_cut_off_while_a_fast_one_keeps_receiving(set
             while server.hub.stats.dropped_subscribers == 0:
                 assert time.monotonic() < deadline, "the slow subscriber was never cut off"
                 # Rounds smaller than the queue: a burst alone never overflows a reader that keeps up.
-                posted += await _bulk_posts(pool, alice_id, 8, 60_000, settings.outbox_shards)
+                posted += await bulk_posts(pool, alice_id, 8, 60_000, settings.outbox_shards)
                 # The fast one keeps up with everything, on time, however far behind the slow one is.
                 while len(received) < len(posted):
                     received.append((await fast.next_data(timeout=5))["homeTimeline"]["post"]["id"])
             assert sorted(received) == sorted(str(p) for p in posted)
             assert server.hub.subscriber_count() == 1
 
-            more = await _bulk_posts(pool, alice_id, 3, 10, settings.outbox_shards)
+            more = await bulk_posts(pool, alice_id, 3, 10, settings.outbox_shards)
             for _ in more:
                 received.append((await fast.next_data(timeout=5))["homeTimeline"]["post"]["id"])
             assert set(received[-3:]) == {str(p) for p in more}

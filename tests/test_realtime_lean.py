@@ -10,10 +10,11 @@ import pytest
 from starlette.websockets import WebSocket, WebSocketState
 from strawberry.http.exceptions import WebSocketDisconnected
 from uvicorn.protocols.utils import ClientDisconnected
+from websockets.frames import Frame, Opcode
 
 from feedfabric.realtime.mailbox import Mailbox
 from feedfabric.realtime.sockets import WebSocketAdapter
-from feedfabric.realtime.wsprotocol import SCOPE_KEY, LeanWebSocketProtocol, _Flag, protocol_of
+from feedfabric.realtime.wsprotocol import SCOPE_KEY, LeanWebSocketProtocol, _Flag, protocol_of, text_frame_header
 from feedfabric.settings import Settings
 from tests.realtime_support import TRANSPORT_WS, serve, ws_client
 
@@ -105,3 +106,9 @@ async def test_a_client_gone_mid_send_is_a_disconnect_as_through_starlette() -> 
     with pytest.raises(WebSocketDisconnected):
         await adapter.send_encoded("{}")
     assert ws.application_state is WebSocketState.DISCONNECTED
+
+
+@pytest.mark.parametrize("length", [0, 1, 125, 126, 65535, 65536, 70_000])
+def test_a_message_written_by_the_lane_is_framed_as_websockets_frames_it(length: int) -> None:
+    payload = "é".encode() * (length // 2) + b"x" * (length % 2)
+    assert text_frame_header(len(payload)) + payload == Frame(Opcode.TEXT, payload).serialize(mask=False, extensions=[])

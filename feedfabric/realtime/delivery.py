@@ -118,8 +118,7 @@ async def _deliver_posts(pool: asyncpg.Pool, hub: Hub, events: Sequence[Event]) 
                 recipients |= followers_of.get(("tag", tag), set())
         if seen.to_author:
             recipients.add(post.author_id)
-        for member_id in recipients:
-            delivered += hub.publish(Channel.TIMELINE, member_id, item)
+        delivered += await hub.publish_many(Channel.TIMELINE, recipients, item)
     return delivered
 
 

@@ -10,11 +10,13 @@ from its last cursor.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import partial
 from typing import Any
 
 from feedfabric import metrics
@@ -43,8 +45,19 @@ class Subscriber:
     member_id: uuid.UUID
     queue: Mailbox[Any] = field(default_factory=Mailbox)
     dropped: str | None = None
+    # Set by a live timeline stream whose items the hub may write itself (feedfabric.realtime.lane).
+    lane: Any = None
+    # While this subscriber renders an item others are parked on: sends it to them. Called when it
+    # asks for its next item (it is done with this one) or leaves.
+    release: Callable[[], None] | None = None
+
+    def let_go(self) -> None:
+        release, self.release = self.release, None
+        if release is not None:
+            release()
 
     async def next(self) -> Any:
+        self.let_go()
         item = await self.queue.get()
         if isinstance(item, _Dropped):
             raise SubscriberDropped(item.reason)
@@ -54,6 +67,8 @@ class Subscriber:
 @dataclass
 class HubStats:
     published: int = 0
+    direct: int = 0  # of them, written by the hub itself (feedfabric.realtime.lane)
+    renderers: int = 0  # subscribers woken to render an item for the others of their selection
     dropped_subscribers: int = 0
 
 
@@ -71,6 +86,8 @@ class Hub:
         return sub
 
     def remove(self, sub: Subscriber) -> None:
+        sub.lane = None
+        sub.let_go()
         members = self._subs[sub.channel]
         subs = members.get(sub.member_id)
         if subs is not None:
@@ -107,10 +124,61 @@ class Hub:
             if len(sub.queue) >= self.queue_size:
                 self._drop(sub, f"too slow: {self.queue_size} events undelivered; resubscribe with since=<last cursor>")
                 continue
-            sub.queue.put(item)
+            self._hand(sub, item)
             delivered += 1
         self.stats.published += delivered
         return delivered
+
+    async def publish_many(self, channel: Channel, member_ids: Iterable[uuid.UUID], item: Any) -> int:
+        """`publish` to each member. When one of them was woken to render the item for the others
+        (feedfabric.realtime.lane), it gets its turn right away: the rest then find the item rendered
+        and are written at once, rather than parked until every recipient has been handed it."""
+        delivered = 0
+        for member_id in member_ids:
+            renderers = self.stats.renderers
+            delivered += self.publish(channel, member_id, item)
+            if self.stats.renderers != renderers:
+                await asyncio.sleep(0)
+        return delivered
+
+    def _hand(self, sub: Subscriber, item: Any) -> None:
+        """Queues the item, or writes it past the subscriber's sleeping task (feedfabric.realtime.lane).
+
+        This runs for every recipient of every item, so the common cases come first and cheaply:
+        no lane; a lane and the item rendered; the item not rendered yet, when the first subscriber
+        is woken to render it and the rest are parked (checked for being writable when sent).
+        """
+        queue = sub.queue
+        lane = sub.lane
+        if lane is None or lane.key is None or not queue.idle():
+            queue.put(item)
+            return
+        data = lane.rendered(item)
+        if data is not None:
+            if lane.writable():
+                lane.send(item, data)
+                self.stats.direct += 1
+            else:
+                queue.put(item)
+        elif lane.park(item, sub):
+            queue.put(item, wake=False)
+        else:
+            sub.release = partial(self._unpark, lane, item)
+            self.stats.renderers += 1
+            queue.put(item)
+
+    def _unpark(self, lane: Any, item: Any) -> None:
+        """The item's first subscriber is done with it: the parked ones are sent it if it was rendered
+        for them and they still sleep; otherwise they are woken and take it as usual."""
+        for sub in lane.unpark(item):
+            other, queue = sub.lane, sub.queue
+            data = other.rendered(item) if other is not None and queue.waiting_on(item) else None
+            if data is not None and other.writable():
+                queue.clear()
+                other.send(item, data)
+                self.stats.direct += 1
+            else:
+                queue.wake()
 
     def _drop(self, sub: Subscriber, reason: str) -> None:
         self.remove(sub)

@@ -62,18 +62,26 @@ class LiveSocket(Protocol):
     async def send_encoded_result(self, target: Any, text: str) -> bool:
         """Writes the message for `target` as Strawberry would; False if the operation may send no more."""
 
+    def can_send_now(self, target: Any) -> bool:
+        """A message for `target` could be written right now, with nothing to wait for."""
+
+    def send_encoded_now(self, target: Any, parts: tuple[bytes, ...]) -> None:
+        """Writes the message for `target`, whose UTF-8 text is `parts` joined, at once; only after
+        `can_send_now` said it could."""
+
 
 class LiveOperation:
     """One operation of one socket. Small (it is made for every subscription, idle ones included):
     the message head is made on first use, the extension results come from the operation's runner."""
 
-    __slots__ = ("_head", "_socket", "_tail", "_target", "execution_context", "runner")
+    __slots__ = ("_head", "_now", "_socket", "_tail", "_target", "execution_context", "runner")
 
     def __init__(self, socket: LiveSocket, target: Any) -> None:
         self._socket = socket
         self._target = target
         self._head: str | None = None
         self._tail: str | None = None  # the message's end, once the extensions' results are settled
+        self._now: tuple[bytes, bytes] | None = None  # head and tail in UTF-8, for `send_now`
         # Set by the schema when it starts this operation (feedfabric.schema.FeedFabricSchema).
         self.runner: SchemaExtensionsRunner | None = None
         self.execution_context: ExecutionContext | None = None
@@ -91,6 +99,10 @@ class LiveOperation:
 
     async def message(self, data_json: str) -> str | None:
         """The whole result message for an error-free result whose `data` encodes to `data_json`."""
+        tail = await self._message_tail()
+        return None if tail is None else self._message_head() + data_json + tail
+
+    async def _message_tail(self) -> str | None:
         if self.runner is None or self.execution_context is None:
             return None
         tail = self._tail
@@ -99,11 +111,29 @@ class LiveOperation:
             tail = ',"extensions":' + self.encode(extensions) + "}}" if extensions else "}}"
             if results_settled(self.runner, self.execution_context):
                 self._tail = tail
-        return self._message_head() + data_json + tail
+        return tail
+
+    async def settle(self) -> None:
+        """Encodes the settled extension results now, when Strawberry sent the operation's first
+        messages itself, so they are ready for `send_now`."""
+        await self._message_tail()
 
     async def send_data(self, data_json: str) -> bool:
         message = await self.message(data_json)
         return message is not None and await self._socket.send_encoded_result(self._target, message)
+
+    def can_send_now(self) -> bool:
+        """A message can be made and written without awaiting anything: the extensions' results are
+        settled (so encoded once already) and the socket can take it (feedfabric.realtime.lane)."""
+        return self._tail is not None and self._socket.can_send_now(self._target)
+
+    def send_now(self, data: bytes) -> None:
+        """Writes the message whose `data` is the UTF-8 JSON `data` at once; only after `can_send_now`."""
+        now = self._now
+        if now is None:
+            assert self._tail is not None
+            now = self._now = (self._message_head().encode(), self._tail.encode())
+        self._socket.send_encoded_now(self._target, (now[0], data, now[1]))
 
 
 def results_settled(runner: SchemaExtensionsRunner, execution_context: ExecutionContext) -> bool:

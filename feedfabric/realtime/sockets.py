@@ -83,6 +83,21 @@ class WebSocketAdapter(ASGIWebSocketAdapter):
             raise WebSocketDisconnected from exc
 
 
+    def can_send_now(self) -> bool:
+        """`send_encoded` would write at once, with nothing to wait for."""
+        ws = self.ws
+        if ws.application_state is not WebSocketState.CONNECTED:
+            return False
+        protocol = protocol_of(ws.scope)
+        return protocol is not None and protocol.can_send_now()
+
+    def send_encoded_now(self, parts: tuple[bytes, ...]) -> None:
+        """`send_encoded` of the text whose UTF-8 is `parts` joined, as a plain call; only after `can_send_now`."""
+        protocol = protocol_of(self.ws.scope)
+        assert protocol is not None
+        protocol.send_text_now(parts)
+
+
 class _LiveSocket:
     """The LiveSocket parts both handlers share (feedfabric.realtime.live)."""
 
@@ -91,6 +106,9 @@ class _LiveSocket:
 
     def encode_json(self, value: Any) -> str:
         return self.view.encode_json(value)  # type: ignore[no-any-return]
+
+    def send_encoded_now(self, target: Any, parts: tuple[bytes, ...]) -> None:
+        self.websocket.send_encoded_now(parts)
 
     def _start_live(self, target: Any) -> None:
         """Called first thing in an operation's own task, so the context variable is that task's alone."""
@@ -121,6 +139,9 @@ class TransportWSHandler(_LiveSocket, BaseGraphQLTransportWSHandler[Any, Any]):
         await self.websocket.send_encoded(text)
         return True
 
+    def can_send_now(self, target: Operation[Any, Any]) -> bool:
+        return not target.completed and self.websocket.can_send_now()  # type: ignore[no-any-return]
+
 
 class LegacyGraphQLWSHandler(_LiveSocket, BaseGraphQLWSHandler[Any, Any]):
     """graphql-ws (subscriptions-transport-ws) with the forbidden close of graphql-transport-ws,
@@ -138,6 +159,9 @@ class LegacyGraphQLWSHandler(_LiveSocket, BaseGraphQLWSHandler[Any, Any]):
     async def send_encoded_result(self, target: str, text: str) -> bool:
         await self.websocket.send_encoded(text)  # as send_data_message
         return True
+
+    def can_send_now(self, target: str) -> bool:
+        return self.websocket.can_send_now()  # type: ignore[no-any-return]
 
     async def handle_connection_init(self, message: Any) -> None:
         payload = message.get("payload")

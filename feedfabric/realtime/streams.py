@@ -20,6 +20,7 @@ from feedfabric.feeds import paging
 from feedfabric.models import Notification
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.realtime.hub import Channel, Hub, Subscriber, SubscriberDropped
+from feedfabric.realtime.lane import Lane
 
 if TYPE_CHECKING:
     from feedfabric.context import Context, Resources
@@ -38,7 +39,9 @@ def hub_of(resources: Resources) -> Hub:
     return hub  # type: ignore[no-any-return]
 
 
-async def home_timeline(ctx: Context, since: str | None) -> AsyncIterator[TimelineItem]:
+async def home_timeline(ctx: Context, since: str | None, lane: Lane | None = None) -> AsyncIterator[TimelineItem]:
+    """With a `lane`, the hub may send live items past this stream (feedfabric.realtime.lane); it
+    applies this stream's seam filter to them."""
     member = ctx.viewer.require_member()
     after = paging.cursor(since)
     hub = hub_of(ctx.resources)
@@ -55,12 +58,18 @@ async def home_timeline(ctx: Context, since: str | None) -> AsyncIterator[Timeli
                     break
                 cursor = page[-1].id
         recent = _Recent(RECENT_IDS)
+
+        def admit(item: TimelineItem) -> bool:
+            post_id = item.post.id
+            return not (post_id in sent or (after is not None and post_id <= after)) and recent.first_time(post_id)
+
+        if lane is not None:
+            lane.admit = admit
+            sub.lane = lane
         while True:
             item = await _next(ctx, sub)
-            post_id = item.post.id
-            if post_id in sent or (after is not None and post_id <= after) or not recent.first_time(post_id):
-                continue
-            yield item
+            if admit(item):
+                yield item
 
 
 async def notifications(ctx: Context) -> AsyncIterator[Notification]:

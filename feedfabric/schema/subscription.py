@@ -17,6 +17,7 @@ import strawberry
 
 from feedfabric.realtime import streams
 from feedfabric.realtime.delivery import TimelineItem
+from feedfabric.realtime.lane import Lane
 from feedfabric.realtime.live import LIVE_OPERATION, send_shared
 from feedfabric.schema.types import ContextInfo, Notification, Post
 
@@ -43,11 +44,17 @@ class Subscription:
     ) -> AsyncGenerator[TimelineEvent, None]:
         ctx = info.context
         live = LIVE_OPERATION.get()
-        async for item in streams.home_timeline(ctx, since):
+        lane = Lane(live) if live is not None else None
+        async for item in streams.home_timeline(ctx, since, lane):
             if await send_shared(live, item.renders, info.operation, info.variable_values):
+                if lane is not None:
+                    lane.open(info.operation, info.variable_values)  # the hub may send the next ones itself
                 continue  # another subscriber's rendering, sent pre-encoded (feedfabric.realtime.live)
             ctx.reset_loaders(item.prime)
             yield TimelineEvent(post=Post(row=item.post), cursor=str(item.post.id), item=item)
+            if lane is not None and lane.key is None and item.renders.shared(info.operation, info.variable_values):
+                await live.settle()  # type: ignore[union-attr]
+                lane.open(info.operation, info.variable_values)  # this subscriber rendered it for all
 
     @strawberry.subscription
     async def notification_added(self, info: ContextInfo) -> AsyncGenerator[Notification, None]:
