@@ -310,22 +310,44 @@ def api_cpu(api: psutil.Process) -> dict[int, float]:
     return out
 
 
+def machine_busy() -> float:
+    """CPU seconds every core spent on anything but idling, since boot."""
+    t = psutil.cpu_times()
+    return t.user + t.nice + t.system + t.irq + t.softirq + t.steal
+
+
+def postgres_cpu() -> dict[int, float]:
+    """CPU seconds of the Postgres server processes (the API's backends included), by PID."""
+    out = {}
+    for proc in psutil.process_iter(["name"]):
+        if (proc.info["name"] or "").startswith("postgres"):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                times = proc.cpu_times()
+                out[proc.pid] = times.user + times.system
+    return out
+
+
 def run_phase(api: psutil.Process, port: int, kind: str, tokens: list[str], clients: int, duration: float,
               rate: float, offered: float = 0.0) -> dict[str, float]:
+    """One phase's figures. Besides the API's CPU per page, the whole machine's and Postgres's: with
+    clients back to back, throughput is the cores divided by everything a page costs, so these show
+    what latency at a given concurrency can be on this machine."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    cpu0 = api_cpu(api)
+    cpu0, pg0, busy0 = api_cpu(api), postgres_cpu(), machine_busy()
     child = ctx.Process(target=load_generator, args=(port, kind, tokens, clients, duration, rate, offered, queue))
     child.start()
     latencies, errors, elapsed = queue.get()
     child.join()
-    cpu1 = api_cpu(api)
+    cpu1, pg1, busy1 = api_cpu(api), postgres_cpu(), machine_busy()
     cpu = sum(t - cpu0.get(pid, 0.0) for pid, t in cpu1.items())
+    pg = sum(t - pg0.get(pid, 0.0) for pid, t in pg1.items())
     if errors:
         raise SystemExit(f"{kind}: {len(errors)} bad responses, first: {errors[0]}")
     n = len(latencies)
     return {"requests": n, "rps": n / elapsed, "p50": pct(latencies, 0.5), "p99": pct(latencies, 0.99),
-            "cpu_ms_per_page": cpu / n * 1000, "cpu_share": cpu / elapsed}
+            "cpu_ms_per_page": cpu / n * 1000, "cpu_share": cpu / elapsed,
+            "pg_ms_per_page": pg / n * 1000, "machine_ms_per_page": (busy1 - busy0) / n * 1000}
 
 
 # --- profile ------------------------------------------------------------------------------------------
@@ -420,7 +442,8 @@ def main() -> None:
                 workers = f", {args.workers} API workers" if args.workers != 1 else ""
                 print(f"{kind:8s} {args.clients} clients x {args.duration:.0f} s{pace}{workers}: {r['rps']:.0f} req/s, "
                       f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, API CPU {r['cpu_ms_per_page']:.2f} ms/page "
-                      f"({r['cpu_share'] * 100:.0f}% of a core)", flush=True)
+                      f"({r['cpu_share'] * 100:.0f}% of a core); Postgres {r['pg_ms_per_page']:.2f} ms/page; "
+                      f"whole machine {r['machine_ms_per_page']:.2f} ms/page", flush=True)
             if len(results) == 2:
                 ratio = results["graphql"]["cpu_ms_per_page"] / results["rest"]["cpu_ms_per_page"]
                 print(f"GraphQL/REST API CPU per page: {ratio:.2f}x")

@@ -28,7 +28,11 @@ same code costs twice the CPU per event (p50 70-77 ms before and after); after
 the fourth (settled extension results encoded once per subscription, messages
 handed straight to the server protocol, a three-statement delivery) p50
 43-57 ms / p99 91-115 ms at 73-94 us per event, against 71-73 ms / 147-150 ms
-at 121-129 us for the code before it, in paired runs.
+at 121-129 us for the code before it, in paired runs; after the fifth (the
+direct lane: the hub writes a rendered item to an idle subscriber's socket
+itself, the renderer first) p50 37-44 ms / p99 64-77 ms at 62-76 us per event
+and 34.7 kB per idle subscription, against 57-59 ms / 104-106 ms at 95-101 us
+for the code before it, in paired runs.
 Targets: p50 < 50 ms, p99 < 200 ms, < 500 MB; docs/benchmarks.md says which are
 met and what is left.
 """
