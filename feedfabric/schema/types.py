@@ -8,6 +8,7 @@ from enum import Enum
 from typing import Annotated, Any
 
 import strawberry
+from graphql import FieldNode, FragmentSpreadNode, InlineFragmentNode, SelectionSetNode
 from strawberry.types import Info
 
 from feedfabric import models
@@ -461,19 +462,27 @@ def _prefetched(row: models.Post, loaded: PageExtras, wanted: frozenset[str] | s
 
 
 def _node_fields(info: ContextInfo) -> set[str]:
-    """The Post fields selected under `edges { node { ... } }` of this connection, fragments included."""
+    """The Post fields selected under `edges { node { ... } }` of this connection, fragments included.
+
+    Walks graphql-core's own nodes: Strawberry's `info.selected_fields` converts the whole selection
+    (arguments, directives) into objects of its own on every request, 3% of a GraphQL page's CPU."""
+    raw = info._raw_info
     names: set[str] = set()
 
-    def walk(selections: Iterable[Any], path: tuple[str, ...]) -> None:
-        for selection in selections:
-            name = getattr(selection, "name", None)
-            if not hasattr(selection, "alias"):  # a fragment: its fields sit at this level
-                walk(selection.selections, path)
-            elif path == ("edges", "node"):
-                names.add(name)
-            elif len(path) < 2:
-                walk(selection.selections, (*path, name))
+    def walk(selection_set: SelectionSetNode | None, path: tuple[str, ...]) -> None:
+        for selection in selection_set.selections if selection_set is not None else ():
+            if isinstance(selection, FieldNode):
+                name = selection.name.value
+                if path == ("edges", "node"):
+                    names.add(name)
+                elif len(path) < 2:
+                    walk(selection.selection_set, (*path, name))
+            elif isinstance(selection, FragmentSpreadNode):
+                fragment = raw.fragments.get(selection.name.value)
+                walk(fragment.selection_set if fragment is not None else None, path)
+            elif isinstance(selection, InlineFragmentNode):
+                walk(selection.selection_set, path)
 
-    for field in info.selected_fields:
-        walk(field.selections, ())
+    for node in raw.field_nodes:
+        walk(node.selection_set, ())
     return names
