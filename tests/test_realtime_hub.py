@@ -13,7 +13,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from feedfabric.realtime.hub import Channel, Hub, Subscriber
+import pytest
+
+from feedfabric.realtime.hub import Channel, Hub, Subscriber, SubscriberDropped
 from feedfabric.realtime.lane import Lane
 from feedfabric.realtime.render import SharedRenders
 
@@ -204,3 +206,26 @@ async def test_a_parked_subscriber_whose_socket_paused_meanwhile_takes_the_item_
     assert await asyncio.wait_for(tasks[1], 1) is item
     assert subs[1][1].sent == []
     renderer_next.cancel()
+
+
+async def test_a_socket_that_fails_its_write_costs_the_other_recipients_nothing() -> None:
+    hub = Hub()
+    members = [uuid.uuid4() for _ in range(3)]
+    subs = [_subscriber(hub, m) for m in members]
+    tasks = [await _waiting(sub) for sub, _ in subs]
+
+    def broken(data: bytes) -> None:
+        raise ConnectionResetError("gone")
+
+    subs[1][1].send_now = broken  # type: ignore[method-assign]
+    item = _Item()
+    await _render(item, {"n": 1})
+    for member in members:
+        hub.publish(Channel.TIMELINE, member, item)
+    assert [socket.sent for _, socket in subs] == [[b'{"n": 1}'], [], [b'{"n": 1}']]
+    with pytest.raises(SubscriberDropped, match="connection failed"):
+        await tasks[1]  # its task closes the socket with the reason
+    assert not tasks[0].done() and not tasks[2].done()
+    assert hub.subscriber_count() == 2
+    for task in (tasks[0], tasks[2]):
+        task.cancel()

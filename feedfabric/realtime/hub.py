@@ -11,6 +11,7 @@ from its last cursor.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -21,6 +22,8 @@ from typing import Any
 
 from feedfabric import metrics
 from feedfabric.realtime.mailbox import Mailbox
+
+log = logging.getLogger(__name__)
 
 DEFAULT_QUEUE_SIZE = 256
 
@@ -156,8 +159,7 @@ class Hub:
         data = lane.rendered(item)
         if data is not None:
             if lane.writable():
-                lane.send(item, data)
-                self.stats.direct += 1
+                self._write(sub, lane, item, data)
             else:
                 queue.put(item)
         elif lane.park(item, sub):
@@ -175,10 +177,21 @@ class Hub:
             data = other.rendered(item) if other is not None and queue.waiting_on(item) else None
             if data is not None and other.writable():
                 queue.clear()
-                other.send(item, data)
-                self.stats.direct += 1
+                self._write(sub, other, item, data)
             else:
                 queue.wake()
+
+    def _write(self, sub: Subscriber, lane: Any, item: Any, data: bytes) -> None:
+        """One socket's write, which must not cost the other recipients theirs: a socket that fails it is
+        broken, so the subscriber is dropped (its task closes the socket) and the client resumes from its
+        last cursor, as after any disconnect."""
+        try:
+            lane.send(item, data)
+        except Exception as error:  # noqa: BLE001 - one subscriber's socket, not the delivery
+            log.warning("realtime: writing to a subscriber's socket failed (%s); dropping it", type(error).__name__)
+            self._drop(sub, "the connection failed; resubscribe with since=<last cursor>")
+            return
+        self.stats.direct += 1
 
     def _drop(self, sub: Subscriber, reason: str) -> None:
         self.remove(sub)
