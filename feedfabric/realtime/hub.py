@@ -1,7 +1,9 @@
 """The in-process registry of live subscribers: which members are connected to this API process.
 
 The realtime consumer publishes into it; each subscription drains its own
-bounded queue. Publishing never awaits, so one slow socket cannot hold up the
+bounded queue, except that an idle subscriber's already rendered item is
+written to its socket by the hub itself (feedfabric.realtime.lane).
+Publishing never awaits a socket, so one slow socket cannot hold up the
 consumer or anyone else: a subscriber whose queue is full is dropped on the
 spot (its queue emptied, so memory stays bounded) and told why; the
 subscription then closes its socket with that reason and the client resumes
