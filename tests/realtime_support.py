@@ -252,3 +252,15 @@ async def bulk_posts(pool: asyncpg.Pool, author: uuid.UUID, count: int, size: in
                 shards=shards,
             )
     return ids
+
+
+async def raw_next(ws: WsClient) -> str:
+    """The next result message's text, exactly as the server sent it."""
+    while True:
+        raw = await asyncio.wait_for(ws.conn.recv(), 5)
+        if json.loads(raw)["type"] in ("next", "data"):
+            return raw  # type: ignore[return-value]
+
+
+async def member_id(pool: asyncpg.Pool, name: str) -> uuid.UUID:
+    return await pool.fetchval("SELECT id FROM members WHERE external_id = $1", name)  # type: ignore[no-any-return]

@@ -19,17 +19,14 @@ from tests.realtime_support import (
     HOME_SUB,
     LEGACY_WS,
     PROTOCOLS,
-    StalledClient,
     TRANSPORT_WS,
+    StalledClient,
     bulk_posts,
+    member_id,
     serve,
     wait_subscribed,
     ws_client,
 )
-
-
-async def _member_id(pool: asyncpg.Pool, name: str) -> uuid.UUID:
-    return await pool.fetchval("SELECT id FROM members WHERE external_id = $1", name)  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -137,7 +134,7 @@ async def test_a_held_post_reaches_only_its_author(settings: Settings, pool: asy
         api = server.api
         alice, bob = await api.member("alice"), await api.member("bob")
         await api.follow(bob, "alice")
-        alice_id = await _member_id(pool, "alice")
+        alice_id = await member_id(pool, "alice")
         async with ws_client(server, TRANSPORT_WS, bob) as follower, ws_client(server, LEGACY_WS, alice) as author:
             await follower.subscribe(HOME_SUB)
             await author.subscribe(HOME_SUB)
@@ -227,7 +224,7 @@ async def test_a_slow_subscriber_is_cut_off_while_a_fast_one_keeps_receiving(set
         fast_token, slow_token = await api.member("fast"), await api.member("slow")
         await api.follow(fast_token, "alice")
         await api.follow(slow_token, "alice")
-        alice_id = await _member_id(pool, "alice")
+        alice_id = await member_id(pool, "alice")
 
         async with ws_client(server, TRANSPORT_WS, fast_token) as fast:
             slow = await StalledClient.open(server, TRANSPORT_WS, slow_token)

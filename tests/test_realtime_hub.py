@@ -79,6 +79,20 @@ def _subscriber(hub: Hub, member: uuid.UUID) -> tuple[Subscriber, _Socket]:
     return sub, socket
 
 
+async def _asleep(
+    hub: Hub, count: int
+) -> tuple[list[uuid.UUID], list[tuple[Subscriber, _Socket]], list[asyncio.Task[Any]]]:
+    """`count` members, each with one subscriber whose task sleeps in its mailbox."""
+    members = [uuid.uuid4() for _ in range(count)]
+    subs = [_subscriber(hub, m) for m in members]
+    return members, subs, [await _waiting(sub) for sub, _ in subs]
+
+
+def _publish(hub: Hub, members: list[uuid.UUID], item: _Item) -> None:
+    for member in members:
+        hub.publish(Channel.TIMELINE, member, item)
+
+
 async def _waiting(sub: Subscriber) -> asyncio.Task[Any]:
     """The subscriber's task, asleep in its mailbox."""
     task = asyncio.ensure_future(sub.next())
@@ -130,12 +144,9 @@ async def test_a_paused_socket_gets_the_item_through_its_task() -> None:
 
 async def test_the_first_subscriber_renders_and_the_parked_ones_are_written_when_it_moves_on() -> None:
     hub = Hub()
-    members = [uuid.uuid4() for _ in range(3)]
-    subs = [_subscriber(hub, m) for m in members]
-    tasks = [await _waiting(sub) for sub, _ in subs]
+    members, subs, tasks = await _asleep(hub, 3)
     item = _Item()
-    for member in members:
-        hub.publish(Channel.TIMELINE, member, item)
+    _publish(hub, members, item)
     await asyncio.sleep(0)
     assert [t.done() for t in tasks] == [True, False, False]  # only the renderer woke
     assert tasks[0].result() is item
@@ -151,12 +162,9 @@ async def test_the_first_subscriber_renders_and_the_parked_ones_are_written_when
 
 async def test_parked_subscribers_take_the_item_themselves_when_no_shared_rendering_came() -> None:
     hub = Hub()
-    members = [uuid.uuid4() for _ in range(2)]
-    subs = [_subscriber(hub, m) for m in members]
-    tasks = [await _waiting(sub) for sub, _ in subs]
+    members, subs, tasks = await _asleep(hub, 2)
     item = _Item()
-    for member in members:
-        hub.publish(Channel.TIMELINE, member, item)
+    _publish(hub, members, item)
     assert await tasks[0] is item
     hub.remove(subs[0][0])  # leaves without rendering it (an error, a cancelled task)
     assert await asyncio.wait_for(tasks[1], 1) is item
@@ -165,12 +173,9 @@ async def test_parked_subscribers_take_the_item_themselves_when_no_shared_render
 
 async def test_a_parked_subscriber_that_got_more_items_takes_them_all_in_order() -> None:
     hub = Hub()
-    members = [uuid.uuid4() for _ in range(2)]
-    subs = [_subscriber(hub, m) for m in members]
-    tasks = [await _waiting(sub) for sub, _ in subs]
+    members, subs, tasks = await _asleep(hub, 2)
     first, second = _Item(), _Item()
-    for member in members:
-        hub.publish(Channel.TIMELINE, member, first)
+    _publish(hub, members, first)
     hub.publish(Channel.TIMELINE, members[1], second)  # queued behind `first`, which wakes it
     await _render(first, {"n": 1})
     assert await tasks[1] is first
@@ -194,12 +199,9 @@ async def test_an_item_the_stream_already_sent_is_not_written_again() -> None:
 
 async def test_a_parked_subscriber_whose_socket_paused_meanwhile_takes_the_item_itself() -> None:
     hub = Hub()
-    members = [uuid.uuid4() for _ in range(2)]
-    subs = [_subscriber(hub, m) for m in members]
-    tasks = [await _waiting(sub) for sub, _ in subs]
+    members, subs, tasks = await _asleep(hub, 2)
     item = _Item()
-    for member in members:
-        hub.publish(Channel.TIMELINE, member, item)
+    _publish(hub, members, item)
     await _render(item, {"n": 1})
     subs[1][1].writable = False
     renderer_next = asyncio.ensure_future(subs[0][0].next())
@@ -210,9 +212,7 @@ async def test_a_parked_subscriber_whose_socket_paused_meanwhile_takes_the_item_
 
 async def test_a_socket_that_fails_its_write_costs_the_other_recipients_nothing() -> None:
     hub = Hub()
-    members = [uuid.uuid4() for _ in range(3)]
-    subs = [_subscriber(hub, m) for m in members]
-    tasks = [await _waiting(sub) for sub, _ in subs]
+    members, subs, tasks = await _asleep(hub, 3)
 
     def broken(data: bytes) -> None:
         raise ConnectionResetError("gone")
@@ -220,8 +220,7 @@ async def test_a_socket_that_fails_its_write_costs_the_other_recipients_nothing(
     subs[1][1].send_now = broken  # type: ignore[method-assign]
     item = _Item()
     await _render(item, {"n": 1})
-    for member in members:
-        hub.publish(Channel.TIMELINE, member, item)
+    _publish(hub, members, item)
     assert [socket.sent for _, socket in subs] == [[b'{"n": 1}'], [], [b'{"n": 1}']]
     with pytest.raises(SubscriberDropped, match="connection failed"):
         await tasks[1]  # its task closes the socket with the reason

@@ -20,27 +20,17 @@ from tests.realtime_support import (
     HOME_SUB,
     PROTOCOLS,
     TRANSPORT_WS,
-    WsClient,
     bulk_posts,
+    member_id,
+    raw_next,
     serve,
     wait_subscribed,
     ws_client,
 )
 
 
-async def _raw_next(ws: WsClient) -> str:
-    while True:
-        raw = await asyncio.wait_for(ws.conn.recv(), 5)
-        if json.loads(raw)["type"] in ("next", "data"):
-            return raw  # type: ignore[return-value]
-
-
 def _post_id(raw: str) -> str:
     return json.loads(raw)["payload"]["data"]["homeTimeline"]["post"]["id"]  # type: ignore[no-any-return]
-
-
-async def _member_id(pool: asyncpg.Pool, name: str) -> uuid.UUID:
-    return await pool.fetchval("SELECT id FROM members WHERE external_id = $1", name)  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -58,10 +48,10 @@ async def test_the_hub_writes_to_idle_subscribers_exactly_what_strawberry_would(
             await wait_subscribed(server, 3)
             await api.post(alice, "opens the lanes")  # each subscriber's first shared message
             for ws in (a, b, c):
-                await _raw_next(ws)
+                await raw_next(ws)
             assert server.hub.stats.direct == 0
             post_id = await api.post(alice, 'straight to the socket, caf\u00e9 \u2713 "quoted" ' + "x" * 200)
-            raws = [await _raw_next(ws) for ws in (a, b, c)]
+            raws = [await raw_next(ws) for ws in (a, b, c)]
             # One subscriber renders the item in its task; the hub writes it for the other two.
             assert server.hub.stats.direct == 2
     for raw in raws:
@@ -81,7 +71,7 @@ async def test_a_burst_reaches_every_subscriber_in_the_order_it_was_published(
         readers = [await api.member(name) for name in ("bob", "carol", "dave")]
         for reader in readers:
             await api.follow(reader, "alice")
-        alice_id = await _member_id(pool, "alice")
+        alice_id = await member_id(pool, "alice")
         published: list[str] = []  # the hub's order (a burst's posts cross partitions, so not theirs)
         publish_many = server.hub.publish_many
 
@@ -99,7 +89,7 @@ async def test_a_burst_reaches_every_subscriber_in_the_order_it_was_published(
             for size in (10, 70_000, 10):  # the middle round fills the sockets' buffers: some sends must wait
                 burst = await bulk_posts(pool, alice_id, 12, size, settings.outbox_shards)
                 for i, ws in enumerate((a, b, c)):
-                    received[i] += [_post_id(await _raw_next(ws)) for _ in burst]
+                    received[i] += [_post_id(await raw_next(ws)) for _ in burst]
             assert server.hub.stats.direct > 0
     assert sorted(published) == sorted(received[0])
     assert received[0] == received[1] == received[2] == published
@@ -118,16 +108,16 @@ async def test_the_lane_skips_an_item_the_stream_already_sent(settings: Settings
             await wait_subscribed(server, 2)
             await api.post(alice, "opens the lanes")
             for ws in (b, c):
-                await _raw_next(ws)
+                await raw_next(ws)
             post_id = uuid.UUID(await api.post(alice, "once"))
             for ws in (b, c):
-                assert _post_id(await _raw_next(ws)) == str(post_id)
+                assert _post_id(await raw_next(ws)) == str(post_id)
 
             # The same item again, now rendered, as a redelivered event would bring it: the hub asks the
             # stream's seam filter and writes nothing.
             found = await realtime_db.posts_with_visibility(pool, [post_id])
             item = TimelineItem(post=found[post_id].post)
-            members = [await _member_id(pool, name) for name in ("bob", "carol")]
+            members = [await member_id(pool, name) for name in ("bob", "carol")]
             for _ in range(2):
                 await server.hub.publish_many(Channel.TIMELINE, members, item)
                 await asyncio.sleep(0.05)
@@ -137,4 +127,4 @@ async def test_the_lane_skips_an_item_the_stream_already_sent(settings: Settings
                 assert await ws.nothing_within(0.3)
             after = await api.post(alice, "and the next one")
             for ws in (b, c):
-                assert _post_id(await _raw_next(ws)) == after
+                assert _post_id(await raw_next(ws)) == after

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -16,7 +15,7 @@ from tests.realtime_support import (
     HOME_SUB,
     PROTOCOLS,
     TRANSPORT_WS,
-    WsClient,
+    raw_next,
     serve,
     wait_subscribed,
     ws_client,
@@ -54,9 +53,9 @@ async def test_same_selection_renders_once_for_all_its_subscribers(settings: Set
                 await ws.subscribe(HOME_SUB)
             await wait_subscribed(server, 3)
             post_id = await api.post(alice, 'one rendering, caf\u00e9 \u2713 "quoted"')
-            raws = [await _raw_next(ws) for ws in (a, b, c)]
+            raws = [await raw_next(ws) for ws in (a, b, c)]
             second = await api.post(alice, "and again")
-            again = [await _raw_next(ws) for ws in (a, b, c)]
+            again = [await raw_next(ws) for ws in (a, b, c)]
     expected = {"cursor": post_id, "post": {"id": post_id, "content": 'one rendering, caf\u00e9 \u2713 "quoted"',
                                             "author": {"username": "alice"}}}
     for raw in raws:
@@ -70,13 +69,6 @@ async def test_same_selection_renders_once_for_all_its_subscribers(settings: Set
     assert [json.loads(raw)["payload"]["data"]["homeTimeline"]["post"]["id"] for raw in again] == [second] * 3
     assert len(executions) == 2  # one per item
     assert len(fast_sends) == 4  # the other two subscribers of each item
-
-
-async def _raw_next(ws: WsClient) -> str:
-    while True:
-        raw = await asyncio.wait_for(ws.conn.recv(), 5)
-        if json.loads(raw)["type"] in ("next", "data"):
-            return raw  # type: ignore[return-value]
 
 
 async def test_viewer_dependent_selection_renders_per_viewer(settings: Settings, executions: list[Any],
