@@ -10,7 +10,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
@@ -19,7 +19,7 @@ from strawberry.http import GraphQLHTTPResponse
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET, UnsetType
 
-from feedfabric import health, metrics, playground
+from feedfabric import health, jsonwire, metrics, playground
 from feedfabric.breaker import CircuitBreaker
 from feedfabric.context import Context, Resources, build_context
 from feedfabric.db.pool import create_pool
@@ -39,6 +39,12 @@ class FeedFabricGraphQL(GraphQL[Context, None]):
     graphql_transport_ws_handler_class = sockets.TransportWSHandler
     graphql_ws_handler_class = sockets.LegacyGraphQLWSHandler
     websocket_adapter_class = sockets.WebSocketAdapter  # type: ignore[assignment]
+
+    def encode_json(self, data: object) -> str:
+        return jsonwire.dumps_text(data)
+
+    def decode_json(self, data: str | bytes) -> object:
+        return jsonwire.loads(data)
 
     async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
         """A socket without a valid token is closed (4403) before it can run anything."""
@@ -111,20 +117,20 @@ class _BodyTooLarge(Exception):
 
 
 async def _too_large(scope: Scope, receive: Receive, send: Send) -> None:
-    response = JSONResponse(
+    response = jsonwire.JSONResponse(
         {"error": {"code": "request.too_large", "message": "request body too large"}}, status_code=413
     )
     await response(scope, receive, send)
 
 
 async def healthz(request: Request) -> Response:
-    return JSONResponse({"status": "ok"})
+    return jsonwire.JSONResponse({"status": "ok"})
 
 
 async def readyz(request: Request) -> Response:
     """Postgres, Redis and the broker reported separately; only Postgres decides (feedfabric.health)."""
     ready, body = await health.check(request.app.state.resources)
-    return JSONResponse(body, status_code=200 if ready else 503)
+    return jsonwire.JSONResponse(body, status_code=200 if ready else 503)
 
 
 def create_app(settings: Settings | None = None) -> Starlette:

@@ -14,11 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from feedfabric.auth import issue_token
+from feedfabric.jsonwire import JSONResponse
 from feedfabric.settings import Settings
 
 PLAYGROUND_DIR = Path(__file__).resolve().parent.parent / "graphql-playground"

@@ -9,8 +9,8 @@ from typing import Any
 
 import asyncpg
 import pytest
-from strawberry.http.base import BaseView
 
+from feedfabric.app import FeedFabricGraphQL
 from feedfabric.db import realtime as realtime_db
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.realtime.hub import Channel
@@ -59,7 +59,7 @@ async def test_the_hub_writes_to_idle_subscribers_exactly_what_strawberry_would(
         assert message["payload"]["data"]["homeTimeline"]["post"]["id"] == post_id
         assert message["payload"]["data"]["homeTimeline"]["post"]["content"].startswith("straight to the socket, caf")
         assert "cost" in message["payload"]["extensions"]
-        assert raw == BaseView.encode_json(None, message)  # type: ignore[arg-type]
+        assert raw == FeedFabricGraphQL.encode_json(None, message)  # type: ignore[arg-type]
 
 
 async def test_a_burst_reaches_every_subscriber_in_the_order_it_was_published(

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 from strawberry.extensions import SchemaExtension
-from strawberry.http.base import BaseView
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import Operation
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 from strawberry.types import ExecutionResult
 
+from feedfabric.app import FeedFabricGraphQL
 from feedfabric.realtime.live import LiveOperation
 from feedfabric.realtime.sockets import LegacyGraphQLWSHandler, TransportWSHandler
 from tests.realtime_support import PROTOCOLS, TRANSPORT_WS
@@ -32,7 +32,7 @@ class _Capture:
         pass
 
     async def send_message(self, message: Any) -> None:
-        self.sent.append(BaseView.encode_json(None, message))  # type: ignore[arg-type]
+        self.sent.append(FeedFabricGraphQL.encode_json(None, message))  # type: ignore[arg-type]
 
 
 async def _strawberry_text(protocol: str, op_id: str, result: ExecutionResult) -> str:
@@ -52,7 +52,7 @@ class _Socket:
         self.sent: list[str] = []
 
     def encode_json(self, value: Any) -> str:
-        return BaseView.encode_json(None, value)  # type: ignore[arg-type,return-value]
+        return FeedFabricGraphQL.encode_json(None, value)  # type: ignore[arg-type]
 
     def empty_result(self, target: str) -> dict[str, Any]:
         handler = TransportWSHandler if self.protocol == TRANSPORT_WS else LegacyGraphQLWSHandler

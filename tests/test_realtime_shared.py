@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 import pytest
-from strawberry.http.base import BaseView
 
+from feedfabric.app import FeedFabricGraphQL
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.settings import Settings
 from tests.pipeline_support import relay, running
@@ -65,7 +65,7 @@ async def test_same_selection_renders_once_for_all_its_subscribers(settings: Set
         assert "cost" in message["payload"]["extensions"]
         # Exactly the text Strawberry's encoder makes of that message (key order, escaping), though two of
         # the three were assembled from the first one's pre-encoded data (feedfabric.realtime.live).
-        assert raw == BaseView.encode_json(None, message)  # type: ignore[arg-type]
+        assert raw == FeedFabricGraphQL.encode_json(None, message)  # type: ignore[arg-type]
     assert [json.loads(raw)["payload"]["data"]["homeTimeline"]["post"]["id"] for raw in again] == [second] * 3
     assert len(executions) == 2  # one per item
     assert len(fast_sends) == 4  # the other two subscribers of each item

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
 
+from feedfabric import jsonwire
+
 Connection = asyncpg.Connection
 Pool = asyncpg.Pool
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
-    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
-    await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    await conn.set_type_codec("jsonb", encoder=jsonwire.dumps_text, decoder=jsonwire.loads, schema="pg_catalog")
+    await conn.set_type_codec("json", encoder=jsonwire.dumps_text, decoder=jsonwire.loads, schema="pg_catalog")
 
 
 class LeanConnection(asyncpg.Connection):  # type: ignore[misc]

@@ -7,12 +7,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
 from feedfabric.context import Context, Resources, build_context
 from feedfabric.errors import BadInput, FeedFabricError
 from feedfabric.feeds.viewer import resolve_viewer
+from feedfabric.jsonwire import JSONResponse
 from feedfabric.models import Page
 from feedfabric.resolvers import media as media_resolvers
 from feedfabric.resolvers import reads, writes
