@@ -312,6 +312,21 @@ async def test_rate_limit_signed_out_by_client_address(api: Api, settings: Setti
         assert codes(await limited.raw(aliases(1))) == ["RATE_LIMITED"]
 
 
+async def test_rest_requests_spend_the_same_budget_as_graphql_operations(api: Api, settings: Settings) -> None:
+    async with rate_limited(settings, 3) as limited:
+        token = await limited.member("both")  # by client address; the member's own window starts now
+        first = await limited.rest("GET", "/userfeed/home", token=token)
+        assert first.status_code == 200
+        assert (first.headers["RateLimit-Limit"], first.headers["RateLimit-Remaining"]) == ("3", "2")
+        assert codes(await limited.raw("{ viewer { id } }", token=token)) == []  # 2 of 3
+        assert (await limited.rest("GET", "/userfeed/mentions", token=token)).status_code == 200  # 3 of 3
+        refused = await limited.rest("GET", "/userfeed/home", token=token)
+        assert refused.status_code == 429
+        assert refused.json()["error"]["code"] == "rate.limited"
+        assert int(refused.headers["Retry-After"]) >= 1
+        assert codes(await limited.raw("{ viewer { id } }", token=token)) == ["RATE_LIMITED"]
+
+
 async def test_rate_limit_fails_open_without_redis(api: Api, settings: Settings) -> None:
     dead_redis = f"redis://127.0.0.1:{free_port()}/0"
     async with api_with(settings, redis_url=dead_redis, rate_limit_operations=1,

@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
+from feedfabric import ratelimit
 from feedfabric.context import Context, Resources, build_context
 from feedfabric.errors import BadInput, FeedFabricError
 from feedfabric.feeds.viewer import resolve_viewer
@@ -24,18 +25,34 @@ log = logging.getLogger("feedfabric.rest")
 Handler = Callable[[Context, Request], Awaitable[Any]]
 
 
-def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """Builds the request context, runs the handler and maps domain errors to the REST error shape."""
+def endpoint(handler: Handler, *, rate_limited: bool = True) -> Callable[[Request], Awaitable[Response]]:
+    """Builds the request context, spends one operation of the client's rate limit (as one GraphQL
+    root field would), runs the handler and maps domain errors to the REST error shape."""
 
     async def run(request: Request) -> Response:
         resources: Resources = request.app.state.resources
+        headers: dict[str, str] = {}
         try:
             viewer = await resolve_viewer(resources.pool, resources.settings, request.headers.get("authorization"))
+            if rate_limited:
+                member = viewer.viewer.member
+                allowance = await ratelimit.spend(
+                    resources.redis, resources.settings,
+                    ratelimit.client_key(member.id if member else None, request.client.host if request.client else None),
+                    1,
+                )
+                if allowance is not None:
+                    headers = allowance.as_headers()
+                    if allowance.refusal is not None:
+                        raise allowance.refusal
             ctx = build_context(resources, viewer, request=request)
             result = await handler(ctx, request)
-            return result if isinstance(result, Response) else JSONResponse(result)
+            if isinstance(result, Response):
+                result.headers.update(headers)
+                return result
+            return JSONResponse(result, headers=headers)
         except FeedFabricError as error:
-            return JSONResponse({"error": {"code": error.rest_code, "message": error.message}}, error.status)
+            return JSONResponse({"error": {"code": error.rest_code, "message": error.message}}, error.status, headers)
         except Exception:
             log.exception("unexpected error on %s %s", request.method, request.url.path)
             return JSONResponse({"error": {"code": "internal", "message": "Internal server error."}}, 500)
@@ -164,5 +181,6 @@ def routes() -> list[Route]:
         Route("/favourites", endpoint(favourites), methods=["GET"]),
         Route("/media", endpoint(upload_media), methods=["POST"]),
         Route("/media/{media_id}/status", endpoint(media_status), methods=["GET"]),
-        Route("/media/{media_id}", endpoint(media_file), methods=["GET"]),
+        # Photo bytes are immutable and fetched by the dozen per page: not operations.
+        Route("/media/{media_id}", endpoint(media_file, rate_limited=False), methods=["GET"]),
     ]

@@ -1,49 +1,21 @@
-"""Per-member rate limits that count GraphQL operations, not HTTP requests.
+"""GraphQL's unit of the rate limit (feedfabric.ratelimit): root fields, not HTTP requests.
 
 One HTTP request can carry many operations: twenty aliases of a root field, or
-a batch of documents. So the unit is the root field: every root field of the
-operation that runs (aliases and fragment-spread fields included) counts one,
-and each operation of a batch is checked on its own. Counts live in Redis in a
-fixed window per member (per client IP when signed out), so every API replica
-shares them. If Redis is missing or failing the limiter fails open: a rate
-limit is protection, never a reason to take the API down.
+a batch of documents. So every root field of the operation that runs (aliases
+and fragment-spread fields included) counts one, and each operation of a
+batch is checked on its own.
 """
 
 from __future__ import annotations
 
-import hashlib
-import logging
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from redis.exceptions import NoScriptError
 from graphql import DocumentNode, FieldNode, FragmentDefinitionNode, FragmentSpreadNode, InlineFragmentNode, SelectionSetNode, get_operation_ast
 from strawberry.extensions import SchemaExtension
 
-from feedfabric import metrics
-from feedfabric.errors import RateLimited
+from feedfabric import ratelimit
 from feedfabric.schema.refusal import app_context, refuse
-
-log = logging.getLogger("feedfabric.ratelimit")
-
-REDIS_PREFIX = "ratelimit:"
-
-# Count and, for a new window, expire it in one command: this runs on every GraphQL
-# operation, and a MULTI/INCRBY/EXPIRE/EXEC pipeline cost twice the client CPU (~0.2 ms).
-_COUNT_LUA = """
-local used = redis.call('INCRBY', KEYS[1], ARGV[1])
-if used == tonumber(ARGV[1]) then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
-return used
-"""
-_COUNT_SHA = hashlib.sha1(_COUNT_LUA.encode()).hexdigest()
-
-
-async def _count(redis: Any, key: str, cost: int, ttl: int) -> int:
-    try:
-        return int(await redis.evalsha(_COUNT_SHA, 1, key, cost, ttl))
-    except NoScriptError:  # first use on this Redis, or after SCRIPT FLUSH: send the text
-        return int(await redis.eval(_COUNT_LUA, 1, key, cost, ttl))
 
 
 def root_field_count(document: DocumentNode, operation_name: str | None) -> int:
@@ -69,16 +41,6 @@ def root_field_count(document: DocumentNode, operation_name: str | None) -> int:
     return max(count(operation.selection_set, frozenset()), 1)
 
 
-def client_key(context: Any) -> str:
-    """The member's ID when signed in, else the client address."""
-    member = getattr(getattr(context.viewer_result, "viewer", None), "member", None)
-    if member is not None:
-        return f"m:{member.id}"
-    request = context.request
-    client = getattr(request, "client", None)
-    return f"ip:{client.host if client else 'unknown'}"
-
-
 class OperationRateLimit(SchemaExtension):
     """Counts the operation's root fields against the member's window; refuses past the limit."""
 
@@ -97,27 +59,18 @@ class OperationRateLimit(SchemaExtension):
 
     async def _check(self, context: Any) -> None:
         ec = self.execution_context
-        redis = context.resources.redis
-        if redis is None:
+        member = getattr(getattr(context.viewer_result, "viewer", None), "member", None)
+        client = getattr(context.request, "client", None)
+        allowance = await ratelimit.spend(
+            context.resources.redis, context.settings,
+            ratelimit.client_key(member.id if member else None, client.host if client else None),
+            root_field_count(ec.graphql_document, ec.operation_name),
+        )
+        if allowance is None:
             return
-        settings = context.settings
-        window = settings.rate_limit_window_seconds
-        now = time.time()
-        key = f"{REDIS_PREFIX}{client_key(context)}:{int(now // window)}"
-        cost = root_field_count(ec.graphql_document, ec.operation_name)
-        try:
-            used = await _count(redis, key, cost, window + 1)
-        except Exception:  # noqa: BLE001 - fail open
-            log.warning("rate limit: Redis unavailable, operation allowed")
-            return
-        limit = settings.rate_limit_operations
-        reset = max(int(window - now % window), 1)
-        self.status = {"limit": limit, "remaining": max(limit - int(used), 0), "resetSeconds": reset}
-        if int(used) > limit:
-            metrics.RATE_LIMITED.inc()
-            refuse(ec, RateLimited(
-                f"Rate limit of {limit} operations per {window} s exceeded; retry in {reset} s."
-            ))
+        self.status = allowance.as_extension()
+        if allowance.refusal is not None:
+            refuse(ec, allowance.refusal)
 
     def get_results(self) -> dict[str, Any]:
         return {"rateLimit": self.status} if self.status is not None else {}
