@@ -145,16 +145,32 @@ async def rebuild_post_ids(
     return [r[0] for r in rows]
 
 
-async def followed_celebrities(
-    conn: asyncpg.Connection, member_id: uuid.UUID, celebrity_threshold: int
-) -> list[uuid.UUID]:
-    """Members this member follows whose posts are not pushed: the home feed pulls them at read time."""
+async def first_round(
+    conn: asyncpg.Connection | asyncpg.Pool, ids: list[uuid.UUID], viewer_id: uuid.UUID,
+    before: uuid.UUID | None, limit: int, celebrity_threshold: int,
+) -> tuple[list[asyncpg.Record], list[asyncpg.Record]]:
+    """A home-feed page's first round in one statement: the visible posts among a batch of timeline IDs,
+    and the newest `limit` visible posts before `before` of the followed celebrities (never pushed).
+
+    Three statements before (hydration, the celebrity list, their posts); each round trip costs the
+    API and Postgres more than the statement's own work. Rows come back marked `pulled`.
+    """
     rows = await conn.fetch(
-        "SELECT s.member_id FROM follows f JOIN member_stats s ON s.member_id = f.target_id::uuid"
-        " WHERE f.follower_id = $1 AND f.target_type = 'member' AND s.followers > $2",
-        member_id, celebrity_threshold,
+        """SELECT id, author_id, content, repost_of, status, created_at, updated_at, false AS pulled
+           FROM posts WHERE id = ANY($1::uuid[]) AND post_visible(status, author_id, repost_of, $2)
+           UNION ALL
+           (SELECT p.id, p.author_id, p.content, p.repost_of, p.status, p.created_at, p.updated_at, true
+            FROM follows f JOIN member_stats s ON s.member_id = f.target_id::uuid
+            CROSS JOIN LATERAL (
+                SELECT * FROM posts p
+                WHERE p.author_id = s.member_id AND ($3::uuid IS NULL OR p.id < $3)
+                  AND post_visible(p.status, p.author_id, p.repost_of, $2)
+                ORDER BY p.id DESC LIMIT $4) p
+            WHERE f.follower_id = $2 AND f.target_type = 'member' AND s.followers > $5
+            ORDER BY p.id DESC LIMIT $4)""",
+        ids, viewer_id, before, limit, celebrity_threshold,
     )
-    return [r[0] for r in rows]
+    return [r for r in rows if not r["pulled"]], [r for r in rows if r["pulled"]]
 
 
 async def epoch(conn: asyncpg.Connection) -> tuple[str, uuid.UUID | None] | None:

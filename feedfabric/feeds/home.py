@@ -81,6 +81,7 @@ class HomeFeedService:
             return None
         floor, page = opened.floor, opened.page
         visible: list[Post] = []
+        pulled: list[Post] = []
         cursor: uuid.UUID | None = before
         exhausted = False
         rounds = 0
@@ -88,18 +89,22 @@ class HomeFeedService:
             if rounds:
                 batch = max(wanted - len(visible), 20)
                 page = await timelines.read_page(redis, member.id, cursor, batch, floor)
-            rounds += 1
             if not page.cursor_found:
                 return None  # not in the timeline (or trimmed away between rounds)
             ids = [uuid.UUID(i) for i in page.ids]
+            if not rounds:
+                # The followed celebrities' posts, never pushed, come with the first batch.
+                found, pulled = await timelines.first_round(self.pool, self.settings, member.id, ids, before, wanted)
+            else:
+                found = await posts_db.visible_by_ids(self.pool, ids, member.id) if ids else {}
+            rounds += 1
+            visible += [found[i] for i in ids if i in found]
             if ids:
-                found = await posts_db.visible_by_ids(self.pool, ids, member.id)
-                visible += [found[i] for i in ids if i in found]
                 cursor = ids[-1]
             if len(ids) < batch:
                 exhausted = True
                 break
-        items = await self._merge_pulled(member, before, visible, wanted)
+        items = _merge_pulled(visible, pulled, wanted)
         source = REDIS
         if exhausted and len(items) < wanted:
             # Past the oldest entry Redis keeps: Postgres continues the page.
@@ -112,19 +117,6 @@ class HomeFeedService:
                 source = MIXED
         return _with_source(cut(items, limit), source)
 
-    async def _merge_pulled(
-        self, member: Member, before: uuid.UUID | None, visible: list[Post], wanted: int
-    ) -> list[Post]:
-        """Merges the posts of followed celebrities, which fan-out never pushed, by ID."""
-        async with self.pool.acquire() as conn:
-            pulled = await timelines.pulled_authors(conn, self.settings, member.id)
-        if not pulled:
-            return visible[:wanted]
-        theirs = await posts_db.by_authors_page(self.pool, pulled, member.id, before, wanted)
-        merged = {p.id: p for p in visible}
-        merged.update({p.id: p for p in theirs})
-        return sorted(merged.values(), key=lambda p: p.id, reverse=True)[:wanted]
-
     async def _request_rebuild(self, redis: aioredis.Redis, member: Member) -> None:
         """A member with no timeline (new, or Redis lost its data) gets one rebuilt through the pipeline."""
         if await redis.set(f"feed:rebuild:{member.id}", 1, nx=True, ex=REBUILD_REQUEST_TTL_S):
@@ -133,6 +125,15 @@ class HomeFeedService:
                     conn, "MemberReturned", str(member.id), {"memberId": str(member.id), "reason": "no-timeline"},
                     shards=self.settings.outbox_shards,
                 )
+
+
+def _merge_pulled(visible: list[Post], pulled: list[Post], wanted: int) -> list[Post]:
+    """Merges the posts of followed celebrities, which fan-out never pushed, by ID."""
+    if not pulled:
+        return visible[:wanted]
+    merged = {p.id: p for p in visible}
+    merged.update({p.id: p for p in pulled})
+    return sorted(merged.values(), key=lambda p: p.id, reverse=True)[:wanted]
 
 
 def _with_source(page: Page, source: str) -> Page:

@@ -10,7 +10,7 @@ Fan-out on write pushes a post to its author, then to the active followers of
 the author and of the post's tags, one keyset page of follows at a time.
 Authors with more than CELEBRITY_FOLLOWER_THRESHOLD followers are pushed to
 their own timeline only: the home-feed reader pulls their posts from Postgres
-(`pulled_authors`). A rebuild holds exactly what fan-out would have pushed, so
+(`first_round`). A rebuild holds exactly what fan-out would have pushed, so
 the two never disagree.
 
 A Redis that lost writes (restarted empty or from a stale snapshot, failed
@@ -42,6 +42,7 @@ from redis.exceptions import NoScriptError
 from feedfabric import chaos
 from feedfabric.db import timeline_queries as q
 from feedfabric.ids import id_millis
+from feedfabric.models import Post
 from feedfabric.settings import Settings
 
 KEY_PREFIX = "feed:"
@@ -230,10 +231,14 @@ async def timeline_ids(redis: aioredis.Redis, member_id: uuid.UUID | str) -> lis
     return [i.decode() if isinstance(i, bytes) else str(i) for i in await redis.zrevrange(feed_key(member_id), 0, -1)]
 
 
-async def pulled_authors(conn: asyncpg.Connection, settings: Settings, member_id: uuid.UUID) -> list[uuid.UUID]:
-    """Followed authors whose posts are never pushed; the home feed merges their posts from Postgres."""
-    return await q.followed_celebrities(conn, member_id, settings.celebrity_follower_threshold)
-
+async def first_round(
+    pool: asyncpg.Pool | asyncpg.Connection, settings: Settings, member_id: uuid.UUID, ids: list[uuid.UUID],
+    before: uuid.UUID | None, limit: int,
+) -> tuple[dict[uuid.UUID, Post], list[Post]]:
+    """The visible posts among a page's first batch of timeline IDs, and the newest `limit` posts before
+    `before` of the followed authors above the threshold, whose posts are never pushed, in one round trip."""
+    found, pulled = await q.first_round(pool, ids, member_id, before, limit, settings.celebrity_follower_threshold)
+    return {r["id"]: Post.of(r) for r in found}, [Post.of(r) for r in pulled]
 
 
 # -- Epochs: is this Redis run's data trustworthy? --------------------------
