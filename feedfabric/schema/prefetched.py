@@ -25,10 +25,14 @@ from collections.abc import Callable
 from typing import Any
 
 from graphql import (
+    GraphQLBoolean,
+    GraphQLID,
+    GraphQLInt,
     GraphQLList,
     GraphQLNonNull,
     GraphQLObjectType,
     GraphQLOutputType,
+    GraphQLString,
     Undefined,
     is_leaf_type,
 )
@@ -78,8 +82,11 @@ def is_prefetched(source: Any) -> bool:
     return getattr(source, "loaded", None) is not None or getattr(source, "prefetched", False) is True
 
 
-# One field of a plan: response key, field name, and the completer of its value.
-_Entry = tuple[str, str, Callable[[Any], Any]]
+# One field of a plan: response key, field name, the completer of its value (None for __typename),
+# and the field's reader for each source class seen (filled as classes come).
+_Entry = tuple[str, str, Callable[[Any], Any] | None, dict[type, Reader | None]]
+
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 
 class PrefetchedCompletion:
@@ -98,14 +105,14 @@ class PrefetchedCompletion:
         out: dict[str, Any] = {}
         loaded = getattr(source, "loaded", None)
         cls = type(source)
-        for key, name, complete in plan:
-            if name == "__typename":
+        for key, name, complete, readers in plan:
+            if complete is None:
                 out[key] = parent_type.name
                 continue
             if loaded is not None and name in loaded:
                 value = loaded[name]
             else:
-                read = _reader(cls, name)
+                read = readers[cls] if cls in readers else readers.setdefault(cls, _reader(cls, name))
                 if read is None:
                     raise Fallback
                 value = read(source)
@@ -129,12 +136,12 @@ class PrefetchedCompletion:
                     raise Fallback
                 name = node.name.value
                 if name == "__typename":
-                    plan.append((key, name, _identity))  # type: ignore[union-attr]
+                    plan.append((key, name, None, {}))  # type: ignore[union-attr]
                     continue
                 field = parent_type.fields.get(name)
                 if field is None:
                     raise Fallback
-                plan.append((key, name, self._completer(field.type, details)))  # type: ignore[union-attr]
+                plan.append((key, name, self._completer(field.type, details), {}))  # type: ignore[union-attr]
         except Fallback:
             plan = None
         plans[id(grouped)] = (grouped, plan)  # the grouped set is kept alive, so its id is not reused
@@ -143,51 +150,80 @@ class PrefetchedCompletion:
         return plan
 
     def _completer(self, return_type: GraphQLOutputType, details: Any) -> Callable[[Any], Any]:
-        """graphql-core's completion of one value of `return_type`, for the values a prefetched page holds."""
+        """graphql-core's completion of one value of `return_type`, for the values a prefetched page holds.
+
+        A page has a few hundred values, most of them strings, so each completer is one closure that
+        handles null itself, and a built-in scalar's value of exactly its type is returned as it is
+        (what its `serialize` would return) without the call.
+        """
         non_null = isinstance(return_type, GraphQLNonNull)
         inner: Any = return_type.of_type if non_null else return_type  # type: ignore[union-attr]
-
-        def nullable(complete: Callable[[Any], Any]) -> Callable[[Any], Any]:
-            def run(value: Any) -> Any:
-                if value is None:
-                    if non_null:
-                        raise Fallback  # the normal path raises the non-null error
-                    return None
-                return complete(value)
-            return run
 
         if isinstance(inner, GraphQLList):
             item = self._completer(inner.of_type, details)
 
             def complete_list(value: Any) -> Any:
+                if value is None:
+                    return _null(non_null)
                 if not isinstance(value, list):
                     raise Fallback
                 return [item(v) for v in value]
-            return nullable(complete_list)
+            return complete_list
         if is_leaf_type(inner):
             serialize = inner.serialize
+            exact: type | None = _SELF_SERIALIZING.get(inner)
+            names = _enum_names(inner)
 
             def complete_leaf(value: Any) -> Any:
+                if value is None:
+                    return _null(non_null)
+                if type(value) is exact and (exact is not int or _INT_MIN <= value <= _INT_MAX):
+                    return value
+                if names and value in names:
+                    return names[value]
                 serialized = serialize(value)
                 if serialized is Undefined or serialized is None:
                     raise Fallback
                 return serialized
-            return nullable(complete_leaf)
+            return complete_leaf
         if isinstance(inner, GraphQLObjectType):
+            subfields: list[Any] = []  # collect_subfields depends on the type and the selection only
+
             def complete_object(value: Any) -> Any:
+                if value is None:
+                    return _null(non_null)
                 definition = getattr(type(value), "__strawberry_definition__", None)
                 if definition is None or definition.name != inner.name:
                     raise Fallback
-                grouped, new_defer_usages, _forbidden = self.collect_subfields(inner, details)
-                if new_defer_usages:
-                    raise Fallback
-                return self.render_prefetched(inner, value, grouped)
-            return nullable(complete_object)
+                if not subfields:
+                    grouped, new_defer_usages, _forbidden = self.collect_subfields(inner, details)
+                    if new_defer_usages:
+                        raise Fallback
+                    subfields.append(grouped)
+                return self.render_prefetched(inner, value, subfields[0])
+            return complete_object
 
         def abstract(value: Any) -> Any:
+            if value is None:
+                return _null(non_null)
             raise Fallback  # interfaces and unions: the normal path resolves the type
         return abstract
 
 
-def _identity(value: Any) -> Any:
-    return value
+# Built-in scalars whose serialize returns a value of exactly this type unchanged.
+_SELF_SERIALIZING: dict[Any, type] = {GraphQLString: str, GraphQLID: str, GraphQLBoolean: bool, GraphQLInt: int}
+
+
+def _enum_names(leaf: Any) -> dict[Any, str]:
+    """A Strawberry enum's members by their GraphQL names: its serialize scans the values for each one."""
+    wrapped = getattr(leaf, "wrapped_cls", None)
+    if wrapped is None:
+        return {}
+    by_value = {v.value: name for name, v in leaf.values.items()}
+    return {member: by_value[member.value] for member in wrapped if member.value in by_value}
+
+
+def _null(non_null: bool) -> None:
+    if non_null:
+        raise Fallback  # the normal path raises the non-null error
+    return None
