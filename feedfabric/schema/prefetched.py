@@ -101,23 +101,7 @@ class PrefetchedCompletion:
 
     def render_prefetched(self, parent_type: GraphQLObjectType, source: Any, grouped: Any) -> dict[str, Any]:
         """The completed value of `source`'s collected fields; raises Fallback when it cannot be done here."""
-        plan = self._plan(parent_type, grouped)
-        out: dict[str, Any] = {}
-        loaded = getattr(source, "loaded", None)
-        cls = type(source)
-        for key, name, complete, readers in plan:
-            if complete is None:
-                out[key] = parent_type.name
-                continue
-            if loaded is not None and name in loaded:
-                value = loaded[name]
-            else:
-                read = readers[cls] if cls in readers else readers.setdefault(cls, _reader(cls, name))
-                if read is None:
-                    raise Fallback
-                value = read(source)
-            out[key] = complete(value)
-        return out
+        return _render(parent_type, source, self._plan(parent_type, grouped))
 
     def _plan(self, parent_type: GraphQLObjectType, grouped: Any) -> list[_Entry]:
         plans = self.__dict__.setdefault("_prefetch_plans", {})
@@ -187,7 +171,7 @@ class PrefetchedCompletion:
                 return serialized
             return complete_leaf
         if isinstance(inner, GraphQLObjectType):
-            subfields: list[Any] = []  # collect_subfields depends on the type and the selection only
+            plans: list[list[_Entry]] = []  # collect_subfields depends on the type and the selection only
 
             def complete_object(value: Any) -> Any:
                 if value is None:
@@ -195,12 +179,12 @@ class PrefetchedCompletion:
                 definition = getattr(type(value), "__strawberry_definition__", None)
                 if definition is None or definition.name != inner.name:
                     raise Fallback
-                if not subfields:
+                if not plans:
                     grouped, new_defer_usages, _forbidden = self.collect_subfields(inner, details)
                     if new_defer_usages:
                         raise Fallback
-                    subfields.append(grouped)
-                return self.render_prefetched(inner, value, subfields[0])
+                    plans.append(self._plan(inner, grouped))
+                return _render(inner, value, plans[0])
             return complete_object
 
         def abstract(value: Any) -> Any:
@@ -210,17 +194,41 @@ class PrefetchedCompletion:
         return abstract
 
 
+def _render(parent_type: GraphQLObjectType, source: Any, plan: list[_Entry]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    loaded = getattr(source, "loaded", None)
+    cls = type(source)
+    for key, name, complete, readers in plan:
+        if complete is None:
+            out[key] = parent_type.name
+            continue
+        if loaded is not None and name in loaded:
+            value = loaded[name]
+        else:
+            read = readers[cls] if cls in readers else readers.setdefault(cls, _reader(cls, name))
+            if read is None:
+                raise Fallback
+            value = read(source)
+        out[key] = complete(value)
+    return out
+
+
 # Built-in scalars whose serialize returns a value of exactly this type unchanged.
 _SELF_SERIALIZING: dict[Any, type] = {GraphQLString: str, GraphQLID: str, GraphQLBoolean: bool, GraphQLInt: int}
 
 
+_ENUM_NAMES: dict[Any, dict[Any, str]] = {}
+
+
 def _enum_names(leaf: Any) -> dict[Any, str]:
     """A Strawberry enum's members by their GraphQL names: its serialize scans the values for each one."""
-    wrapped = getattr(leaf, "wrapped_cls", None)
-    if wrapped is None:
-        return {}
-    by_value = {v.value: name for name, v in leaf.values.items()}
-    return {member: by_value[member.value] for member in wrapped if member.value in by_value}
+    names = _ENUM_NAMES.get(leaf)
+    if names is None:
+        wrapped = getattr(leaf, "wrapped_cls", None)
+        by_value = {v.value: name for name, v in leaf.values.items()} if wrapped is not None else {}
+        names = {member: by_value[member.value] for member in wrapped or () if member.value in by_value}
+        _ENUM_NAMES[leaf] = names
+    return names
 
 
 def _null(non_null: bool) -> None:
