@@ -141,7 +141,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if not settings.database_url:
             raise RuntimeError("DATABASE_URL is not set")
-        pool = await create_pool(settings.database_url, max_size=20, lean_reset=True)
+        pool = await create_pool(settings.database_url, max_size=20, lean_reset=True, generic_plans=True)
         redis = (
             aioredis.from_url(
                 settings.redis_url,

@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from feedfabric.db import timeline_queries as q
-from feedfabric.db.pool import create_pool
+from feedfabric.db.pool import create_pool, hold_session_state
 from feedfabric.feeds import timelines
 
 ADVISORY = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
@@ -91,3 +91,18 @@ async def test_settle_through_the_lean_pool_releases_its_lock(
 ) -> None:
     assert await timelines.serving_floor(lean_pool, redis) is None
     assert await pool.fetchval(ADVISORY) == 0
+
+
+async def test_generic_plans_survive_the_full_reset_of_a_marked_connection(database_url: str) -> None:
+    """The API plans its statements once per connection (create_pool(generic_plans=True)); a connection
+    that took session state is reset with RESET ALL, which must not bring back re-planning."""
+    pool = await create_pool(database_url, min_size=1, max_size=1, lean_reset=True, generic_plans=True)
+    try:
+        async with pool.acquire() as conn:
+            assert await conn.fetchval("SHOW plan_cache_mode") == "force_generic_plan"
+            await conn.execute("SET plan_cache_mode = auto")
+            hold_session_state(conn)
+        async with pool.acquire() as conn:
+            assert await conn.fetchval("SHOW plan_cache_mode") == "force_generic_plan"
+    finally:
+        await pool.close()

@@ -185,10 +185,9 @@ async def page(
     """Items in playlist order after the (rank, id) cursor, dropping posts the viewer must not see."""
     after_rank, after_id = after if after is not None else (None, None)
     rows = await conn.fetch(
-        f"""SELECT {_I_IT} FROM playlist_items i JOIN posts p ON p.id = i.post_id
+        f"""SELECT {_I_IT} FROM playlist_items i JOIN visible_posts($4) p ON p.id = i.post_id
             WHERE i.playlist_id = $1
               AND ($2::text IS NULL OR (i.rank, i.id) > ($2::text COLLATE "C", $3::uuid))
-              AND post_visible(p.status, p.author_id, p.repost_of, $4)
             ORDER BY i.rank, i.id LIMIT $5""",
         playlist_id, after_rank, after_id, viewer_id, limit,
     )

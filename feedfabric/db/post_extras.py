@@ -32,9 +32,8 @@ WITH page AS (
     SELECT id, author_id, repost_of FROM posts WHERE id = ANY($1::uuid[])
 ), originals AS (
     SELECT o.id, o.author_id, o.content, o.repost_of, o.status, o.created_at, o.updated_at
-    FROM posts o
+    FROM visible_posts($2) o
     WHERE o.id IN (SELECT repost_of FROM page WHERE repost_of IS NOT NULL)
-      AND post_visible(o.status, o.author_id, o.repost_of, $2)
 ), subjects AS (
     SELECT id, author_id FROM page UNION SELECT id, author_id FROM originals
 )

@@ -29,7 +29,7 @@ async def visible_ids(
     conn: asyncpg.Connection | asyncpg.Pool, ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None
 ) -> set[uuid.UUID]:
     rows = await conn.fetch(
-        "SELECT id FROM posts WHERE id = ANY($1::uuid[]) AND post_visible(status, author_id, repost_of, $2)",
+        "SELECT id FROM visible_posts($2) WHERE id = ANY($1::uuid[])",
         list(ids), viewer_id,
     )
     return {r["id"] for r in rows}

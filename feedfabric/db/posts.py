@@ -1,6 +1,7 @@
 """Queries over posts, their hashtags and mentions, and the newest-first lists built from them.
 
-Every list applies the one visibility rule, the SQL function post_visible.
+Every list applies the one visibility rule through the relation visible_posts(viewer)
+(migration 101), which Postgres inlines into each query.
 Cursors are post IDs: UUIDv7, so `id < cursor` is "older than the cursor".
 """
 
@@ -45,7 +46,7 @@ async def live_repost(conn: asyncpg.Connection, author_id: uuid.UUID, original_i
 
 async def is_visible(conn: Executor, post_id: uuid.UUID, viewer_id: uuid.UUID | None) -> bool:
     return bool(await conn.fetchval(
-        "SELECT post_visible(status, author_id, repost_of, $2) FROM posts WHERE id = $1", post_id, viewer_id
+        "SELECT EXISTS (SELECT 1 FROM visible_posts($2) WHERE id = $1)", post_id, viewer_id
     ))
 
 
@@ -106,8 +107,7 @@ async def visible_by_ids(
 ) -> dict[uuid.UUID, Post]:
     """Hydrates a page of timeline IDs in one query, dropping what the viewer must not see."""
     rows = await conn.fetch(
-        f"""SELECT {_COLUMNS} FROM posts
-            WHERE id = ANY($1::uuid[]) AND post_visible(status, author_id, repost_of, $2)""",
+        f"""SELECT {_COLUMNS} FROM visible_posts($2) WHERE id = ANY($1::uuid[])""",
         list(ids), viewer_id,
     )
     return {r["id"]: Post.of(r) for r in rows}
@@ -153,15 +153,13 @@ async def home_page(
                 SELECT target_id::uuid FROM follows WHERE follower_id = $1 AND target_type = 'member'
             ), candidates AS (
                 SELECT p.id FROM authors a CROSS JOIN LATERAL (
-                    SELECT p.id FROM posts p
+                    SELECT p.id FROM visible_posts($1) p
                     WHERE p.author_id = a.author_id AND ($2::uuid IS NULL OR p.id < $2)
-                      AND post_visible(p.status, p.author_id, p.repost_of, $1)
                     ORDER BY p.id DESC LIMIT $3) p
                 UNION
                 SELECT t.post_id FROM follows f CROSS JOIN LATERAL (
-                    SELECT pt.post_id FROM post_tags pt JOIN posts p ON p.id = pt.post_id
+                    SELECT pt.post_id FROM post_tags pt JOIN visible_posts($1) p ON p.id = pt.post_id
                     WHERE pt.tag = f.target_id AND ($2::uuid IS NULL OR pt.post_id < $2)
-                      AND post_visible(p.status, p.author_id, p.repost_of, $1)
                     ORDER BY pt.post_id DESC LIMIT $3) t
                 WHERE f.follower_id = $1 AND f.target_type = 'tag'
             )
@@ -184,15 +182,13 @@ async def home_after(conn: Executor, viewer_id: uuid.UUID, after: uuid.UUID, lim
                 SELECT target_id::uuid FROM follows WHERE follower_id = $1 AND target_type = 'member'
             ), candidates AS (
                 SELECT p.id FROM authors a CROSS JOIN LATERAL (
-                    SELECT p.id FROM posts p
+                    SELECT p.id FROM visible_posts($1) p
                     WHERE p.author_id = a.author_id AND p.id > $2
-                      AND post_visible(p.status, p.author_id, p.repost_of, $1)
                     ORDER BY p.id LIMIT $3) p
                 UNION
                 SELECT t.post_id FROM follows f CROSS JOIN LATERAL (
-                    SELECT pt.post_id FROM post_tags pt JOIN posts p ON p.id = pt.post_id
+                    SELECT pt.post_id FROM post_tags pt JOIN visible_posts($1) p ON p.id = pt.post_id
                     WHERE pt.tag = f.target_id AND pt.post_id > $2
-                      AND post_visible(p.status, p.author_id, p.repost_of, $1)
                     ORDER BY pt.post_id LIMIT $3) t
                 WHERE f.follower_id = $1 AND f.target_type = 'tag'
             )
@@ -213,9 +209,8 @@ async def by_authors_page(
     """Newest visible posts of a set of authors (favourites feed, celebrity pull)."""
     rows = await conn.fetch(
         f"""SELECT {_P_COLUMNS} FROM unnest($1::uuid[]) AS a(author_id) CROSS JOIN LATERAL (
-                SELECT * FROM posts p
+                SELECT * FROM visible_posts($2) p
                 WHERE p.author_id = a.author_id AND ($3::uuid IS NULL OR p.id < $3)
-                  AND post_visible(p.status, p.author_id, p.repost_of, $2)
                 ORDER BY p.id DESC LIMIT $4) p
             ORDER BY p.id DESC LIMIT $4""",
         list(author_ids), viewer_id, before, limit,
@@ -228,9 +223,8 @@ async def favourites_page(
 ) -> list[Post]:
     rows = await conn.fetch(
         f"""SELECT {_P_COLUMNS} FROM favourites f CROSS JOIN LATERAL (
-                SELECT * FROM posts p
+                SELECT * FROM visible_posts($1) p
                 WHERE p.author_id = f.favourite_id AND ($2::uuid IS NULL OR p.id < $2)
-                  AND post_visible(p.status, p.author_id, p.repost_of, $1)
                 ORDER BY p.id DESC LIMIT $3) p
             WHERE f.member_id = $1
             ORDER BY p.id DESC LIMIT $3""",
@@ -243,9 +237,8 @@ async def tag_page(
     conn: Executor, tag: str, viewer_id: uuid.UUID | None, before: uuid.UUID | None, limit: int
 ) -> list[Post]:
     rows = await conn.fetch(
-        f"""SELECT {_P_COLUMNS} FROM post_tags t JOIN posts p ON p.id = t.post_id
+        f"""SELECT {_P_COLUMNS} FROM post_tags t JOIN visible_posts($2) p ON p.id = t.post_id
             WHERE t.tag = $1 AND ($3::uuid IS NULL OR t.post_id < $3)
-              AND post_visible(p.status, p.author_id, p.repost_of, $2)
             ORDER BY t.post_id DESC LIMIT $4""",
         tag, viewer_id, before, limit,
     )
@@ -266,11 +259,10 @@ async def author_page(
 ) -> list[Post]:
     order = "DESC" if newest_first else "ASC"
     rows = await conn.fetch(
-        f"""SELECT {_COLUMNS} FROM posts p
+        f"""SELECT {_COLUMNS} FROM visible_posts($2) p
             WHERE p.author_id = $1
               AND ($3::uuid IS NULL OR p.id > $3) AND ($4::uuid IS NULL OR p.id >= $4)
               AND ($5::uuid IS NULL OR p.id < $5) AND ($6::uuid IS NULL OR p.id <= $6)
-              AND post_visible(p.status, p.author_id, p.repost_of, $2)
             ORDER BY p.id {order} LIMIT $7""",
         author_id, viewer_id, gt, gte, lt, lte, limit,
     )
@@ -282,9 +274,8 @@ async def mention_page(
 ) -> list[asyncpg.Record]:
     """(item_id, post_id, comment_id) of posts and comments that mention the viewer, newest first."""
     return await conn.fetch(
-        """SELECT m.item_id, m.post_id, m.comment_id FROM mentions m JOIN posts p ON p.id = m.post_id
+        """SELECT m.item_id, m.post_id, m.comment_id FROM mentions m JOIN visible_posts($1) p ON p.id = m.post_id
            WHERE m.member_id = $1 AND ($2::uuid IS NULL OR m.item_id < $2)
-             AND post_visible(p.status, p.author_id, p.repost_of, $1)
              AND (m.comment_id IS NULL OR EXISTS (
                   SELECT 1 FROM comments c JOIN members ca ON ca.id = c.author_id
                   WHERE c.id = m.comment_id AND ca.status = 'active'))

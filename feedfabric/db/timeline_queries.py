@@ -157,14 +157,13 @@ async def first_round(
     """
     rows = await conn.fetch(
         """SELECT id, author_id, content, repost_of, status, created_at, updated_at, false AS pulled
-           FROM posts WHERE id = ANY($1::uuid[]) AND post_visible(status, author_id, repost_of, $2)
+           FROM visible_posts($2) WHERE id = ANY($1::uuid[])
            UNION ALL
            (SELECT p.id, p.author_id, p.content, p.repost_of, p.status, p.created_at, p.updated_at, true
             FROM follows f JOIN member_stats s ON s.member_id = f.target_id::uuid
             CROSS JOIN LATERAL (
-                SELECT * FROM posts p
+                SELECT * FROM visible_posts($2) p
                 WHERE p.author_id = s.member_id AND ($3::uuid IS NULL OR p.id < $3)
-                  AND post_visible(p.status, p.author_id, p.repost_of, $2)
                 ORDER BY p.id DESC LIMIT $4) p
             WHERE f.follower_id = $2 AND f.target_type = 'member' AND s.followers > $5
             ORDER BY p.id DESC LIMIT $4)""",
