@@ -85,15 +85,22 @@ def is_prefetched(source: Any) -> bool:
 # One field of a plan: response key, field name, the completer of its value (None for __typename),
 # and the field's reader for each source class seen (filled as classes come).
 _Entry = tuple[str, str, Callable[[Any], Any] | None, dict[type, Reader | None]]
+# The same, kept across operations: a leaf's completer is fixed by its type, an object's is made
+# per operation (it collects its subfields with that operation's variables): None here, its type kept.
+_Template = tuple[str, str, Callable[[Any], Any] | None, GraphQLOutputType | None, dict[type, Reader | None]]
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+_MAX_TEMPLATES = 1024
 
 
 class PrefetchedCompletion:
     """Mixed into the executor: `collect_subfields` is graphql-core's (memoised per selection).
 
     Each collected selection is turned into a plan once per operation (its
-    fields' names and completers), then run for every post of the page.
+    fields' names and completers), then run for every post of the page. What
+    a plan holds that does not depend on the operation's variables (the
+    fields, the leaves' completers) is made once per selection and kept
+    across operations (`_template`).
     """
 
     collect_subfields: Callable[..., Any]
@@ -112,20 +119,12 @@ class PrefetchedCompletion:
             return cached[1]
         plan: list[_Entry] | None = []
         try:
-            for key, details in grouped.items():
-                node = details[0].node
-                if node.arguments or any(
-                    d.defer_usage is not None or d.fragment_variable_values is not None for d in details
-                ):
+            for (key, name, leaf, field_type, readers), details in zip(_template(parent_type, grouped),
+                                                                       grouped.values()):
+                if any(d.defer_usage is not None or d.fragment_variable_values is not None for d in details):
                     raise Fallback
-                name = node.name.value
-                if name == "__typename":
-                    plan.append((key, name, None, {}))  # type: ignore[union-attr]
-                    continue
-                field = parent_type.fields.get(name)
-                if field is None:
-                    raise Fallback
-                plan.append((key, name, self._completer(field.type, details), {}))  # type: ignore[union-attr]
+                complete = leaf if leaf is not None or field_type is None else self._completer(field_type, details)
+                plan.append((key, name, complete, readers))  # type: ignore[union-attr]
         except Fallback:
             plan = None
         plans[id(grouped)] = (grouped, plan)  # the grouped set is kept alive, so its id is not reused
@@ -134,17 +133,12 @@ class PrefetchedCompletion:
         return plan
 
     def _completer(self, return_type: GraphQLOutputType, details: Any) -> Callable[[Any], Any]:
-        """graphql-core's completion of one value of `return_type`, for the values a prefetched page holds.
-
-        A page has a few hundred values, most of them strings, so each completer is one closure that
-        handles null itself, and a built-in scalar's value of exactly its type is returned as it is
-        (what its `serialize` would return) without the call.
-        """
+        """The completion of an object value (or a list of them) of `return_type`, for this operation."""
         non_null = isinstance(return_type, GraphQLNonNull)
         inner: Any = return_type.of_type if non_null else return_type  # type: ignore[union-attr]
 
         if isinstance(inner, GraphQLList):
-            item = self._completer(inner.of_type, details)
+            item = _leaf(inner.of_type) or self._completer(inner.of_type, details)
 
             def complete_list(value: Any) -> Any:
                 if value is None:
@@ -153,23 +147,6 @@ class PrefetchedCompletion:
                     raise Fallback
                 return [item(v) for v in value]
             return complete_list
-        if is_leaf_type(inner):
-            serialize = inner.serialize
-            exact: type | None = _SELF_SERIALIZING.get(inner)
-            names = _enum_names(inner)
-
-            def complete_leaf(value: Any) -> Any:
-                if value is None:
-                    return _null(non_null)
-                if type(value) is exact and (exact is not int or _INT_MIN <= value <= _INT_MAX):
-                    return value
-                if names and value in names:
-                    return names[value]
-                serialized = serialize(value)
-                if serialized is Undefined or serialized is None:
-                    raise Fallback
-                return serialized
-            return complete_leaf
         if isinstance(inner, GraphQLObjectType):
             plans: list[list[_Entry]] = []  # collect_subfields depends on the type and the selection only
 
@@ -192,6 +169,90 @@ class PrefetchedCompletion:
                 return _null(non_null)
             raise Fallback  # interfaces and unions: the normal path resolves the type
         return abstract
+
+
+# Templates by (parent type, the collected fields' keys and AST nodes), each kept with the objects its
+# key names by id, so no id in a key is reused while its template lives.
+_TEMPLATES: dict[tuple[Any, ...], tuple[tuple[Any, ...], list[_Template] | None]] = {}
+
+
+def _template(parent_type: GraphQLObjectType, grouped: Any) -> list[_Template]:
+    """The operation-independent part of a selection's plan; the same document (the parser cache
+    hands out one AST per query text) with the same @include/@skip outcome finds it again."""
+    nodes = tuple(tuple(d.node for d in details) for details in grouped.values())
+    key = (id(parent_type), tuple(grouped), tuple(tuple(map(id, group)) for group in nodes))
+    hit = _TEMPLATES.get(key)
+    if hit is None:
+        entries: list[_Template] | None = []
+        try:
+            for response_key, group in zip(grouped, nodes):
+                node = group[0]
+                if node.arguments:
+                    raise Fallback
+                name = node.name.value
+                if name == "__typename":
+                    entries.append((response_key, name, None, None, {}))  # type: ignore[union-attr]
+                    continue
+                field = parent_type.fields.get(name)
+                if field is None:
+                    raise Fallback
+                entries.append((response_key, name, _leaf(field.type), field.type, {}))  # type: ignore[union-attr]
+        except Fallback:
+            entries = None
+        if len(_TEMPLATES) >= _MAX_TEMPLATES:
+            _TEMPLATES.clear()
+        hit = _TEMPLATES[key] = ((parent_type, nodes), entries)
+    if hit[1] is None:
+        raise Fallback
+    return hit[1]
+
+
+_LEAVES: dict[int, tuple[GraphQLOutputType, Callable[[Any], Any] | None]] = {}
+
+
+def _leaf(return_type: GraphQLOutputType) -> Callable[[Any], Any] | None:
+    """graphql-core's completion of a scalar or enum value (or a list of them) of `return_type`; None for
+    any other type.
+
+    A page has a few hundred values, most of them strings, so each completer is one closure that
+    handles null itself, and a built-in scalar's value of exactly its type is returned as it is
+    (what its `serialize` would return) without the call.
+    """
+    hit = _LEAVES.get(id(return_type))
+    if hit is not None and hit[0] is return_type:
+        return hit[1]
+    non_null = isinstance(return_type, GraphQLNonNull)
+    inner: Any = return_type.of_type if non_null else return_type  # type: ignore[union-attr]
+    complete: Callable[[Any], Any] | None = None
+    if isinstance(inner, GraphQLList):
+        item = _leaf(inner.of_type)
+        if item is not None:
+            def complete_list(value: Any) -> Any:
+                if value is None:
+                    return _null(non_null)
+                if not isinstance(value, list):
+                    raise Fallback
+                return [item(v) for v in value]
+            complete = complete_list
+    elif is_leaf_type(inner):
+        serialize = inner.serialize
+        exact: type | None = _SELF_SERIALIZING.get(inner)
+        names = _enum_names(inner)
+
+        def complete_leaf(value: Any) -> Any:
+            if value is None:
+                return _null(non_null)
+            if type(value) is exact and (exact is not int or _INT_MIN <= value <= _INT_MAX):
+                return value
+            if names and value in names:
+                return names[value]
+            serialized = serialize(value)
+            if serialized is Undefined or serialized is None:
+                raise Fallback
+            return serialized
+        complete = complete_leaf
+    _LEAVES[id(return_type)] = (return_type, complete)
+    return complete
 
 
 def _render(parent_type: GraphQLObjectType, source: Any, plan: list[_Entry]) -> dict[str, Any]:
