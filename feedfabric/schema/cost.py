@@ -156,7 +156,7 @@ class QueryCost(SchemaExtension):
         if ec.graphql_document is None:
             return 0
         try:
-            return operation_cost(ec.schema._schema, ec.graphql_document, ec.operation_name, ec.variables)
+            return _cached_cost(ec.schema._schema, ec.graphql_document, ec.operation_name, ec.variables)
         except Exception:  # noqa: BLE001 - an unpickable or odd document simply has no cost to report
             return 0
 
@@ -177,3 +177,33 @@ class QueryCost(SchemaExtension):
         if self.cost is None:
             self.cost = self._compute() if not self.execution_context.pre_execution_errors else 0
         return {"cost": {"requestedQueryCost": self.cost, "maximumAvailable": self._limit()}}
+
+
+# Costs by (schema, document, operation, variables): the parser cache hands out one document per query
+# text, so a client repeating its query with the same variables is not walked again. Each entry keeps
+# the objects its key names by id.
+_COSTS: dict[tuple[Any, ...], tuple[tuple[Any, ...], int]] = {}
+_MAX_COSTS = 1024
+
+
+def _cached_cost(schema: GraphQLSchema, document: DocumentNode, operation_name: str | None,
+                 variables: Mapping[str, Any] | None) -> int:
+    try:
+        key = (id(schema), id(document), operation_name, _frozen(variables))
+        hash(key)
+    except TypeError:
+        return operation_cost(schema, document, operation_name, variables)
+    hit = _COSTS.get(key)
+    if hit is None:
+        if len(_COSTS) >= _MAX_COSTS:
+            _COSTS.clear()
+        hit = _COSTS[key] = ((schema, document), operation_cost(schema, document, operation_name, variables))
+    return hit[1]
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return (type(value), value)
