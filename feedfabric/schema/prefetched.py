@@ -22,6 +22,7 @@ time spent.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 from graphql import (
@@ -62,7 +63,7 @@ def _reader(cls: type, name: str) -> Reader | None:
         resolver = field.base_resolver
         python_name = field.python_name
         if resolver is None:
-            found = lambda obj, attr=python_name: getattr(obj, attr)
+            found = attrgetter(python_name)
         elif not resolver.arguments and resolver.info_parameter is None and not resolver.is_async:
             func = resolver.wrapped_func
             if callable(func) and not isinstance(func, (staticmethod, classmethod)):
@@ -82,12 +83,33 @@ def is_prefetched(source: Any) -> bool:
     return getattr(source, "loaded", None) is not None or getattr(source, "prefetched", False) is True
 
 
-# One field of a plan: response key, field name, the completer of its value (None for __typename),
-# and the field's reader for each source class seen (filled as classes come).
-_Entry = tuple[str, str, Callable[[Any], Any] | None, dict[type, Reader | None]]
+# One field of a plan: response key, field name, the completer of its value (None for __typename).
+_Entry = tuple[str, str, Callable[[Any], Any] | None]
 # The same, kept across operations: a leaf's completer is fixed by its type, an object's is made
 # per operation (it collects its subfields with that operation's variables): None here, its type kept.
-_Template = tuple[str, str, Callable[[Any], Any] | None, GraphQLOutputType | None, dict[type, Reader | None]]
+_Template = tuple[str, str, Callable[[Any], Any] | None, GraphQLOutputType | None]
+# What rendering runs for each field of a source class: response key, field name, reader, completer.
+_Row = tuple[str, str, Reader, Callable[[Any], Any]]
+
+
+class _Plan:
+    """A selection's fields for one operation, and for each class of source the rows that render them."""
+
+    __slots__ = ("entries", "rows")
+
+    def __init__(self, entries: list[_Entry]) -> None:
+        self.entries = entries
+        self.rows: dict[type, list[_Row]] = {}
+
+    def rows_for(self, parent_type: GraphQLObjectType, cls: type) -> list[_Row]:
+        rows: list[_Row] = []
+        for key, name, complete in self.entries:
+            if complete is None:
+                rows.append((key, name, _constant(parent_type.name), _identity))
+            else:
+                rows.append((key, name, _reader(cls, name) or _unreadable, complete))
+        self.rows[cls] = rows
+        return rows
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 _MAX_TEMPLATES = 1024
@@ -104,27 +126,28 @@ class PrefetchedCompletion:
     """
 
     collect_subfields: Callable[..., Any]
-    _prefetch_plans: dict[int, tuple[Any, list[_Entry] | None]]
+    _prefetch_plans: dict[int, tuple[Any, _Plan | None]]
 
     def render_prefetched(self, parent_type: GraphQLObjectType, source: Any, grouped: Any) -> dict[str, Any]:
         """The completed value of `source`'s collected fields; raises Fallback when it cannot be done here."""
         return _render(parent_type, source, self._plan(parent_type, grouped))
 
-    def _plan(self, parent_type: GraphQLObjectType, grouped: Any) -> list[_Entry]:
+    def _plan(self, parent_type: GraphQLObjectType, grouped: Any) -> _Plan:
         plans = self.__dict__.setdefault("_prefetch_plans", {})
         cached = plans.get(id(grouped))
         if cached is not None and cached[0] is grouped:
             if cached[1] is None:
                 raise Fallback
             return cached[1]
-        plan: list[_Entry] | None = []
+        plan: _Plan | None
         try:
-            for (key, name, leaf, field_type, readers), details in zip(_template(parent_type, grouped),
-                                                                       grouped.values()):
+            entries: list[_Entry] = []
+            for (key, name, leaf, field_type), details in zip(_template(parent_type, grouped), grouped.values()):
                 if any(d.defer_usage is not None or d.fragment_variable_values is not None for d in details):
                     raise Fallback
                 complete = leaf if leaf is not None or field_type is None else self._completer(field_type, details)
-                plan.append((key, name, complete, readers))  # type: ignore[union-attr]
+                entries.append((key, name, complete))
+            plan = _Plan(entries)
         except Fallback:
             plan = None
         plans[id(grouped)] = (grouped, plan)  # the grouped set is kept alive, so its id is not reused
@@ -148,7 +171,7 @@ class PrefetchedCompletion:
                 return [item(v) for v in value]
             return complete_list
         if isinstance(inner, GraphQLObjectType):
-            plans: list[list[_Entry]] = []  # collect_subfields depends on the type and the selection only
+            plans: list[_Plan] = []  # collect_subfields depends on the type and the selection only
 
             def complete_object(value: Any) -> Any:
                 if value is None:
@@ -191,12 +214,12 @@ def _template(parent_type: GraphQLObjectType, grouped: Any) -> list[_Template]:
                     raise Fallback
                 name = node.name.value
                 if name == "__typename":
-                    entries.append((response_key, name, None, None, {}))  # type: ignore[union-attr]
+                    entries.append((response_key, name, None, None))  # type: ignore[union-attr]
                     continue
                 field = parent_type.fields.get(name)
                 if field is None:
                     raise Fallback
-                entries.append((response_key, name, _leaf(field.type), field.type, {}))  # type: ignore[union-attr]
+                entries.append((response_key, name, _leaf(field.type), field.type))  # type: ignore[union-attr]
         except Fallback:
             entries = None
         if len(_TEMPLATES) >= _MAX_TEMPLATES:
@@ -255,23 +278,35 @@ def _leaf(return_type: GraphQLOutputType) -> Callable[[Any], Any] | None:
     return complete
 
 
-def _render(parent_type: GraphQLObjectType, source: Any, plan: list[_Entry]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    loaded = getattr(source, "loaded", None)
+def _render(parent_type: GraphQLObjectType, source: Any, plan: _Plan) -> dict[str, Any]:
     cls = type(source)
-    for key, name, complete, readers in plan:
-        if complete is None:
-            out[key] = parent_type.name
-            continue
-        if loaded is not None and name in loaded:
-            value = loaded[name]
-        else:
-            read = readers[cls] if cls in readers else readers.setdefault(cls, _reader(cls, name))
-            if read is None:
-                raise Fallback
-            value = read(source)
-        out[key] = complete(value)
+    rows = plan.rows.get(cls)
+    if rows is None:
+        rows = plan.rows_for(parent_type, cls)
+    loaded = getattr(source, "loaded", None)
+    if loaded is None:
+        return {key: complete(read(source)) for key, _name, read, complete in rows}
+    out: dict[str, Any] = {}
+    get = loaded.get
+    for key, name, read, complete in rows:
+        value = get(name, _UNSET)
+        out[key] = complete(read(source) if value is _UNSET else value)
     return out
+
+
+_UNSET = object()
+
+
+def _unreadable(source: Any) -> Any:
+    raise Fallback  # only a resolver can answer this field
+
+
+def _constant(value: Any) -> Reader:
+    return lambda _source: value
+
+
+def _identity(value: Any) -> Any:
+    return value
 
 
 # Built-in scalars whose serialize returns a value of exactly this type unchanged.
