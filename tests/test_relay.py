@@ -39,12 +39,16 @@ async def test_relay_killed_between_produce_and_stamp_loses_nothing_and_doubles_
     await f.follow(pool, fan, author)
     posts = [await f.post(pool, author) for _ in range(5)]
 
+    crashed = asyncio.Event()
+
     async def crash(rows: Sequence[OutboxRow]) -> None:
+        crashed.set()
         raise Killed
 
     with pytest.raises(Killed):
         async with running(relay(settings, after_produce=crash).run):
-            await asyncio.sleep(2)
+            # However long the relay takes to reach the broker and produce, it dies right after.
+            await asyncio.wait_for(crashed.wait(), 30)
     assert await _unpublished(pool) == 5
     produced_before = len(await read_topic(settings, "feedfabric.posts", 5))
     assert produced_before == 5
