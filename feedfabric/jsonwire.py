@@ -13,10 +13,6 @@ import orjson
 from starlette.responses import JSONResponse as _StarletteJSONResponse
 
 
-def dumps(value: Any) -> bytes:
-    return orjson.dumps(value)
-
-
 def dumps_text(value: Any) -> str:
     return orjson.dumps(value).decode()
 

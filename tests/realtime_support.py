@@ -162,6 +162,22 @@ async def wait_subscribed(server: Server, count: int, timeout: float = 5.0) -> N
         await asyncio.sleep(0.01)
 
 
+@contextlib.asynccontextmanager
+async def followers_watching(server: Server, protocol: str) -> AsyncIterator[tuple[str, list[WsClient]]]:
+    """`alice` (her token) and three followers' sockets, each subscribed to its home timeline."""
+    api = server.api
+    alice = await api.member("alice")
+    readers = [await api.member(name) for name in ("bob", "carol", "dave")]
+    for reader in readers:
+        await api.follow(reader, "alice")
+    async with ws_client(server, protocol, readers[0]) as a, ws_client(server, protocol, readers[1]) as b, \
+            ws_client(server, protocol, readers[2]) as c:
+        for ws in (a, b, c):
+            await ws.subscribe(HOME_SUB)
+        await wait_subscribed(server, 3)
+        yield alice, [a, b, c]
+
+
 @dataclass
 class StalledClient:
     """A WebSocket client that can stop reading entirely (the websockets client keeps reading into memory).

@@ -21,6 +21,7 @@ from tests.realtime_support import (
     PROTOCOLS,
     TRANSPORT_WS,
     bulk_posts,
+    followers_watching,
     member_id,
     raw_next,
     serve,
@@ -37,15 +38,7 @@ def _post_id(raw: str) -> str:
 async def test_the_hub_writes_to_idle_subscribers_exactly_what_strawberry_would(settings: Settings, protocol: str) -> None:
     async with serve(settings) as server, running(relay(settings).run):
         api = server.api
-        alice = await api.member("alice")
-        readers = [await api.member(name) for name in ("bob", "carol", "dave")]
-        for reader in readers:
-            await api.follow(reader, "alice")
-        async with ws_client(server, protocol, readers[0]) as a, ws_client(server, protocol, readers[1]) as b, \
-                ws_client(server, protocol, readers[2]) as c:
-            for ws in (a, b, c):
-                await ws.subscribe(HOME_SUB)
-            await wait_subscribed(server, 3)
+        async with followers_watching(server, protocol) as (alice, (a, b, c)):
             await api.post(alice, "opens the lanes")  # each subscriber's first shared message
             for ws in (a, b, c):
                 await raw_next(ws)

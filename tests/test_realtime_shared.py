@@ -12,9 +12,9 @@ from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.settings import Settings
 from tests.pipeline_support import relay, running
 from tests.realtime_support import (
-    HOME_SUB,
     PROTOCOLS,
     TRANSPORT_WS,
+    followers_watching,
     raw_next,
     serve,
     wait_subscribed,
@@ -43,15 +43,7 @@ async def test_same_selection_renders_once_for_all_its_subscribers(settings: Set
                                                                    executions: list[Any], fast_sends: list[str]) -> None:
     async with serve(settings) as server, running(relay(settings).run):
         api = server.api
-        alice = await api.member("alice")
-        readers = [await api.member(name) for name in ("bob", "carol", "dave")]
-        for reader in readers:
-            await api.follow(reader, "alice")
-        async with ws_client(server, protocol, readers[0]) as a, ws_client(server, protocol, readers[1]) as b, \
-                ws_client(server, protocol, readers[2]) as c:
-            for ws in (a, b, c):
-                await ws.subscribe(HOME_SUB)
-            await wait_subscribed(server, 3)
+        async with followers_watching(server, protocol) as (alice, (a, b, c)):
             post_id = await api.post(alice, 'one rendering, caf\u00e9 \u2713 "quoted"')
             raws = [await raw_next(ws) for ws in (a, b, c)]
             second = await api.post(alice, "and again")

@@ -161,15 +161,7 @@ class PrefetchedCompletion:
         inner: Any = return_type.of_type if non_null else return_type  # type: ignore[union-attr]
 
         if isinstance(inner, GraphQLList):
-            item = _leaf(inner.of_type) or self._completer(inner.of_type, details)
-
-            def complete_list(value: Any) -> Any:
-                if value is None:
-                    return _null(non_null)
-                if not isinstance(value, list):
-                    raise Fallback
-                return [item(v) for v in value]
-            return complete_list
+            return _list(_leaf(inner.of_type) or self._completer(inner.of_type, details), non_null)
         if isinstance(inner, GraphQLObjectType):
             plans: list[_Plan] = []  # collect_subfields depends on the type and the selection only
 
@@ -249,14 +241,7 @@ def _leaf(return_type: GraphQLOutputType) -> Callable[[Any], Any] | None:
     complete: Callable[[Any], Any] | None = None
     if isinstance(inner, GraphQLList):
         item = _leaf(inner.of_type)
-        if item is not None:
-            def complete_list(value: Any) -> Any:
-                if value is None:
-                    return _null(non_null)
-                if not isinstance(value, list):
-                    raise Fallback
-                return [item(v) for v in value]
-            complete = complete_list
+        complete = _list(item, non_null) if item is not None else None
     elif is_leaf_type(inner):
         serialize = inner.serialize
         exact: type | None = _SELF_SERIALIZING.get(inner)
@@ -325,6 +310,16 @@ def _enum_names(leaf: Any) -> dict[Any, str]:
         names = {member: by_value[member.value] for member in wrapped or () if member.value in by_value}
         _ENUM_NAMES[leaf] = names
     return names
+
+
+def _list(item: Callable[[Any], Any], non_null: bool) -> Callable[[Any], Any]:
+    def complete_list(value: Any) -> Any:
+        if value is None:
+            return _null(non_null)
+        if not isinstance(value, list):
+            raise Fallback
+        return [item(v) for v in value]
+    return complete_list
 
 
 def _null(non_null: bool) -> None:
