@@ -21,6 +21,7 @@ time spent.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
@@ -164,6 +165,9 @@ class PrefetchedCompletion:
             return _list(_leaf(inner.of_type) or self._completer(inner.of_type, details), non_null)
         if isinstance(inner, GraphQLObjectType):
             plans: list[_Plan] = []  # collect_subfields depends on the type and the selection only
+            # The executor keeps this completer (in its plans): a strong reference back would make a
+            # cycle, and every operation's executor would wait for the cyclic collector to be freed.
+            executor = weakref.ref(self)
 
             def complete_object(value: Any) -> Any:
                 if value is None:
@@ -172,10 +176,12 @@ class PrefetchedCompletion:
                 if definition is None or definition.name != inner.name:
                     raise Fallback
                 if not plans:
-                    grouped, new_defer_usages, _forbidden = self.collect_subfields(inner, details)
+                    owner = executor()
+                    assert owner is not None  # completion runs inside the executor's own operation
+                    grouped, new_defer_usages, _forbidden = owner.collect_subfields(inner, details)
                     if new_defer_usages:
                         raise Fallback
-                    plans.append(self._plan(inner, grouped))
+                    plans.append(owner._plan(inner, grouped))
                 return _render(inner, value, plans[0])
             return complete_object
 

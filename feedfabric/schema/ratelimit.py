@@ -24,21 +24,21 @@ def root_field_count(document: DocumentNode, operation_name: str | None) -> int:
     if operation is None:
         return 1
     fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+    return max(_count(fragments, operation.selection_set, frozenset()), 1)
 
-    def count(selections: SelectionSetNode, seen: frozenset[str]) -> int:
-        total = 0
-        for selection in selections.selections:
-            if isinstance(selection, FieldNode):
-                total += 1
-            elif isinstance(selection, InlineFragmentNode):
-                total += count(selection.selection_set, seen)
-            elif isinstance(selection, FragmentSpreadNode):
-                name = selection.name.value
-                if name in fragments and name not in seen:
-                    total += count(fragments[name].selection_set, seen | {name})
-        return total
 
-    return max(count(operation.selection_set, frozenset()), 1)
+def _count(fragments: dict[str, FragmentDefinitionNode], selections: SelectionSetNode, seen: frozenset[str]) -> int:
+    total = 0
+    for selection in selections.selections:
+        if isinstance(selection, FieldNode):
+            total += 1
+        elif isinstance(selection, InlineFragmentNode):
+            total += _count(fragments, selection.selection_set, seen)
+        elif isinstance(selection, FragmentSpreadNode):
+            name = selection.name.value
+            if name in fragments and name not in seen:
+                total += _count(fragments, fragments[name].selection_set, seen | {name})
+    return total
 
 
 class OperationRateLimit(SchemaExtension):

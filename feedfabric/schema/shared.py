@@ -29,6 +29,7 @@ from graphql import (
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from feedfabric.realtime.render import SharedRenders
+from feedfabric.schema.acyclic import weak_async_helpers
 from feedfabric.schema.prefetched import Fallback, PrefetchedCompletion, is_prefetched
 
 # Fields whose value is the same for every viewer who receives the item (the
@@ -51,6 +52,10 @@ SHAREABLE: dict[str, frozenset[str]] = {
 class SharedEventExecutor(PrefetchedCompletion, StrawberryGraphQLCoreExecutionContext):
     """Strawberry's executor, except that subscription events carrying SharedRenders reuse them, and
     feed-page posts whose values are all prefetched are completed directly (feedfabric.schema.prefetched)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.async_helpers = weak_async_helpers(self)
 
     def execute_collected_subfields(
         self, parent_type: GraphQLObjectType, source_value: Any, path: Any, grouped_field_set: Any,
@@ -80,34 +85,36 @@ class SharedEventExecutor(PrefetchedCompletion, StrawberryGraphQLCoreExecutionCo
 
 
 def _viewer_independent(executor: StrawberryGraphQLCoreExecutionContext) -> bool:
+    root = executor.schema.subscription_type
+    return root is not None and _shareable(executor, root, executor.operation.selection_set, frozenset())
+
+
+def _shareable(
+    executor: StrawberryGraphQLCoreExecutionContext, parent: GraphQLNamedType | None,
+    selections: SelectionSetNode, seen: frozenset[str],
+) -> bool:
     schema = executor.schema
-    fragments = executor.fragment_definitions
-
-    def walk(parent: GraphQLNamedType | None, selections: SelectionSetNode, seen: frozenset[str]) -> bool:
-        for selection in selections.selections:
-            if isinstance(selection, FieldNode):
-                name = selection.name.value
-                if name == "__typename":
-                    continue
-                if not isinstance(parent, GraphQLObjectType) or name not in SHAREABLE.get(parent.name, ()):
+    for selection in selections.selections:
+        if isinstance(selection, FieldNode):
+            name = selection.name.value
+            if name == "__typename":
+                continue
+            if not isinstance(parent, GraphQLObjectType) or name not in SHAREABLE.get(parent.name, ()):
+                return False
+            if selection.selection_set is not None:
+                child = get_named_type(parent.fields[name].type)
+                if not _shareable(executor, child, selection.selection_set, seen):
                     return False
-                if selection.selection_set is not None:
-                    child = get_named_type(parent.fields[name].type)
-                    if not walk(child, selection.selection_set, seen):
-                        return False
-            elif isinstance(selection, InlineFragmentNode):
-                on = schema.get_type(selection.type_condition.name.value) if selection.type_condition else parent
-                if not walk(on, selection.selection_set, seen):
-                    return False
-            elif isinstance(selection, FragmentSpreadNode):
-                name = selection.name.value
-                fragment = fragments.get(name)
-                if fragment is None or name in seen:
-                    return False
-                on = schema.get_type(fragment.type_condition.name.value)
-                if not walk(on, fragment.selection_set, seen | {name}):
-                    return False
-        return True
-
-    root = schema.subscription_type
-    return root is not None and walk(root, executor.operation.selection_set, frozenset())
+        elif isinstance(selection, InlineFragmentNode):
+            on = schema.get_type(selection.type_condition.name.value) if selection.type_condition else parent
+            if not _shareable(executor, on, selection.selection_set, seen):
+                return False
+        elif isinstance(selection, FragmentSpreadNode):
+            name = selection.name.value
+            fragment = executor.fragment_definitions.get(name)
+            if fragment is None or name in seen:
+                return False
+            on = schema.get_type(fragment.type_condition.name.value)
+            if not _shareable(executor, on, fragment.selection_set, seen | {name}):
+                return False
+    return True

@@ -468,21 +468,25 @@ def _node_fields(info: ContextInfo) -> set[str]:
     (arguments, directives) into objects of its own on every request, 3% of a GraphQL page's CPU."""
     raw = info._raw_info
     names: set[str] = set()
-
-    def walk(selection_set: SelectionSetNode | None, path: tuple[str, ...]) -> None:
-        for selection in selection_set.selections if selection_set is not None else ():
-            if isinstance(selection, FieldNode):
-                name = selection.name.value
-                if path == ("edges", "node"):
-                    names.add(name)
-                elif len(path) < 2:
-                    walk(selection.selection_set, (*path, name))
-            elif isinstance(selection, FragmentSpreadNode):
-                fragment = raw.fragments.get(selection.name.value)
-                walk(fragment.selection_set if fragment is not None else None, path)
-            elif isinstance(selection, InlineFragmentNode):
-                walk(selection.selection_set, path)
-
     for node in raw.field_nodes:
-        walk(node.selection_set, ())
+        _walk_to_nodes(raw.fragments, node.selection_set, (), names)
     return names
+
+
+def _walk_to_nodes(
+    fragments: dict[str, Any], selection_set: SelectionSetNode | None, path: tuple[str, ...], names: set[str]
+) -> None:
+    """A module function, not a closure: a recursive closure is a reference cycle, and this one would
+    keep the request's resolve info (and its context) for the cyclic collector."""
+    for selection in selection_set.selections if selection_set is not None else ():
+        if isinstance(selection, FieldNode):
+            name = selection.name.value
+            if path == ("edges", "node"):
+                names.add(name)
+            elif len(path) < 2:
+                _walk_to_nodes(fragments, selection.selection_set, (*path, name), names)
+        elif isinstance(selection, FragmentSpreadNode):
+            fragment = fragments.get(selection.name.value)
+            _walk_to_nodes(fragments, fragment.selection_set if fragment is not None else None, path, names)
+        elif isinstance(selection, InlineFragmentNode):
+            _walk_to_nodes(fragments, selection.selection_set, path, names)
