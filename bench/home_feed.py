@@ -176,6 +176,17 @@ async def member_names(database_url: str) -> list[str]:
         await conn.close()
 
 
+async def mark_seen_now(database_url: str) -> None:
+    """A reused database's members were last seen when it was loaded. Once that is an hour ago, each
+    viewer's first page writes last_seen_at (feeds/viewer.py: at most hourly per member), so a short
+    run would start with 2,000 writes that a member reading for an hour makes once."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute("UPDATE members SET last_seen_at = now()")
+    finally:
+        await conn.close()
+
+
 @contextlib.asynccontextmanager
 async def in_process_pages(
     database_url: str, kind: str, before_serving: Callable[[], None] | None = None
@@ -407,6 +418,7 @@ def main() -> None:
         if args.database:
             database_url = args.database
             names = asyncio.run(member_names(database_url))
+            asyncio.run(mark_seen_now(database_url))
         else:
             database_url = fresh_database(env_or(env, "DATABASE_URL"))
             names = asyncio.run(load(database_url, redis_url, args))
