@@ -58,10 +58,10 @@ class HomeFeedService:
         if self.redis is None or viewer.returning or not self.breaker.allows:
             return await postgres_page(self.pool, member.id, before, limit)
         try:
-            page = await asyncio.wait_for(
-                self._from_redis(self.redis, member, before, limit), self.settings.redis_timeout_ms / 1000 * 4
-            )
-        except (RedisError, OSError, asyncio.TimeoutError) as error:
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for runs the read in a task of its own.
+            async with asyncio.timeout(self.settings.redis_timeout_ms / 1000 * 4):
+                page = await self._from_redis(self.redis, member, before, limit)
+        except (RedisError, OSError, TimeoutError) as error:
             self.breaker.failed()
             log.warning("redis unavailable for the home feed, serving from postgres: %s", type(error).__name__)
             return await postgres_page(self.pool, member.id, before, limit)
