@@ -167,6 +167,8 @@ class PrefetchedCompletion:
             plans: list[_Plan] = []  # collect_subfields depends on the type and the selection only
             # The executor keeps this completer (in its plans): a strong reference back would make a
             # cycle, and every operation's executor would wait for the cyclic collector to be freed.
+            # A subscription's per-event executors are copies sharing the plans, so the one that made
+            # this completer may be gone when another first needs its subfields: that one falls back.
             executor = weakref.ref(self)
 
             def complete_object(value: Any) -> Any:
@@ -177,7 +179,8 @@ class PrefetchedCompletion:
                     raise Fallback
                 if not plans:
                     owner = executor()
-                    assert owner is not None  # completion runs inside the executor's own operation
+                    if owner is None:
+                        raise Fallback
                     grouped, new_defer_usages, _forbidden = owner.collect_subfields(inner, details)
                     if new_defer_usages:
                         raise Fallback
