@@ -4,7 +4,7 @@ graphql-core's executor keeps `async_helpers`, built from its own bound
 methods: executor -> helpers -> bound method -> executor. That one cycle made
 each operation's whole execution state (the executor, its collected fields,
 the context, the request; about 300 objects a home-feed page) cyclic garbage,
-so the collector ran about every 40 pages and its pauses (10-50 ms at 120
+so the collector ran about every 50 pages and its pauses (10-50 ms at 120
 pages/s) set the GraphQL p99. The helpers here reach the executor weakly; it
 is alive whenever they are called, since they are only called while it runs.
 """
