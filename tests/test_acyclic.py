@@ -31,6 +31,11 @@ def saved_garbage() -> Iterator[list[object]]:
         gc.garbage.clear()
 
 
+def operation_state_left(garbage: list[object]) -> list[str]:
+    gc.collect()
+    return [type(o).__name__ for o in garbage if isinstance(o, OPERATION_STATE)]
+
+
 @pytest.mark.parametrize("query", [BENCH, SHAPES[1], SHAPES[2]])
 async def test_a_feed_operation_leaves_no_cyclic_garbage(
     api: Api, saved_garbage: list[object], query: str
@@ -38,13 +43,11 @@ async def test_a_feed_operation_leaves_no_cyclic_garbage(
     reader = await feed_world(api, "hello #news @reader")
     answer = await api.raw(query, {"first": 10, "yes": True}, token=reader)
     assert answer["data"] and not answer.get("errors")
-    gc.collect()
-    assert [type(o).__name__ for o in saved_garbage if isinstance(o, OPERATION_STATE)] == []
+    assert operation_state_left(saved_garbage) == []
 
 
 async def test_a_mutation_leaves_no_cyclic_garbage(api: Api, saved_garbage: list[object]) -> None:
     reader = await feed_world(api, "hello")
     answer = await api.raw('mutation { createPost(input: {content: "again"}) { id } }', token=reader)
     assert answer["data"] and not answer.get("errors")
-    gc.collect()
-    assert [type(o).__name__ for o in saved_garbage if isinstance(o, OPERATION_STATE)] == []
+    assert operation_state_left(saved_garbage) == []

@@ -49,6 +49,7 @@ from strawberry.extensions import SchemaExtension
 
 from feedfabric import metrics
 from feedfabric.errors import QueryTooComplex
+from feedfabric.schema.idmemo import IdMemo
 from feedfabric.schema.refusal import app_context, refuse
 
 DEFAULT_MAX_COST = 10_000
@@ -180,10 +181,8 @@ class QueryCost(SchemaExtension):
 
 
 # Costs by (schema, document, operation, variables): the parser cache hands out one document per query
-# text, so a client repeating its query with the same variables is not walked again. Each entry keeps
-# the objects its key names by id.
-_COSTS: dict[tuple[Any, ...], tuple[tuple[Any, ...], int]] = {}
-_MAX_COSTS = 1024
+# text, so a client repeating its query with the same variables is not walked again.
+_COSTS: IdMemo[int] = IdMemo(1024)
 
 
 def _cached_cost(schema: GraphQLSchema, document: DocumentNode, operation_name: str | None,
@@ -193,12 +192,7 @@ def _cached_cost(schema: GraphQLSchema, document: DocumentNode, operation_name: 
         hash(key)
     except TypeError:
         return operation_cost(schema, document, operation_name, variables)
-    hit = _COSTS.get(key)
-    if hit is None:
-        if len(_COSTS) >= _MAX_COSTS:
-            _COSTS.clear()
-        hit = _COSTS[key] = ((schema, document), operation_cost(schema, document, operation_name, variables))
-    return hit[1]
+    return _COSTS.get(key, (schema, document), lambda: operation_cost(schema, document, operation_name, variables))
 
 
 def _frozen(value: Any) -> Any:

@@ -39,6 +39,8 @@ from graphql import (
     is_leaf_type,
 )
 
+from feedfabric.schema.idmemo import IdMemo
+
 # A field's value from its object: None when the value cannot be read without running a resolver.
 Reader = Callable[[Any], Any]
 
@@ -112,8 +114,8 @@ class _Plan:
         self.rows[cls] = rows
         return rows
 
+
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
-_MAX_TEMPLATES = 1024
 
 
 class PrefetchedCompletion:
@@ -195,9 +197,8 @@ class PrefetchedCompletion:
         return abstract
 
 
-# Templates by (parent type, the collected fields' keys and AST nodes), each kept with the objects its
-# key names by id, so no id in a key is reused while its template lives.
-_TEMPLATES: dict[tuple[Any, ...], tuple[tuple[Any, ...], list[_Template] | None]] = {}
+# Templates by (parent type, the collected fields' keys and AST nodes); None: this selection falls back.
+_TEMPLATES: IdMemo[list[_Template] | None] = IdMemo(1024)
 
 
 def _template(parent_type: GraphQLObjectType, grouped: Any) -> list[_Template]:
@@ -205,33 +206,31 @@ def _template(parent_type: GraphQLObjectType, grouped: Any) -> list[_Template]:
     hands out one AST per query text) with the same @include/@skip outcome finds it again."""
     nodes = tuple(tuple(d.node for d in details) for details in grouped.values())
     key = (id(parent_type), tuple(grouped), tuple(tuple(map(id, group)) for group in nodes))
-    hit = _TEMPLATES.get(key)
-    if hit is None:
-        entries: list[_Template] | None = []
-        try:
-            for response_key, group in zip(grouped, nodes):
-                node = group[0]
-                if node.arguments:
-                    raise Fallback
-                name = node.name.value
-                if name == "__typename":
-                    entries.append((response_key, name, None, None))  # type: ignore[union-attr]
-                    continue
-                field = parent_type.fields.get(name)
-                if field is None:
-                    raise Fallback
-                entries.append((response_key, name, _leaf(field.type), field.type))  # type: ignore[union-attr]
-        except Fallback:
-            entries = None
-        if len(_TEMPLATES) >= _MAX_TEMPLATES:
-            _TEMPLATES.clear()
-        hit = _TEMPLATES[key] = ((parent_type, nodes), entries)
-    if hit[1] is None:
+    entries = _TEMPLATES.get(key, (parent_type, nodes), lambda: _make_template(parent_type, grouped, nodes))
+    if entries is None:
         raise Fallback
-    return hit[1]
+    return entries
 
 
-_LEAVES: dict[int, tuple[GraphQLOutputType, Callable[[Any], Any] | None]] = {}
+def _make_template(parent_type: GraphQLObjectType, grouped: Any, nodes: tuple[Any, ...]) -> list[_Template] | None:
+    entries: list[_Template] = []
+    for response_key, group in zip(grouped, nodes):
+        node = group[0]
+        if node.arguments:
+            return None
+        name = node.name.value
+        if name == "__typename":
+            entries.append((response_key, name, None, None))
+            continue
+        field = parent_type.fields.get(name)
+        if field is None:
+            return None
+        entries.append((response_key, name, _leaf(field.type), field.type))
+    return entries
+
+
+# Leaf completers by return type (a schema has a bounded number of them).
+_LEAVES: IdMemo[Callable[[Any], Any] | None] = IdMemo(1024)
 
 
 def _leaf(return_type: GraphQLOutputType) -> Callable[[Any], Any] | None:
@@ -242,34 +241,33 @@ def _leaf(return_type: GraphQLOutputType) -> Callable[[Any], Any] | None:
     handles null itself, and a built-in scalar's value of exactly its type is returned as it is
     (what its `serialize` would return) without the call.
     """
-    hit = _LEAVES.get(id(return_type))
-    if hit is not None and hit[0] is return_type:
-        return hit[1]
+    return _LEAVES.get(id(return_type), return_type, lambda: _make_leaf(return_type))
+
+
+def _make_leaf(return_type: GraphQLOutputType) -> Callable[[Any], Any] | None:
     non_null = isinstance(return_type, GraphQLNonNull)
     inner: Any = return_type.of_type if non_null else return_type  # type: ignore[union-attr]
-    complete: Callable[[Any], Any] | None = None
     if isinstance(inner, GraphQLList):
         item = _leaf(inner.of_type)
-        complete = _list(item, non_null) if item is not None else None
-    elif is_leaf_type(inner):
-        serialize = inner.serialize
-        exact: type | None = _SELF_SERIALIZING.get(inner)
-        names = _enum_names(inner)
+        return _list(item, non_null) if item is not None else None
+    if not is_leaf_type(inner):
+        return None
+    serialize = inner.serialize
+    exact: type | None = _SELF_SERIALIZING.get(inner)
+    names = _enum_names(inner)
 
-        def complete_leaf(value: Any) -> Any:
-            if value is None:
-                return _null(non_null)
-            if type(value) is exact and (exact is not int or _INT_MIN <= value <= _INT_MAX):
-                return value
-            if names and value in names:
-                return names[value]
-            serialized = serialize(value)
-            if serialized is Undefined or serialized is None:
-                raise Fallback
-            return serialized
-        complete = complete_leaf
-    _LEAVES[id(return_type)] = (return_type, complete)
-    return complete
+    def complete_leaf(value: Any) -> Any:
+        if value is None:
+            return _null(non_null)
+        if type(value) is exact and (exact is not int or _INT_MIN <= value <= _INT_MAX):
+            return value
+        if names and value in names:
+            return names[value]
+        serialized = serialize(value)
+        if serialized is Undefined or serialized is None:
+            raise Fallback
+        return serialized
+    return complete_leaf
 
 
 def _render(parent_type: GraphQLObjectType, source: Any, plan: _Plan) -> dict[str, Any]:
