@@ -52,8 +52,10 @@ def logging_effects() -> bool:
     return _LOG_DIR is not None
 
 
-def log_effect(kind: str, **fields: Any) -> None:
-    """Appends one line to this process's `kind` log; nothing when the log is off."""
+def log_effect(kind: str, *, at_ns: int | None = None, **fields: Any) -> None:
+    """Appends one line to this process's `kind` log; nothing when the log is off.
+
+    `at_ns`: when the effect happened, if that is not now (the line's `t`, which the checker orders by)."""
     if _LOG_DIR is None:
         return
     fd = _files.get(kind)
@@ -61,5 +63,5 @@ def log_effect(kind: str, **fields: Any) -> None:
         os.makedirs(_LOG_DIR, exist_ok=True)
         fd = os.open(os.path.join(_LOG_DIR, f"{kind}-{os.getpid()}.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         _files[kind] = fd
-    line = json.dumps({"t": time.time_ns(), "pid": os.getpid(), **fields}, separators=(",", ":"), default=str)
+    line = json.dumps({"t": time.time_ns() if at_ns is None else at_ns, "pid": os.getpid(), **fields}, separators=(",", ":"), default=str)
     os.write(fd, (line + "\n").encode())

@@ -19,6 +19,8 @@ import contextlib
 import datetime as dt
 import json
 import logging
+import time
+from dataclasses import dataclass
 
 import asyncpg
 
@@ -31,14 +33,24 @@ from feedfabric.workers.topics import topic_name
 log = logging.getLogger(__name__)
 
 
-async def apply_in_order(spec: GroupSpec, ctx: WorkerContext, event: Event) -> bool:
-    """Applies the event after any of its key's earlier ones still missing; True if it was fresh."""
+@dataclass(frozen=True)
+class Applied:
+    fresh: bool  # False: a redelivery, already applied
+    # The wall clock read while the key's row lock is held, so one key's applies are ordered by it
+    # whichever consumer made them. The effect log orders by it: a consumer stopped between its
+    # commit and its log line would otherwise log an earlier version after the next owner's later one.
+    at_ns: int
+
+
+async def apply_in_order(spec: GroupSpec, ctx: WorkerContext, event: Event) -> Applied:
+    """Applies the event after any of its key's earlier ones still missing."""
     async with ctx.pool.acquire() as conn, conn.transaction():
         earlier = await _apply_earlier(spec, ctx, conn, event)
         fresh = await _apply(spec, ctx, conn, event)
+        at_ns = time.time_ns()
     for missed in earlier:
-        _log_from_outbox(spec, ctx, missed)
-    return fresh
+        _log_from_outbox(spec, ctx, missed, at_ns)
+    return Applied(fresh, at_ns)
 
 
 async def sweep(spec: GroupSpec, ctx: WorkerContext, since: dt.datetime | None) -> db.Overdue:
@@ -55,12 +67,12 @@ async def sweep(spec: GroupSpec, ctx: WorkerContext, since: dt.datetime | None) 
     for row in overdue.rows:
         event = row.event()
         try:
-            fresh = await apply_in_order(spec, ctx, event)
+            applied = await apply_in_order(spec, ctx, event)
         except PermanentError as exc:
             await park(spec, ctx, row, f"{type(exc).__name__}: {exc}")
             continue
-        if fresh:
-            _log_from_outbox(spec, ctx, event)
+        if applied.fresh:
+            _log_from_outbox(spec, ctx, event, applied.at_ns)
             metrics.CONSUMER_SWEPT.labels(group=spec.name).inc()
     if overdue.rows:
         log.warning("%s: applied %d events from the outbox that Kafka had not delivered %.0fs after publication",
@@ -115,6 +127,6 @@ async def _apply_earlier(spec: GroupSpec, ctx: WorkerContext, conn: asyncpg.Conn
     return applied
 
 
-def _log_from_outbox(spec: GroupSpec, ctx: WorkerContext, event: Event) -> None:
-    chaos.log_effect("apply", group=spec.name, id=event.event_id, key=event.key, version=event.version,
+def _log_from_outbox(spec: GroupSpec, ctx: WorkerContext, event: Event, at_ns: int) -> None:
+    chaos.log_effect("apply", at_ns=at_ns, group=spec.name, id=event.event_id, key=event.key, version=event.version,
                      type=event.type, fresh=True, topic=topic_name(ctx.settings, TOPIC_OF[event.type]), source="outbox")

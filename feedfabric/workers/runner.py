@@ -189,9 +189,10 @@ class GroupRunner:
             if event is None:
                 await self._dead_letter(record, "undecodable payload", None)
             elif event.type in self.spec.event_types:
-                fresh = await applying.apply_in_order(self.spec, self.ctx, event)
-                chaos.log_effect("apply", group=self.spec.name, id=event.event_id, key=event.key, version=event.version,
-                                 type=event.type, fresh=fresh, topic=tp.topic, partition=tp.partition, offset=record.offset)
+                applied = await applying.apply_in_order(self.spec, self.ctx, event)
+                chaos.log_effect("apply", at_ns=applied.at_ns, group=self.spec.name, id=event.event_id, key=event.key,
+                                 version=event.version, type=event.type, fresh=applied.fresh, topic=tp.topic,
+                                 partition=tp.partition, offset=record.offset)
         except PermanentError as exc:
             try:
                 await self._dead_letter(record, f"{type(exc).__name__}: {exc}", event)
