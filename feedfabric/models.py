@@ -77,12 +77,37 @@ class Notification:
 
 
 @dataclass(frozen=True, slots=True)
+class Extras:
+    """One post's extras; `media` are READY media as mappings with the columns of db.media (ids as UUIDs)."""
+
+    author: Member | None
+    tags: list[str]
+    media: list[dict[str, Any]]
+    like_count: int
+    comment_count: int
+    viewer_liked: bool
+
+
+@dataclass(frozen=True)
+class PageExtras:
+    """Extras by post ID (page posts and visible originals), and the visible originals by ID."""
+
+    extras: dict[uuid.UUID, Extras]
+    originals: dict[uuid.UUID, Post]
+
+
+@dataclass(frozen=True, slots=True)
 class Page:
-    """A newest-first (or oldest-first) list page; next_cursor is the last item's ID or None."""
+    """A newest-first (or oldest-first) list page; next_cursor is the last item's ID or None.
+
+    `extras`: the items' extras when the source read them in the statement that found the items
+    (the home feed's first round), so serialising the page costs no further round trip.
+    """
 
     items: list[Any]
     next_cursor: str | None
     source: str = "postgres"
+    extras: PageExtras | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,12 @@ import pytest
 import redis.asyncio as aioredis
 
 from feedfabric import devstack
+from feedfabric.breaker import CircuitBreaker
+from feedfabric.db import members as members_db
 from feedfabric.db.pool import transaction
 from feedfabric.feeds import timelines
+from feedfabric.feeds.home import HomeFeedService
+from feedfabric.feeds.viewer import Viewer
 from feedfabric.settings import Settings
 from tests.support import HOME, Api, make_api
 
@@ -136,6 +140,43 @@ async def _celebrity_scenario(api: Api, pool: asyncpg.Pool, redis: aioredis.Redi
         ids, sources = await read_all(api, fans[0], first)
         assert len(ids) == 6 and ids == sorted(ids, reverse=True)
         assert sources[0] == "REDIS"
+
+
+async def test_a_page_its_first_round_fills_carries_its_extras_and_reads_as_from_postgres(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    async with make_api(settings.model_copy(update={"celebrity_follower_threshold": 2})) as api:
+        fans = [await api.member(f"fan{i}") for i in range(3)]
+        star = await api.member("star")
+        friend = await api.member("friend")
+        for fan in fans:
+            await api.follow(fan, "star")
+        await api.follow(fans[0], "friend")
+        for i in range(22):  # more than a page, so Redis alone fills it
+            await api.post(friend, f"pushed {i}")
+        starred = await api.post(star, "pulled at read time #news")
+        await api.gql("mutation($p: ID!) { repost(postId: $p) { id } }", {"p": starred}, token=friend)
+        await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": starred}, token=fans[0])
+        await api.gql('mutation($p: ID!) { addComment(postId: $p, content: "nice") { id } }', {"p": starred},
+                      token=fans[1])
+        await fan_out_all(api, pool, redis)
+        fan_id = await pool.fetchval("SELECT id FROM members WHERE username = 'fan0'")
+
+        member = await members_db.by_external_id(pool, "fan0")
+        assert member is not None
+        service = HomeFeedService(api.settings, pool, redis, CircuitBreaker(cool_down_s=1))
+        page = await service.read(Viewer(member=member), member, None, 20)
+        assert page.source == "redis" and page.extras is not None
+        assert {p.id for p in page.items} <= set(page.extras.extras)
+        served = (await api.rest("GET", "/userfeed/home", token=fans[0])).json()
+        await redis.delete(timelines.feed_key(fan_id))
+        fallback = (await api.rest("GET", "/userfeed/home", token=fans[0])).json()
+    assert (served["source"], fallback["source"]) == ("redis", "postgres")
+    assert served["posts"] == fallback["posts"]
+    liked = next(p for p in served["posts"] if p["id"] == starred)
+    assert (liked["likeCount"], liked["commentCount"], liked["viewerHasLiked"], liked["tags"]) == (1, 1, True, ["news"])
+    shared = next(p for p in served["posts"] if p["repostOf"] == starred)
+    assert shared["repost"]["id"] == starred and shared["repost"]["likeCount"] == 1
 
 
 @pytest.fixture

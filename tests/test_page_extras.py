@@ -63,7 +63,7 @@ async def test_one_statement_answers_as_the_loaders(api: Api, database_url: str,
             assert page.items
             by_loaders = [await serialize.feed_post(ctx, p) for p in page.items]
             statements.clear()
-            loaded = await load_page(ctx, page.items)
+            loaded = await load_page(ctx, page)
             assert len(statements) == 1
             assert [serialize.page_post(p, loaded) for p in page.items] == by_loaders
             reposts += sum("repost" in p for p in by_loaders)

@@ -59,7 +59,7 @@ async def test_rebuild_holds_own_followed_and_tagged_posts_but_not_celebrities(
     await pool.execute("UPDATE posts SET status = 'deleted' WHERE id = $1", deleted)
     async with pool.acquire() as conn:
         assert await timelines.rebuild(conn, redis, settings, me) == 3
-        _, pulled = await timelines.first_round(conn, settings, me, [], None, 20)
+        pulled = (await timelines.first_round(conn, settings, me, [], None, 20)).pulled
         assert [p.author_id for p in pulled] == [star]
     assert await timelines.timeline_ids(redis, me) == [str(tagged), str(friends), str(mine)]
 

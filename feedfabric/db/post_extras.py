@@ -16,27 +16,33 @@ likes.liked_among and posts.visible_by_ids for the originals.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 
-from feedfabric.models import Member, Post
+from feedfabric.models import Extras, Member, PageExtras, Post
+
+__all__ = ["EXTRAS_CTES", "EXTRAS_SELECT", "Extras", "PageExtras", "extras_of", "page_extras"]
 
 Executor = asyncpg.Connection | asyncpg.Pool
 
-_STATEMENT = """
-WITH page AS (
-    SELECT id, author_id, repost_of FROM posts WHERE id = ANY($1::uuid[])
-), originals AS (
+# The extras of whatever a statement's `page` CTE (id, author_id, repost_of) holds, with the viewer
+# at $2, in two parts: the CTEs that follow `page`, and the select over them (one row per subject:
+# each page post and each visible original it reposts). The home feed's first round wraps the select
+# to add its candidate rows (db.timeline_queries).
+EXTRAS_CTES = """
+originals AS (
     SELECT o.id, o.author_id, o.content, o.repost_of, o.status, o.created_at, o.updated_at
     FROM visible_posts($2) o
     WHERE o.id IN (SELECT repost_of FROM page WHERE repost_of IS NOT NULL)
 ), subjects AS (
     SELECT id, author_id FROM page UNION SELECT id, author_id FROM originals
 )
+"""
+
+EXTRAS_SELECT = """
 SELECT s.id, s.author_id,
        o.id IS NOT NULL AS is_original, o.content, o.repost_of, o.status, o.created_at, o.updated_at,
        m.id AS member_id, m.external_id, m.username, m.display_name, m.avatar_url,
@@ -59,25 +65,10 @@ LEFT JOIN members m ON m.id = s.author_id
 LEFT JOIN originals o ON o.id = s.id
 """
 
-
-@dataclass(frozen=True, slots=True)
-class Extras:
-    """One post's extras; `media` are READY media as mappings with the columns of db.media (ids as UUIDs)."""
-
-    author: Member | None
-    tags: list[str]
-    media: list[dict[str, Any]]
-    like_count: int
-    comment_count: int
-    viewer_liked: bool
-
-
-@dataclass(frozen=True)
-class PageExtras:
-    """Extras by post ID (page posts and visible originals), and the visible originals by ID."""
-
-    extras: dict[uuid.UUID, Extras]
-    originals: dict[uuid.UUID, Post]
+_STATEMENT = """
+WITH page AS (
+    SELECT id, author_id, repost_of FROM posts WHERE id = ANY($1::uuid[])
+),""" + EXTRAS_CTES + EXTRAS_SELECT
 
 
 def _media(item: dict[str, Any]) -> dict[str, Any]:
@@ -91,7 +82,11 @@ def _media(item: dict[str, Any]) -> dict[str, Any]:
 
 async def page_extras(conn: Executor, post_ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None) -> PageExtras:
     """The extras of `post_ids` and of the originals they repost that the viewer may see, in one statement."""
-    rows = await conn.fetch(_STATEMENT, list(post_ids), viewer_id)
+    return extras_of(await conn.fetch(_STATEMENT, list(post_ids), viewer_id))
+
+
+def extras_of(rows: Iterable[asyncpg.Record]) -> PageExtras:
+    """PageExtras from rows carrying the columns of EXTRAS_SELECT."""
     extras: dict[uuid.UUID, Extras] = {}
     originals: dict[uuid.UUID, Post] = {}
     for r in rows:

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from feedfabric.db import post_extras
 from feedfabric.db.pool import hold_session_state
+from feedfabric.models import PageExtras, Post
 
 
 @dataclass(frozen=True)
@@ -145,31 +147,61 @@ async def rebuild_post_ids(
     return [r[0] for r in rows]
 
 
+# Candidates: the visible posts among the batch's IDs, and the newest $4 visible posts before $3 of
+# the followed authors above the threshold ($5), never pushed. Their extras come with them.
+_FIRST_ROUND = """
+WITH found AS (
+    SELECT id, author_id, content, repost_of, status, created_at, updated_at, false AS pulled
+    FROM visible_posts($2) WHERE id = ANY($1::uuid[])
+    UNION ALL
+    (SELECT p.id, p.author_id, p.content, p.repost_of, p.status, p.created_at, p.updated_at, true
+     FROM follows f JOIN member_stats s ON s.member_id = f.target_id::uuid
+     CROSS JOIN LATERAL (
+         SELECT * FROM visible_posts($2) p
+         WHERE p.author_id = s.member_id AND ($3::uuid IS NULL OR p.id < $3)
+         ORDER BY p.id DESC LIMIT $4) p
+     WHERE f.follower_id = $2 AND f.target_type = 'member' AND s.followers > $5
+     ORDER BY p.id DESC LIMIT $4)
+), page AS (
+    SELECT DISTINCT id, author_id, repost_of FROM found
+),""" + post_extras.EXTRAS_CTES + """
+SELECT x.*, c.pulled, c.content AS candidate_content, c.repost_of AS candidate_repost_of,
+       c.status AS candidate_status, c.created_at AS candidate_created_at, c.updated_at AS candidate_updated_at
+FROM (""" + post_extras.EXTRAS_SELECT + """) x
+LEFT JOIN found c ON c.id = x.id
+"""
+
+
+@dataclass(frozen=True)
+class FirstRound:
+    """A home-feed page's first round: candidates from the timeline batch, pulled ones, and all their extras."""
+
+    found: list[Post]
+    pulled: list[Post]
+    extras: PageExtras
+
+
 async def first_round(
     conn: asyncpg.Connection | asyncpg.Pool, ids: list[uuid.UUID], viewer_id: uuid.UUID,
     before: uuid.UUID | None, limit: int, celebrity_threshold: int,
-) -> tuple[list[asyncpg.Record], list[asyncpg.Record]]:
+) -> FirstRound:
     """A home-feed page's first round in one statement: the visible posts among a batch of timeline IDs,
-    and the newest `limit` visible posts before `before` of the followed celebrities (never pushed).
+    the newest `limit` visible posts before `before` of the followed celebrities (never pushed), and the
+    extras of both (db.post_extras), so a page filled by its first round costs one SQL round trip.
 
-    Three statements before (hydration, the celebrity list, their posts); each round trip costs the
-    API and Postgres more than the statement's own work. Rows come back marked `pulled`.
+    Four statements before (hydration, the celebrity list, their posts, the extras); each round trip
+    costs the API and Postgres more than the statement's own work. Each row is one subject of the
+    extras; `c.pulled` is NULL for an original that is not itself a candidate.
     """
-    rows = await conn.fetch(
-        """SELECT id, author_id, content, repost_of, status, created_at, updated_at, false AS pulled
-           FROM visible_posts($2) WHERE id = ANY($1::uuid[])
-           UNION ALL
-           (SELECT p.id, p.author_id, p.content, p.repost_of, p.status, p.created_at, p.updated_at, true
-            FROM follows f JOIN member_stats s ON s.member_id = f.target_id::uuid
-            CROSS JOIN LATERAL (
-                SELECT * FROM visible_posts($2) p
-                WHERE p.author_id = s.member_id AND ($3::uuid IS NULL OR p.id < $3)
-                ORDER BY p.id DESC LIMIT $4) p
-            WHERE f.follower_id = $2 AND f.target_type = 'member' AND s.followers > $5
-            ORDER BY p.id DESC LIMIT $4)""",
-        ids, viewer_id, before, limit, celebrity_threshold,
-    )
-    return [r for r in rows if not r["pulled"]], [r for r in rows if r["pulled"]]
+    rows = await conn.fetch(_FIRST_ROUND, ids, viewer_id, before, limit, celebrity_threshold)
+    found: list[Post] = []
+    pulled: list[Post] = []
+    for r in rows:
+        if r["pulled"] is not None:
+            post = Post(r["id"], r["author_id"], r["candidate_content"], r["candidate_repost_of"],
+                        r["candidate_status"], r["candidate_created_at"], r["candidate_updated_at"])
+            (pulled if r["pulled"] else found).append(post)
+    return FirstRound(found, pulled, post_extras.extras_of(rows))
 
 
 async def epoch(conn: asyncpg.Connection) -> tuple[str, uuid.UUID | None] | None:

@@ -28,7 +28,7 @@ from feedfabric.db.pool import transaction
 from feedfabric.feeds import timelines
 from feedfabric.feeds.lists import cut
 from feedfabric.feeds.viewer import Viewer
-from feedfabric.models import Member, Page, Post
+from feedfabric.models import Member, Page, PageExtras, Post
 from feedfabric.settings import Settings
 
 log = logging.getLogger("feedfabric.home")
@@ -82,6 +82,7 @@ class HomeFeedService:
         floor, page = opened.floor, opened.page
         visible: list[Post] = []
         pulled: list[Post] = []
+        extras = PageExtras({}, {})
         cursor: uuid.UUID | None = before
         exhausted = False
         rounds = 0
@@ -93,8 +94,11 @@ class HomeFeedService:
                 return None  # not in the timeline (or trimmed away between rounds)
             ids = [uuid.UUID(i) for i in page.ids]
             if not rounds:
-                # The followed celebrities' posts, never pushed, come with the first batch.
-                found, pulled = await timelines.first_round(self.pool, self.settings, member.id, ids, before, wanted)
+                # The followed celebrities' posts, never pushed, come with the first batch, and so do the
+                # extras of both: a page its first round fills needs no other statement.
+                first = await timelines.first_round(self.pool, self.settings, member.id, ids, before, wanted)
+                found = {p.id: p for p in first.found}
+                pulled, extras = first.pulled, first.extras
             else:
                 found = await posts_db.visible_by_ids(self.pool, ids, member.id) if ids else {}
             rounds += 1
@@ -115,7 +119,7 @@ class HomeFeedService:
             items = sorted(merged.values(), key=lambda p: p.id, reverse=True)[:wanted]
             if boundary is None or any(p.id < boundary for p in items[:limit]):
                 source = MIXED
-        return _with_source(cut(items, limit), source)
+        return _with_source(cut(items, limit), source, extras)
 
     async def _request_rebuild(self, redis: aioredis.Redis, member: Member) -> None:
         """A member with no timeline (new, or Redis lost its data) gets one rebuilt through the pipeline."""
@@ -136,5 +140,6 @@ def _merge_pulled(visible: list[Post], pulled: list[Post], wanted: int) -> list[
     return sorted(merged.values(), key=lambda p: p.id, reverse=True)[:wanted]
 
 
-def _with_source(page: Page, source: str) -> Page:
-    return Page(page.items, page.next_cursor, source)
+def _with_source(page: Page, source: str, extras: PageExtras) -> Page:
+    """The page with the first round's extras, which serialising uses when they cover every item."""
+    return Page(page.items, page.next_cursor, source, extras)

@@ -42,7 +42,6 @@ from redis.exceptions import NoScriptError
 from feedfabric import chaos
 from feedfabric.db import timeline_queries as q
 from feedfabric.ids import id_millis
-from feedfabric.models import Post
 from feedfabric.settings import Settings
 
 KEY_PREFIX = "feed:"
@@ -234,11 +233,11 @@ async def timeline_ids(redis: aioredis.Redis, member_id: uuid.UUID | str) -> lis
 async def first_round(
     pool: asyncpg.Pool | asyncpg.Connection, settings: Settings, member_id: uuid.UUID, ids: list[uuid.UUID],
     before: uuid.UUID | None, limit: int,
-) -> tuple[dict[uuid.UUID, Post], list[Post]]:
-    """The visible posts among a page's first batch of timeline IDs, and the newest `limit` posts before
-    `before` of the followed authors above the threshold, whose posts are never pushed, in one round trip."""
-    found, pulled = await q.first_round(pool, ids, member_id, before, limit, settings.celebrity_follower_threshold)
-    return {r["id"]: Post.of(r) for r in found}, [Post.of(r) for r in pulled]
+) -> q.FirstRound:
+    """The visible posts among a page's first batch of timeline IDs, the newest `limit` posts before
+    `before` of the followed authors above the threshold, whose posts are never pushed, and the extras
+    of both, in one round trip."""
+    return await q.first_round(pool, ids, member_id, before, limit, settings.celebrity_follower_threshold)
 
 
 # -- Epochs: is this Redis run's data trustworthy? --------------------------

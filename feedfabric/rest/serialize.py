@@ -99,6 +99,6 @@ async def feed_page(ctx: Context, page: Page, *, bare: bool = False) -> dict[str
     if bare:
         posts = [bare_post(p) for p in page.items]
     else:
-        loaded = await load_page(ctx, page.items)
+        loaded = await load_page(ctx, page)
         posts = [page_post(p, loaded) for p in page.items]
     return {"posts": posts, "nextCursor": page.next_cursor, "source": page.source}

@@ -327,7 +327,7 @@ class FeedConnection:
         posts = [edge.node for edge in connection.edges]
         wanted = _node_fields(info) & _PAGE_FIELDS
         if posts and wanted:
-            loaded = await load_page(info.context, page.items)
+            loaded = await load_page(info.context, page)
             for post in posts:
                 post.loaded = _prefetched(post.row, loaded, wanted, nested=True)
             connection.prefetched = True
