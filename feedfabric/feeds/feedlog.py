@@ -11,33 +11,36 @@ from datetime import UTC, datetime
 import asyncpg
 
 from feedfabric.db import feed_log as feed_log_db
-from feedfabric.db.feed_log import Served
+from feedfabric.db.feed_log import ServedPage
 from feedfabric.models import Page
 
 log = logging.getLogger("feedfabric.feedlog")
 
 
 class FeedLog:
-    """A bounded queue drained by one background task; a full queue drops rows rather than slow a read."""
+    """A bounded queue of served pages drained by one background task; a full queue drops pages rather
+    than slow a read (`dropped` counts their rows)."""
 
-    def __init__(self, pool: asyncpg.Pool, *, max_queue: int = 50_000, batch: int = 1000,
+    def __init__(self, pool: asyncpg.Pool, *, max_queue: int = 2_500, batch: int = 50,
                  interval_s: float = 0.2) -> None:
+        """`max_queue` and `batch` count pages: 2,500 pages of 20 are 50,000 rows, 50 pages about 1,000."""
         self.pool = pool
-        self.queue: asyncio.Queue[Served] = asyncio.Queue(max_queue)
+        self.queue: asyncio.Queue[ServedPage] = asyncio.Queue(max_queue)
         self.batch = batch
         self.interval_s = interval_s
         self.dropped = 0
         self._task: asyncio.Task[None] | None = None
 
     def record(self, member_id: uuid.UUID, feed: str, page: Page) -> None:
-        now = datetime.now(UTC)
-        for position, post in enumerate(page.items):
-            # A repost is logged as the post it shares: that is what the reader sees and acts on.
-            row = Served(member_id, feed, post.repost_of or post.id, position, page.source, now)
-            try:
-                self.queue.put_nowait(row)
-            except asyncio.QueueFull:
-                self.dropped += 1
+        if not page.items:
+            return
+        # A repost is logged as the post it shares: that is what the reader sees and acts on.
+        served = ServedPage(member_id, feed, tuple(post.repost_of or post.id for post in page.items),
+                            page.source, datetime.now(UTC))
+        try:
+            self.queue.put_nowait(served)
+        except asyncio.QueueFull:
+            self.dropped += len(served.post_ids)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="feed-log")
@@ -50,15 +53,16 @@ class FeedLog:
         await self.flush()
 
     async def flush(self) -> int:
-        rows: list[Served] = []
-        while not self.queue.empty() and len(rows) < self.batch:
-            rows.append(self.queue.get_nowait())
-        if rows:
+        """Writes up to one batch of pages; returns how many pages it took."""
+        pages: list[ServedPage] = []
+        while not self.queue.empty() and len(pages) < self.batch:
+            pages.append(self.queue.get_nowait())
+        if pages:
             try:
-                await feed_log_db.insert(self.pool, rows)
+                await feed_log_db.insert(self.pool, pages)
             except Exception:
-                log.exception("feed log batch of %d rows lost", len(rows))
-        return len(rows)
+                log.exception("feed log batch of %d rows lost", sum(len(p.post_ids) for p in pages))
+        return len(pages)
 
     async def _run(self) -> None:
         while True:
