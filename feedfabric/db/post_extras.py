@@ -32,6 +32,10 @@ Executor = asyncpg.Connection | asyncpg.Pool
 # at $2, in two parts: the CTEs that follow `page`, and the select over them (one row per subject:
 # each page post and each visible original it reposts). The home feed's first round wraps the select
 # to add its candidate rows (db.timeline_queries).
+#
+# Each kind of extra is read for all subjects at once (`= ANY` of the subjects' IDs, grouped by post),
+# then joined by post ID: per-row subqueries were set up and rescanned once per subject and kind,
+# about a fifth of the statement's cost on a page of 20 (docs/benchmarks.md, eighth session).
 EXTRAS_CTES = """
 originals AS (
     SELECT o.id, o.author_id, o.content, o.repost_of, o.status, o.created_at, o.updated_at
@@ -39,6 +43,27 @@ originals AS (
     WHERE o.id IN (SELECT repost_of FROM page WHERE repost_of IS NOT NULL)
 ), subjects AS (
     SELECT id, author_id FROM page UNION SELECT id, author_id FROM originals
+), subject_ids AS (
+    SELECT ARRAY(SELECT id FROM subjects) AS ids
+), subject_tags AS (
+    SELECT post_id, array_agg(tag ORDER BY tag) AS tags FROM post_tags
+    WHERE post_id = ANY((SELECT ids FROM subject_ids)::uuid[]) GROUP BY post_id
+), subject_media AS (
+    SELECT pm.post_id, json_agg(json_build_object(
+               'post_id', pm.post_id, 'position', pm.position, 'id', md.id, 'owner_id', md.owner_id,
+               'status', md.status, 'content_type', md.content_type, 'width', md.width, 'height', md.height,
+               'byte_size', md.byte_size, 'score', md.score, 'reason', md.reason,
+               'created_at', md.created_at, 'updated_at', md.updated_at) ORDER BY pm.position) AS media
+    FROM post_media pm JOIN media md ON md.id = pm.media_id
+    WHERE pm.post_id = ANY((SELECT ids FROM subject_ids)::uuid[]) AND md.status = 'ready'
+    GROUP BY pm.post_id
+), subject_likes AS (
+    SELECT post_id, count(*) AS likes, bool_or(member_id = $2) AS viewer_liked FROM likes
+    WHERE post_id = ANY((SELECT ids FROM subject_ids)::uuid[]) GROUP BY post_id
+), subject_comments AS (
+    SELECT c.post_id, count(*) AS comments FROM comments c JOIN members cm ON cm.id = c.author_id
+    WHERE c.post_id = ANY((SELECT ids FROM subject_ids)::uuid[]) AND cm.status = 'active'
+    GROUP BY c.post_id
 )
 """
 
@@ -47,22 +72,18 @@ SELECT s.id, s.author_id,
        o.id IS NOT NULL AS is_original, o.content, o.repost_of, o.status, o.created_at, o.updated_at,
        m.id AS member_id, m.external_id, m.username, m.display_name, m.avatar_url,
        m.status AS member_status, m.last_seen_at,
-       ARRAY(SELECT t.tag FROM post_tags t WHERE t.post_id = s.id ORDER BY t.tag) AS tags,
-       (SELECT coalesce(json_agg(json_build_object(
-                'post_id', pm.post_id, 'position', pm.position, 'id', md.id, 'owner_id', md.owner_id,
-                'status', md.status, 'content_type', md.content_type, 'width', md.width, 'height', md.height,
-                'byte_size', md.byte_size, 'score', md.score, 'reason', md.reason,
-                'created_at', md.created_at, 'updated_at', md.updated_at) ORDER BY pm.position), '[]'::json)
-          FROM post_media pm JOIN media md ON md.id = pm.media_id
-         WHERE pm.post_id = s.id AND md.status = 'ready') AS media,
-       (SELECT count(*) FROM likes l WHERE l.post_id = s.id) AS like_count,
-       (SELECT count(*) FROM comments c JOIN members cm ON cm.id = c.author_id
-         WHERE c.post_id = s.id AND cm.status = 'active') AS comment_count,
-       $2::uuid IS NOT NULL
-         AND EXISTS (SELECT 1 FROM likes l WHERE l.post_id = s.id AND l.member_id = $2) AS viewer_liked
+       coalesce(t.tags, '{}') AS tags,
+       coalesce(md.media, '[]'::json) AS media,
+       coalesce(l.likes, 0) AS like_count,
+       coalesce(cc.comments, 0) AS comment_count,
+       coalesce(l.viewer_liked, false) AS viewer_liked
 FROM subjects s
 LEFT JOIN members m ON m.id = s.author_id
 LEFT JOIN originals o ON o.id = s.id
+LEFT JOIN subject_tags t ON t.post_id = s.id
+LEFT JOIN subject_media md ON md.post_id = s.id
+LEFT JOIN subject_likes l ON l.post_id = s.id
+LEFT JOIN subject_comments cc ON cc.post_id = s.id
 """
 
 _STATEMENT = """
