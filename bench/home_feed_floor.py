@@ -1,0 +1,189 @@
+"""The floor under bench/home_feed.py: what this machine serves when a page does only the unavoidable work.
+
+The home-feed benchmark's targets (p99 under 25 ms for REST with 16 clients
+sending back to back) are a throughput requirement: with 16 requests always
+in flight, p50 is about 16 / throughput. This script measures what the same
+load generator gets from a server that does the least any home feed must do
+per page, on the same data and machine: one uvicorn worker (httptools,
+uvloop) with a bare ASGI callable, no framework, no middleware; the bearer
+token mapped to the member from a dict filled before the run (no JWT, no
+member row, no rate limit); one Redis ZREVRANGE of the timeline; one
+Postgres statement fetching the 20 posts by primary key (no visibility rule,
+no authors, tags, counts or media, no feed log); orjson. Whatever this
+floor serves, the real service can only serve less, so if the floor's p99
+misses a target, no implementation of the page on this stack and machine
+meets it; if it meets it, the gap is what the product's own steps cost.
+
+`--with` adds those steps one by one, each the product's own function, so a
+run per step is a cost ladder from the floor to the real page:
+
+- `member`: the viewer's member row by external ID (feeds.viewer, each request)
+- `ratelimit`: one operation of the member's Redis window (feedfabric.ratelimit)
+- `first-round`: the home feed's first statement (visibility, celebrities, extras;
+  db.timeline_queries.first_round) instead of the bare primary-key fetch, on the API's
+  pool settings (generic plans, the JSON codecs)
+- `feedlog`: the served page queued to the feed log (feeds.feedlog, batched as in the API)
+
+    .venv/bin/python bench/home_feed_floor.py --database URL [--clients 16] [--duration 20]
+                                              [--with member,ratelimit,first-round,feedlog]
+
+`--database` is a database bench/home_feed.py loaded (REDIS_URL still filled).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.home_feed import SECRET, free_port, member_names, run_phase  # noqa: E402
+from feedfabric.auth import issue_token  # noqa: E402
+
+_POSTS = "SELECT id, author_id, content, created_at FROM posts WHERE id = ANY($1::uuid[]) ORDER BY id DESC"
+
+
+STEPS = ("member", "ratelimit", "first-round", "feedlog")
+
+
+def make_app(database_url: str, redis_url: str, members: dict[str, tuple[str, str]], steps: frozenset[str]) -> Any:
+    """The bare page: token -> member (dict), Redis IDs, Postgres rows, JSON; plus the chosen `steps`."""
+    import uuid
+
+    import orjson
+    import redis.asyncio as aioredis
+
+    from feedfabric import ratelimit
+    from feedfabric.db import members as members_db
+    from feedfabric.db.pool import create_pool
+    from feedfabric.feeds import timelines
+    from feedfabric.feeds.feedlog import FeedLog
+    from feedfabric.models import Page
+    from feedfabric.settings import Settings
+
+    settings = Settings(database_url=database_url, redis_url=redis_url, rate_limit_operations=10**9)
+    state: dict[str, Any] = {}
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await receive()
+            state["pool"] = await create_pool(database_url, max_size=20, lean_reset=True, generic_plans=True)
+            state["redis"] = aioredis.from_url(redis_url)
+            state["feed_log"] = FeedLog(state["pool"])
+            state["feed_log"].start()
+            await send({"type": "lifespan.startup.complete"})
+            await receive()
+            await state["feed_log"].stop()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["path"] == "/healthz":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"ok"})
+            return
+        auth = next(v for k, v in scope["headers"] if k == b"authorization").decode()
+        member, external_id = members[auth[7:]]
+        pool, redis = state["pool"], state["redis"]
+        if "member" in steps:
+            row = await members_db.by_external_id(pool, external_id)
+            assert row is not None and row.active
+        if "ratelimit" in steps:
+            await ratelimit.spend(redis, settings, ratelimit.client_key(member, None), 1)
+        ids = [i.decode() for i in await redis.zrevrange(f"feed:{member}", 0, 20)]
+        if "first-round" in steps:
+            first = await timelines.first_round(pool, settings, uuid.UUID(member), [uuid.UUID(i) for i in ids],
+                                                None, 21)
+            rows = sorted(({"id": p.id, "author_id": p.author_id, "content": p.content,
+                            "created_at": p.created_at} for p in first.found), key=lambda r: r["id"], reverse=True)
+        else:
+            rows = await pool.fetch(_POSTS, ids)
+        posts = [{"id": str(r["id"]), "authorId": str(r["author_id"]), "content": r["content"],
+                  "createdAt": r["created_at"].isoformat()} for r in rows[:20]]
+        if "feedlog" in steps:
+            state["feed_log"].record(uuid.UUID(member), "following",
+                                     Page([_Served(uuid.UUID(p["id"])) for p in posts], None, "redis"))
+        body = orjson.dumps({"posts": posts, "nextCursor": posts[-1]["id"] if posts else None, "source": "redis"})
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    return app
+
+
+class _Served:
+    """What the feed log reads of a served post."""
+
+    repost_of = None
+
+    def __init__(self, post_id: Any) -> None:
+        self.id = post_id
+
+
+def serve(port: int, database_url: str, redis_url: str, members: dict[str, tuple[str, str]],
+          steps: frozenset[str]) -> None:
+    import uvicorn
+
+    uvicorn.run(make_app(database_url, redis_url, members, steps), host="127.0.0.1", port=port, log_level="warning",
+                loop="uvloop", http="httptools", lifespan="on")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database", required=True, help="a database bench/home_feed.py loaded")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--duration", type=float, default=20)
+    parser.add_argument("--viewers", type=int, default=2000)
+    parser.add_argument("--with", dest="steps", default="", help="comma-separated: " + ",".join(STEPS))
+    args = parser.parse_args()
+    steps = frozenset(s for s in args.steps.split(",") if s)
+    if steps - set(STEPS):
+        parser.error(f"unknown steps: {', '.join(sorted(steps - set(STEPS)))}")
+
+    import random
+
+    import asyncpg
+    import httpx
+    import psutil
+
+    async def ids() -> dict[str, str]:
+        conn = await asyncpg.connect(args.database)
+        try:
+            return {r[0]: str(r[1]) for r in await conn.fetch("SELECT external_id, id FROM members")}
+        finally:
+            await conn.close()
+
+    by_name = asyncio.run(ids())
+    viewers = random.Random(7).sample(asyncio.run(member_names(args.database)), args.viewers)
+    tokens = [issue_token(SECRET, n, ttl=7200) for n in viewers]
+    members = {t: (by_name[n], n) for t, n in zip(tokens, viewers)}
+    port = free_port()
+    server = mp.get_context("spawn").Process(target=serve, args=(port, args.database, os.environ["REDIS_URL"], members, steps))
+    server.start()
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            asyncio.run(asyncio.sleep(0.1))
+        proc = psutil.Process(server.pid)
+        run_phase(proc, port, "rest", tokens, args.clients, 3, 0)  # warm-up
+        r = run_phase(proc, port, "rest", tokens, args.clients, args.duration, 0)
+        label = "floor" + "".join(f" +{s}" for s in STEPS if s in steps)
+        print(f"{label}: {args.clients} clients x {args.duration:.0f} s: {r['rps']:.0f} req/s, p50 {r['p50']:.1f} ms, "
+              f"p99 {r['p99']:.1f} ms, server CPU {r['cpu_ms_per_page']:.2f} ms/page "
+              f"({r['cpu_share'] * 100:.0f}% of a core); Postgres {r['pg_ms_per_page']:.2f} ms/page; "
+              f"whole machine {r['machine_ms_per_page']:.2f} ms/page", flush=True)
+        print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    finally:
+        server.terminate()
+        server.join(30)
+
+
+if __name__ == "__main__":
+    main()
