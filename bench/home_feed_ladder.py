@@ -1,21 +1,21 @@
-"""The floor under bench/home_feed.py: what this machine serves when a page does only the unavoidable work.
+"""A cost ladder under bench/home_feed.py: from a bare page that does only the unavoidable work to the real one.
 
 The home-feed benchmark's targets (p99 under 25 ms for REST with 16 clients
 sending back to back) are a throughput requirement: with 16 requests always
 in flight, p50 is about 16 / throughput. This script measures what the same
 load generator gets from a server that does the least any home feed must do
-per page, on the same data and machine: one uvicorn worker (httptools,
-uvloop) with a bare ASGI callable, no framework, no middleware; the bearer
+per page (the bare page), on the same data and machine: one uvicorn worker
+(httptools, uvloop) with a bare ASGI callable, no framework, no middleware; the bearer
 token mapped to the member from a dict filled before the run (no JWT, no
 member row, no rate limit); one Redis ZREVRANGE of the timeline; one
 Postgres statement fetching the 20 posts by primary key (no visibility rule,
-no authors, tags, counts or media, no feed log); orjson. Whatever this
-floor serves, the real service can only serve less, so if the floor's p99
+no authors, tags, counts or media, no feed log); orjson. Whatever the
+bare page serves, the real service can only serve less, so if its p99
 misses a target, no implementation of the page on this stack and machine
 meets it; if it meets it, the gap is what the product's own steps cost.
 
 `--with` adds those steps one by one, each the product's own function, so a
-run per step is a cost ladder from the floor to the real page:
+run per step is a cost ladder from the bare page to the real one:
 
 - `member`: the viewer's member row by external ID (feeds.viewer, each request)
 - `ratelimit`: one operation of the member's Redis window (feedfabric.ratelimit)
@@ -24,7 +24,7 @@ run per step is a cost ladder from the floor to the real page:
   pool settings (generic plans, the JSON codecs)
 - `feedlog`: the served page queued to the feed log (feeds.feedlog, batched as in the API)
 
-    .venv/bin/python bench/home_feed_floor.py --database URL [--clients 16] [--duration 20]
+    .venv/bin/python bench/home_feed_ladder.py --database URL [--clients 16] [--duration 20]
                                               [--with member,ratelimit,first-round,feedlog]
 
 `--database` is a database bench/home_feed.py loaded (REDIS_URL still filled).
@@ -174,7 +174,7 @@ def main() -> None:
         proc = psutil.Process(server.pid)
         run_phase(proc, port, "rest", tokens, args.clients, 3, 0)  # warm-up
         r = run_phase(proc, port, "rest", tokens, args.clients, args.duration, 0)
-        label = "floor" + "".join(f" +{s}" for s in STEPS if s in steps)
+        label = "bare" + "".join(f" +{s}" for s in STEPS if s in steps)
         print(f"{label}: {args.clients} clients x {args.duration:.0f} s: {r['rps']:.0f} req/s, p50 {r['p50']:.1f} ms, "
               f"p99 {r['p99']:.1f} ms, server CPU {r['cpu_ms_per_page']:.2f} ms/page "
               f"({r['cpu_share'] * 100:.0f}% of a core); Postgres {r['pg_ms_per_page']:.2f} ms/page; "
