@@ -307,6 +307,21 @@ def load_generator(port: int, kind: str, tokens: list[str], clients: int, durati
     result.put(asyncio.run(main()))
 
 
+def wait_healthy(port: int, seconds: float = 30) -> None:
+    """Until the server on `port` answers /healthz (it is starting in another process)."""
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit(f"nothing answered /healthz on port {port} within {seconds:g} s")
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
@@ -435,15 +450,7 @@ def main() -> None:
         api = subprocess.Popen([sys.executable, "-m", "feedfabric", "api", "--port", str(port),
                                 "--workers", str(args.workers)], env=api_env)
         try:
-            import httpx
-
-            for _ in range(300):
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                time.sleep(0.1)
+            wait_healthy(port)
             proc = psutil.Process(api.pid)
             results = {}
             for kind in ("rest", "graphql"):

@@ -42,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.home_feed import SECRET, free_port, member_names, run_phase  # noqa: E402
+from bench.home_feed import SECRET, free_port, member_names, run_phase, wait_healthy  # noqa: E402
 from feedfabric.auth import issue_token  # noqa: E402
 
 _POSTS = "SELECT id, author_id, content, created_at FROM posts WHERE id = ANY($1::uuid[]) ORDER BY id DESC"
@@ -146,7 +146,6 @@ def main() -> None:
     import random
 
     import asyncpg
-    import httpx
     import psutil
 
     async def ids() -> dict[str, str]:
@@ -161,16 +160,12 @@ def main() -> None:
     tokens = [issue_token(SECRET, n, ttl=7200) for n in viewers]
     members = {t: (by_name[n], n) for t, n in zip(tokens, viewers)}
     port = free_port()
-    server = mp.get_context("spawn").Process(target=serve, args=(port, args.database, os.environ["REDIS_URL"], members, steps))
+    server = mp.get_context("spawn").Process(
+        target=serve, args=(port, args.database, os.environ["REDIS_URL"], members, steps)
+    )
     server.start()
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            asyncio.run(asyncio.sleep(0.1))
+        wait_healthy(port)
         proc = psutil.Process(server.pid)
         run_phase(proc, port, "rest", tokens, args.clients, 3, 0)  # warm-up
         r = run_phase(proc, port, "rest", tokens, args.clients, args.duration, 0)
