@@ -29,9 +29,9 @@ async def by_ids(conn: Executor, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Co
 
 
 async def counts(conn: Executor, post_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int]:
+    """Comments by active members, from the trigger-kept post_stats (migration 110)."""
     rows = await conn.fetch(
-        """SELECT c.post_id, count(*) AS n FROM comments c JOIN members m ON m.id = c.author_id
-           WHERE c.post_id = ANY($1::uuid[]) AND m.status = 'active' GROUP BY c.post_id""",
+        "SELECT post_id, comments AS n FROM post_stats WHERE post_id = ANY($1::uuid[]) AND comments > 0",
         list(post_ids),
     )
     return {r["post_id"]: r["n"] for r in rows}

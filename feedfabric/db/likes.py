@@ -23,8 +23,9 @@ async def remove(conn: asyncpg.Connection, post_id: uuid.UUID, member_id: uuid.U
 
 
 async def counts(conn: Executor, post_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int]:
+    """From the trigger-kept post_stats (migration 110): reading a post never scans its likes."""
     rows = await conn.fetch(
-        "SELECT post_id, count(*) AS n FROM likes WHERE post_id = ANY($1::uuid[]) GROUP BY post_id",
+        "SELECT post_id, likes AS n FROM post_stats WHERE post_id = ANY($1::uuid[]) AND likes > 0",
         list(post_ids),
     )
     return {r["post_id"]: r["n"] for r in rows}

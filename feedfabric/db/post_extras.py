@@ -35,7 +35,8 @@ Executor = asyncpg.Connection | asyncpg.Pool
 #
 # Each kind of extra is read for all subjects at once (`= ANY` of the subjects' IDs, grouped by post),
 # then joined by post ID: per-row subqueries were set up and rescanned once per subject and kind,
-# about a fifth of the statement's cost on a page of 20 (docs/benchmarks.md, eighth session).
+# about a fifth of the statement's cost on a page of 20 (docs/benchmarks.md, eighth session). The
+# counts are the trigger-kept post_stats (migration 110), so a post's likes are never scanned.
 EXTRAS_CTES = """
 originals AS (
     SELECT o.id, o.author_id, o.content, o.repost_of, o.status, o.created_at, o.updated_at
@@ -57,13 +58,9 @@ originals AS (
     FROM post_media pm JOIN media md ON md.id = pm.media_id
     WHERE pm.post_id = ANY((SELECT ids FROM subject_ids)::uuid[]) AND md.status = 'ready'
     GROUP BY pm.post_id
-), subject_likes AS (
-    SELECT post_id, count(*) AS likes, bool_or(member_id = $2) AS viewer_liked FROM likes
-    WHERE post_id = ANY((SELECT ids FROM subject_ids)::uuid[]) GROUP BY post_id
-), subject_comments AS (
-    SELECT c.post_id, count(*) AS comments FROM comments c JOIN members cm ON cm.id = c.author_id
-    WHERE c.post_id = ANY((SELECT ids FROM subject_ids)::uuid[]) AND cm.status = 'active'
-    GROUP BY c.post_id
+), viewer_likes AS (
+    SELECT post_id FROM likes
+    WHERE member_id = $2 AND post_id = ANY((SELECT ids FROM subject_ids)::uuid[])
 )
 """
 
@@ -74,16 +71,16 @@ SELECT s.id, s.author_id,
        m.status AS member_status, m.last_seen_at,
        coalesce(t.tags, '{}') AS tags,
        coalesce(md.media, '[]'::json) AS media,
-       coalesce(l.likes, 0) AS like_count,
-       coalesce(cc.comments, 0) AS comment_count,
-       coalesce(l.viewer_liked, false) AS viewer_liked
+       coalesce(ps.likes, 0) AS like_count,
+       coalesce(ps.comments, 0) AS comment_count,
+       vl.post_id IS NOT NULL AS viewer_liked
 FROM subjects s
 LEFT JOIN members m ON m.id = s.author_id
 LEFT JOIN originals o ON o.id = s.id
 LEFT JOIN subject_tags t ON t.post_id = s.id
 LEFT JOIN subject_media md ON md.post_id = s.id
-LEFT JOIN subject_likes l ON l.post_id = s.id
-LEFT JOIN subject_comments cc ON cc.post_id = s.id
+LEFT JOIN post_stats ps ON ps.post_id = s.id
+LEFT JOIN viewer_likes vl ON vl.post_id = s.id
 """
 
 _STATEMENT = """
