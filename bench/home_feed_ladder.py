@@ -42,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.home_feed import SECRET, free_port, member_names, run_phase, wait_healthy  # noqa: E402
+from bench.home_feed import SECRET, free_port, run_phase, wait_healthy  # noqa: E402
 from feedfabric.auth import issue_token  # noqa: E402
 
 _POSTS = "SELECT id, author_id, content, created_at FROM posts WHERE id = ANY($1::uuid[]) ORDER BY id DESC"
@@ -149,14 +149,15 @@ def main() -> None:
     import psutil
 
     async def ids() -> dict[str, str]:
+        """External ID -> member ID, in member_names' order (so the same viewers are sampled)."""
         conn = await asyncpg.connect(args.database)
         try:
-            return {r[0]: str(r[1]) for r in await conn.fetch("SELECT external_id, id FROM members")}
+            return {r[0]: str(r[1]) for r in await conn.fetch("SELECT external_id, id FROM members ORDER BY id")}
         finally:
             await conn.close()
 
     by_name = asyncio.run(ids())
-    viewers = random.Random(7).sample(asyncio.run(member_names(args.database)), args.viewers)
+    viewers = random.Random(7).sample(list(by_name), args.viewers)
     tokens = [issue_token(SECRET, n, ttl=7200) for n in viewers]
     members = {t: (by_name[n], n) for t, n in zip(tokens, viewers)}
     port = free_port()
