@@ -24,8 +24,12 @@ run per step is a cost ladder from the bare page to the real one:
   pool settings (generic plans, the JSON codecs)
 - `feedlog`: the served page queued to the feed log (feeds.feedlog, batched as in the API)
 
-    .venv/bin/python bench/home_feed_ladder.py --database URL [--clients 16] [--duration 20]
+    .venv/bin/python bench/home_feed_ladder.py --database URL [--clients 16] [--duration 20] [--workers 1]
                                               [--with member,ratelimit,first-round,feedlog]
+
+`--workers N` runs N server processes on the port (SO_REUSEPORT), to see
+whether a second core for the server changes the floor (it does not: the
+page is bounded by the whole machine's CPU, not by one process's).
 
 `--database` is a database bench/home_feed.py loaded (REDIS_URL still filled).
 """
@@ -125,10 +129,19 @@ class _Served:
 
 def serve(port: int, database_url: str, redis_url: str, members: dict[str, tuple[str, str]],
           steps: frozenset[str]) -> None:
+    """One server process. Several of them share the port through SO_REUSEPORT, the kernel spreading
+    connections over them, as uvicorn's own workers share one listening socket."""
+    import socket
+
     import uvicorn
 
-    uvicorn.run(make_app(database_url, redis_url, members, steps), host="127.0.0.1", port=port, log_level="warning",
-                loop="uvloop", http="httptools", lifespan="on")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(("127.0.0.1", port))
+    config = uvicorn.Config(make_app(database_url, redis_url, members, steps), log_level="warning",
+                            loop="uvloop", http="httptools", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 def main() -> None:
@@ -137,6 +150,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--duration", type=float, default=20)
     parser.add_argument("--viewers", type=int, default=2000)
+    parser.add_argument("--workers", type=int, default=1, help="server processes sharing the port")
     parser.add_argument("--with", dest="steps", default="", help="comma-separated: " + ",".join(STEPS))
     args = parser.parse_args()
     steps = frozenset(s for s in args.steps.split(",") if s)
@@ -161,24 +175,29 @@ def main() -> None:
     tokens = [issue_token(SECRET, n, ttl=7200) for n in viewers]
     members = {t: (by_name[n], n) for t, n in zip(tokens, viewers)}
     port = free_port()
-    server = mp.get_context("spawn").Process(
+    servers = [mp.get_context("spawn").Process(
         target=serve, args=(port, args.database, os.environ["REDIS_URL"], members, steps)
-    )
-    server.start()
+    ) for _ in range(args.workers)]
+    for server in servers:
+        server.start()
     try:
         wait_healthy(port)
-        proc = psutil.Process(server.pid)
-        run_phase(proc, port, "rest", tokens, args.clients, 3, 0)  # warm-up
-        r = run_phase(proc, port, "rest", tokens, args.clients, args.duration, 0)
+        procs = [psutil.Process(server.pid) for server in servers]
+        run_phase(procs, port, "rest", tokens, args.clients, 3, 0)  # warm-up
+        r = run_phase(procs, port, "rest", tokens, args.clients, args.duration, 0)
         label = "bare" + "".join(f" +{s}" for s in STEPS if s in steps)
+        if args.workers > 1:
+            label += f" ({args.workers} workers)"
         print(f"{label}: {args.clients} clients x {args.duration:.0f} s: {r['rps']:.0f} req/s, p50 {r['p50']:.1f} ms, "
               f"p99 {r['p99']:.1f} ms, server CPU {r['cpu_ms_per_page']:.2f} ms/page "
               f"({r['cpu_share'] * 100:.0f}% of a core); Postgres {r['pg_ms_per_page']:.2f} ms/page; "
               f"whole machine {r['machine_ms_per_page']:.2f} ms/page", flush=True)
         print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     finally:
-        server.terminate()
-        server.join(30)
+        for server in servers:
+            server.terminate()
+        for server in servers:
+            server.join(30)
 
 
 if __name__ == "__main__":
