@@ -5,9 +5,10 @@ from __future__ import annotations
 import uuid
 
 import asyncpg
+import pytest
 
 from feedfabric.feeds.feedlog import FeedLog
-from feedfabric.models import Page, Post
+from feedfabric.models import Page, PageExtras, Post
 from tests.support import Api
 
 
@@ -44,3 +45,54 @@ async def test_a_full_queue_drops_pages_and_counts_their_rows(api: Api, pool: as
     assert log.dropped == 2
     assert await log.flush() == 1
     assert await pool.fetchval("SELECT count(*) FROM feed_log") == 3
+
+
+async def test_each_row_carries_the_viewers_signals_for_the_post_it_logs(api: Api, pool: asyncpg.Pool) -> None:
+    """Affinity with the author, interest in the post's topics, whether the author is a favourite, and
+    the post's age when served; a repost gets those of its original, whether or not the page read it."""
+    await api.member("maya")
+    author = await api.member("author")
+    other = await api.member("other")
+    original_id = uuid.UUID(await api.post(author, "up the hill #trail"))
+    plain_id = uuid.UUID(await api.post(other, "nothing tagged"))
+    repost = await api.gql("mutation($p: ID!) { repost(postId: $p) { id } }", {"p": str(original_id)}, token=other)
+    ids = {name: await pool.fetchval("SELECT id FROM members WHERE external_id = $1", name)
+           for name in ("maya", "author", "other")}
+    await pool.execute("INSERT INTO author_affinity (member_id, author_id, score) VALUES ($1, $2, 0.75)",
+                       ids["maya"], ids["author"])
+    await pool.execute("INSERT INTO topic_interest (member_id, tag, score) VALUES ($1, 'trail', 0.5)", ids["maya"])
+    await pool.execute("INSERT INTO favourites (member_id, favourite_id) VALUES ($1, $2)", ids["maya"], ids["author"])
+    rows = await pool.fetch("SELECT * FROM posts WHERE id = ANY($1::uuid[])",
+                            [original_id, plain_id, uuid.UUID(repost["repost"]["id"])])
+    posts = {r["id"]: Post.of(r) for r in rows}
+    original, plain = posts.pop(original_id), posts.pop(plain_id)
+    [reposted] = posts.values()
+    with_original = Page([reposted, plain], None, "redis",
+                         PageExtras(extras={}, originals={original.id: original}))
+    log = FeedLog(pool)
+    log.record(ids["maya"], "following", with_original)
+    log.record(ids["maya"], "favourites", Page([reposted], None, "postgres"))
+    assert await log.flush() == 2
+    logged = await pool.fetch(
+        "SELECT feed, post_id, position, affinity, interest, favourite, age_seconds,"
+        "       served_at - (SELECT created_at FROM posts WHERE id = post_id) AS age"
+        " FROM feed_log ORDER BY feed DESC, position"
+    )
+    assert [(r["feed"], r["post_id"], r["position"], r["affinity"], r["interest"], r["favourite"])
+            for r in logged] == [
+        ("following", original.id, 0, 0.75, 0.5, True),
+        ("following", plain.id, 1, 0.0, 0.0, False),
+        ("favourites", original.id, 0, 0.75, 0.5, True),
+    ]
+    for r in logged:
+        assert r["age_seconds"] == pytest.approx(r["age"].total_seconds(), abs=1e-3)
+        assert r["age_seconds"] >= 0
+
+
+async def test_a_post_that_no_longer_exists_is_not_logged(api: Api, pool: asyncpg.Pool) -> None:
+    posts = await _posts(api, pool, 1)
+    gone = Post(uuid.uuid4(), posts[0].author_id, "gone", uuid.uuid4(), "live", posts[0].created_at, None)
+    log = FeedLog(pool)
+    log.record(uuid.uuid4(), "following", Page([posts[0], gone], None, "redis"))
+    assert await log.flush() == 1
+    assert [r["post_id"] for r in await pool.fetch("SELECT post_id FROM feed_log")] == [posts[0].id]
