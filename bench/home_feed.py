@@ -358,19 +358,19 @@ def postgres_cpu() -> dict[int, float]:
     return out
 
 
-def run_phase(api: list[psutil.Process], port: int, kind: str, tokens: list[str], clients: int, duration: float,
+def run_phase(servers: list[psutil.Process], port: int, kind: str, tokens: list[str], clients: int, duration: float,
               rate: float, offered: float = 0.0) -> dict[str, float]:
     """One phase's figures. Besides the API's CPU per page, the whole machine's and Postgres's: with
     clients back to back, throughput is the cores divided by everything a page costs, so these show
     what latency at a given concurrency can be on this machine."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    cpu0, pg0, busy0 = api_cpu(api), postgres_cpu(), machine_busy()
+    cpu0, pg0, busy0 = api_cpu(servers), postgres_cpu(), machine_busy()
     child = ctx.Process(target=load_generator, args=(port, kind, tokens, clients, duration, rate, offered, queue))
     child.start()
     latencies, errors, elapsed = queue.get()
     child.join()
-    cpu1, pg1, busy1 = api_cpu(api), postgres_cpu(), machine_busy()
+    cpu1, pg1, busy1 = api_cpu(servers), postgres_cpu(), machine_busy()
     cpu = sum(t - cpu0.get(pid, 0.0) for pid, t in cpu1.items())
     pg = sum(t - pg0.get(pid, 0.0) for pid, t in pg1.items())
     if errors:
@@ -453,13 +453,13 @@ def main() -> None:
                                 "--workers", str(args.workers)], env=api_env)
         try:
             wait_healthy(port)
-            proc = [psutil.Process(api.pid)]
+            servers = [psutil.Process(api.pid)]
             results = {}
             for kind in ("rest", "graphql"):
                 if args.only and kind != args.only:
                     continue
-                run_phase(proc, port, kind, tokens, args.clients, 3, args.rate, args.offered)  # warm-up
-                r = run_phase(proc, port, kind, tokens, args.clients, args.duration, args.rate, args.offered)
+                run_phase(servers, port, kind, tokens, args.clients, 3, args.rate, args.offered)  # warm-up
+                r = run_phase(servers, port, kind, tokens, args.clients, args.duration, args.rate, args.offered)
                 results[kind] = r
                 pace = (f" offered {args.offered:g}/s (open loop)" if args.offered
                         else f" at {args.rate:g}/s each" if args.rate else "")
