@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import asyncpg
-
 from feedfabric import devstack
 from feedfabric.db.migrate import migrate
 

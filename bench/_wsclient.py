@@ -85,8 +85,6 @@ class Subscriber(asyncio.Protocol):
 
 
 async def connect(url: str, subprotocol: str, host: str, port: int) -> Subscriber:
-    _, subscriber = await asyncio.get_running_loop().create_connection(
-        lambda: Subscriber(url, subprotocol), host, port
-    )
+    _, subscriber = await asyncio.get_running_loop().create_connection(lambda: Subscriber(url, subprotocol), host, port)
     await asyncio.wait_for(subscriber.opened, 30)
     return subscriber

@@ -24,7 +24,6 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import redis.asyncio as aioredis  # noqa: E402
-
 from feedfabric import devstack  # noqa: E402
 from feedfabric.db.migrate import migrate  # noqa: E402
 from feedfabric.db.pool import create_pool  # noqa: E402
@@ -71,7 +70,9 @@ async def run(posts: int, batch: int, database_url: str, redis_url: str, data_di
     author = new_id()
     await pool.execute(
         "INSERT INTO members (id, external_id, username, display_name) VALUES ($1, $2, $3, $3)",
-        author, f"bench-{author}", f"bench{author.hex[-8:]}",
+        author,
+        f"bench-{author}",
+        f"bench{author.hex[-8:]}",
     )
     ids = [new_id() for _ in range(posts)]
     await pool.executemany(
@@ -80,8 +81,13 @@ async def run(posts: int, batch: int, database_url: str, redis_url: str, data_di
     )
     event_ids = itertools.count(1)
     events = [
-        Event(next(event_ids), "PostCreated", str(i), 1,
-              {"postId": str(i), "authorId": str(author), "createdAtMs": 0, "repostOf": None})
+        Event(
+            next(event_ids),
+            "PostCreated",
+            str(i),
+            1,
+            {"postId": str(i), "authorId": str(author), "createdAtMs": 0, "repostOf": None},
+        )
         for i in ids
     ]
 
@@ -95,10 +101,12 @@ async def run(posts: int, batch: int, database_url: str, redis_url: str, data_di
     cpu = time.process_time() - cpu_started
     measured = len(events) - batch
     tagged = await pool.fetchval("SELECT count(DISTINCT post_id) FROM post_tags WHERE source = 'inferred'")
-    print(f"{measured} posts in {elapsed:.2f} s: {measured / elapsed:.0f} posts/s (batch {batch}, "
-          f"{settings.embedding_replicas} model replicas, "
-          f"{os.cpu_count()} cores, load average {load_before:.1f} before); {1000 * cpu / measured:.1f} ms of "
-          f"worker CPU per post; {tagged}/{posts} posts got inferred topics")
+    print(
+        f"{measured} posts in {elapsed:.2f} s: {measured / elapsed:.0f} posts/s (batch {batch}, "
+        f"{settings.embedding_replicas} model replicas, "
+        f"{os.cpu_count()} cores, load average {load_before:.1f} before); {1000 * cpu / measured:.1f} ms of "
+        f"worker CPU per post; {tagged}/{posts} posts got inferred topics"
+    )
     await redis.aclose()
     await pool.close()
 
@@ -110,7 +118,8 @@ async def _deliver(ctx: WorkerContext, batch: list[Event]) -> None:
             if await conn.fetchval(
                 "INSERT INTO processed_events (group_name, event_id) VALUES ($1, $2)"
                 " ON CONFLICT DO NOTHING RETURNING true",
-                worker.GROUP.name, event.event_id,
+                worker.GROUP.name,
+                event.event_id,
             ):
                 await worker.GROUP.handle(ctx, conn, event)
 

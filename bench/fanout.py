@@ -22,11 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import asyncpg  # noqa: E402
 import redis.asyncio as aioredis  # noqa: E402
-
-from bench._stack import fresh_database, redis_cli, services  # noqa: E402
 from feedfabric.feeds import timelines  # noqa: E402
 from feedfabric.ids import new_id  # noqa: E402
 from feedfabric.settings import Settings  # noqa: E402
+
+from bench._stack import fresh_database, redis_cli, services  # noqa: E402
 
 FOLLOWERS = 100_000
 RUNS = 5
@@ -48,7 +48,8 @@ async def seed(db: str) -> uuid.UUID:
         )
         await conn.execute(
             "INSERT INTO follows (follower_id, target_type, target_id) SELECT id, 'member', $2 FROM unnest($1::uuid[]) AS id",
-            ids, str(author),
+            ids,
+            str(author),
         )
         await conn.execute("ANALYZE")
         return author
@@ -103,7 +104,9 @@ def raw_rate(redis_url: str) -> float:
         with open(f.name, "rb") as data:
             done = subprocess.run(
                 [redis_cli(), "-h", host, "-p", port, "-n", db or "0", "--pipe"],
-                stdin=data, capture_output=True, check=True,
+                stdin=data,
+                capture_output=True,
+                check=True,
             )
         elapsed = time.perf_counter() - started
     assert b"errors: 0" in done.stdout, done.stdout

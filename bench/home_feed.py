@@ -52,10 +52,11 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._stack import env_or, fresh_database, services  # noqa: E402
 from feedfabric.auth import issue_token  # noqa: E402
 from feedfabric.feeds import timelines  # noqa: E402
 from feedfabric.settings import Settings  # noqa: E402
+
+from bench._stack import env_or, fresh_database, services  # noqa: E402
 
 SECRET = "bench-secret-" + uuid.uuid4().hex
 GRAPHQL = (
@@ -106,20 +107,24 @@ async def load(database_url: str, redis_url: str, args: argparse.Namespace) -> l
     conn = await asyncpg.connect(database_url)
     try:
         await conn.copy_records_to_table(
-            "members", records=[(m, n, n, n.title()) for m, n in zip(member_ids, names)],
+            "members",
+            records=[(m, n, n, n.title()) for m, n in zip(member_ids, names)],
             columns=["id", "external_id", "username", "display_name"],
         )
         # A million follows: counted once below rather than row by row by the trigger.
         await conn.execute("ALTER TABLE follows DISABLE TRIGGER follows_member_stats")
         await conn.copy_records_to_table(
-            "follows", records=((f, "member", str(t)) for f, ts in follows.items() for t in ts),
+            "follows",
+            records=((f, "member", str(t)) for f, ts in follows.items() for t in ts),
             columns=["follower_id", "target_type", "target_id"],
         )
         await conn.execute("ALTER TABLE follows ENABLE TRIGGER follows_member_stats")
-        await conn.copy_records_to_table("posts", records=post_rows,
-                                         columns=["id", "author_id", "content", "created_at"])
         await conn.copy_records_to_table(
-            "post_tags", records=[(p, f"topic{rng.randrange(50)}", "hashtag") for p in all_posts[::4]],
+            "posts", records=post_rows, columns=["id", "author_id", "content", "created_at"]
+        )
+        await conn.copy_records_to_table(
+            "post_tags",
+            records=[(p, f"topic{rng.randrange(50)}", "hashtag") for p in all_posts[::4]],
             columns=["post_id", "tag", "source"],
         )
         likes = {(rng.choice(all_posts), rng.choice(member_ids)) for _ in range(args.likes)}
@@ -134,8 +139,11 @@ async def load(database_url: str, redis_url: str, args: argparse.Namespace) -> l
         # VACUUM as well as ANALYZE: the first reads of COPYed rows set their hint bits, dirtying every
         # page they touch, and autovacuum then rewrites the visibility map; both landed in the first runs.
         await conn.execute("VACUUM (ANALYZE)")
-        print(f"loaded {len(member_ids):,} members, {sum(map(len, follows.values())):,} follows, "
-              f"{len(post_rows):,} posts, {len(likes):,} likes in {time.monotonic() - t0:.1f} s", flush=True)
+        print(
+            f"loaded {len(member_ids):,} members, {sum(map(len, follows.values())):,} follows, "
+            f"{len(post_rows):,} posts, {len(likes):,} likes in {time.monotonic() - t0:.1f} s",
+            flush=True,
+        )
 
         # Timelines: own posts and followed authors' posts, newest FEED_MAX_LENGTH, as rebuild writes them.
         t1 = time.monotonic()
@@ -201,13 +209,17 @@ async def in_process_pages(
     after the app is made and before its lifespan starts, as the API's does.
     """
     import httpx
-
     from feedfabric.app import create_app
 
     names = await member_names(database_url)
     viewers = random.Random(7).sample(names, min(200, len(names)))
-    settings = Settings(database_url=database_url, redis_url=os.environ["REDIS_URL"],
-                        feedfabric_jwt_secret=SECRET, rate_limit_operations=10**9, log_level="WARNING")
+    settings = Settings(
+        database_url=database_url,
+        redis_url=os.environ["REDIS_URL"],
+        feedfabric_jwt_secret=SECRET,
+        rate_limit_operations=10**9,
+        log_level="WARNING",
+    )
     app = create_app(settings)
     if before_serving is not None:
         before_serving()
@@ -215,6 +227,7 @@ async def in_process_pages(
     headers = [{"Authorization": f"Bearer {issue_token(SECRET, n, ttl=7200)}"} for n in viewers]
     transport = httpx.ASGITransport(app=app)
     async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://b") as http:
+
         async def page(i: int) -> None:
             if kind == "graphql":
                 response = await http.post("/graphql", json=body, headers=headers[i % len(headers)])
@@ -249,8 +262,10 @@ def _request(kind: str, token: str) -> bytes:
     if kind == "rest":
         return (f"GET /userfeed/home?limit={PAGE} HTTP/1.1\r\nHost: bench\r\n{auth}\r\n").encode()
     body = json.dumps({"query": GRAPHQL, "operationName": "Home", "variables": {"first": PAGE}}).encode()
-    head = (f"POST /graphql HTTP/1.1\r\nHost: bench\r\n{auth}Content-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    head = (
+        f"POST /graphql HTTP/1.1\r\nHost: bench\r\n{auth}Content-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
     return head + body
 
 
@@ -262,8 +277,17 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     return status, await reader.readexactly(length)
 
 
-async def _client(port: int, kind: str, requests: list[bytes], until: float, rate: float,
-                  out: list[float], errors: list[str], seed: int, offset: float = -1.0) -> None:
+async def _client(
+    port: int,
+    kind: str,
+    requests: list[bytes],
+    until: float,
+    rate: float,
+    out: list[float],
+    errors: list[str],
+    seed: int,
+    offset: float = -1.0,
+) -> None:
     """`offset` >= 0: open loop, the first request at that fraction of an interval, latency from the schedule."""
     rng = random.Random(seed)
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -288,8 +312,16 @@ async def _client(port: int, kind: str, requests: list[bytes], until: float, rat
         writer.close()
 
 
-def load_generator(port: int, kind: str, tokens: list[str], clients: int, duration: float, rate: float,
-                   offered: float, result: mp.Queue) -> None:  # type: ignore[type-arg]
+def load_generator(
+    port: int,
+    kind: str,
+    tokens: list[str],
+    clients: int,
+    duration: float,
+    rate: float,
+    offered: float,
+    result: mp.Queue,
+) -> None:  # type: ignore[type-arg]
     # Built before the clock starts: built by each client as it started (2,000 JSON bodies each), they
     # stalled the generator's loop for 0.2-0.3 s, which open-loop timing charged to the server's p99.
     requests = [_request(kind, t) for t in tokens]
@@ -300,10 +332,12 @@ def load_generator(port: int, kind: str, tokens: list[str], clients: int, durati
         started = time.monotonic()
         until = started + duration
         each = offered / clients if offered > 0 else rate
-        await asyncio.gather(*(
-            _client(port, kind, requests, until, each, latencies, errors, i, i / clients if offered > 0 else -1.0)
-            for i in range(clients)
-        ))
+        await asyncio.gather(
+            *(
+                _client(port, kind, requests, until, each, latencies, errors, i, i / clients if offered > 0 else -1.0)
+                for i in range(clients)
+            )
+        )
         return latencies, errors, time.monotonic() - started
 
     result.put(asyncio.run(main()))
@@ -358,8 +392,16 @@ def postgres_cpu() -> dict[int, float]:
     return out
 
 
-def run_phase(servers: list[psutil.Process], port: int, kind: str, tokens: list[str], clients: int, duration: float,
-              rate: float, offered: float = 0.0) -> dict[str, float]:
+def run_phase(
+    servers: list[psutil.Process],
+    port: int,
+    kind: str,
+    tokens: list[str],
+    clients: int,
+    duration: float,
+    rate: float,
+    offered: float = 0.0,
+) -> dict[str, float]:
     """One phase's figures. Besides the API's CPU per page, the whole machine's and Postgres's: with
     clients back to back, throughput is the cores divided by everything a page costs, so these show
     what latency at a given concurrency can be on this machine."""
@@ -376,9 +418,16 @@ def run_phase(servers: list[psutil.Process], port: int, kind: str, tokens: list[
     if errors:
         raise SystemExit(f"{kind}: {len(errors)} bad responses, first: {errors[0]}")
     n = len(latencies)
-    return {"requests": n, "rps": n / elapsed, "p50": pct(latencies, 0.5), "p99": pct(latencies, 0.99),
-            "cpu_ms_per_page": cpu / n * 1000, "cpu_share": cpu / elapsed,
-            "pg_ms_per_page": pg / n * 1000, "machine_ms_per_page": (busy1 - busy0) / n * 1000}
+    return {
+        "requests": n,
+        "rps": n / elapsed,
+        "p50": pct(latencies, 0.5),
+        "p99": pct(latencies, 0.99),
+        "cpu_ms_per_page": cpu / n * 1000,
+        "cpu_share": cpu / elapsed,
+        "pg_ms_per_page": pg / n * 1000,
+        "machine_ms_per_page": (busy1 - busy0) / n * 1000,
+    }
 
 
 # --- profile ------------------------------------------------------------------------------------------
@@ -387,12 +436,12 @@ def run_phase(servers: list[psutil.Process], port: int, kind: str, tokens: list[
 async def profile(database_url: str, redis_url: str, names: list[str], requests: int) -> str:
     """Runs GraphQL home-feed requests in-process under pyinstrument (the app through httpx's ASGI transport)."""
     import httpx
+    from feedfabric.app import create_app
     from pyinstrument import Profiler
 
-    from feedfabric.app import create_app
-
-    settings = Settings(database_url=database_url, redis_url=redis_url, feedfabric_jwt_secret=SECRET,
-                        rate_limit_operations=10**9)
+    settings = Settings(
+        database_url=database_url, redis_url=redis_url, feedfabric_jwt_secret=SECRET, rate_limit_operations=10**9
+    )
     app = create_app(settings)
     body = {"query": GRAPHQL, "operationName": "Home", "variables": {"first": PAGE}}
     async with app.router.lifespan_context(app):
@@ -421,8 +470,12 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--duration", type=float, default=30)
     parser.add_argument("--rate", type=float, default=0, help="requests/s per client; 0 = back to back")
-    parser.add_argument("--offered", type=float, default=0,
-                        help="open loop: requests/s offered in all, on a fixed schedule; 0 = closed loop")
+    parser.add_argument(
+        "--offered",
+        type=float,
+        default=0,
+        help="open loop: requests/s offered in all, on a fixed schedule; 0 = closed loop",
+    )
     parser.add_argument("--workers", type=int, default=1, help="API worker processes (uvicorn --workers)")
     parser.add_argument("--viewers", type=int, default=2000, help="distinct members the clients read as")
     parser.add_argument("--profile", metavar="FILE", help="write a pyinstrument report of the GraphQL path here")
@@ -447,10 +500,19 @@ def main() -> None:
             print(f"pyinstrument profile of 500 GraphQL pages: {args.profile}")
         port = free_port()
         # No Kafka for the API: this benchmark reads; the realtime consumer would only add noise.
-        api_env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url, "KAFKA_BOOTSTRAP_SERVERS": "",
-                   "FEEDFABRIC_JWT_SECRET": SECRET, "LOG_LEVEL": "WARNING", "RATE_LIMIT_OPERATIONS": "1000000000"}
-        api = subprocess.Popen([sys.executable, "-m", "feedfabric", "api", "--port", str(port),
-                                "--workers", str(args.workers)], env=api_env)
+        api_env = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "REDIS_URL": redis_url,
+            "KAFKA_BOOTSTRAP_SERVERS": "",
+            "FEEDFABRIC_JWT_SECRET": SECRET,
+            "LOG_LEVEL": "WARNING",
+            "RATE_LIMIT_OPERATIONS": "1000000000",
+        }
+        api = subprocess.Popen(
+            [sys.executable, "-m", "feedfabric", "api", "--port", str(port), "--workers", str(args.workers)],
+            env=api_env,
+        )
         try:
             wait_healthy(port)
             servers = [psutil.Process(api.pid)]
@@ -461,13 +523,21 @@ def main() -> None:
                 run_phase(servers, port, kind, tokens, args.clients, 3, args.rate, args.offered)  # warm-up
                 r = run_phase(servers, port, kind, tokens, args.clients, args.duration, args.rate, args.offered)
                 results[kind] = r
-                pace = (f" offered {args.offered:g}/s (open loop)" if args.offered
-                        else f" at {args.rate:g}/s each" if args.rate else "")
+                pace = (
+                    f" offered {args.offered:g}/s (open loop)"
+                    if args.offered
+                    else f" at {args.rate:g}/s each"
+                    if args.rate
+                    else ""
+                )
                 workers = f", {args.workers} API workers" if args.workers != 1 else ""
-                print(f"{kind:8s} {args.clients} clients x {args.duration:.0f} s{pace}{workers}: {r['rps']:.0f} req/s, "
-                      f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, API CPU {r['cpu_ms_per_page']:.2f} ms/page "
-                      f"({r['cpu_share'] * 100:.0f}% of a core); Postgres {r['pg_ms_per_page']:.2f} ms/page; "
-                      f"whole machine {r['machine_ms_per_page']:.2f} ms/page", flush=True)
+                print(
+                    f"{kind:8s} {args.clients} clients x {args.duration:.0f} s{pace}{workers}: {r['rps']:.0f} req/s, "
+                    f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, API CPU {r['cpu_ms_per_page']:.2f} ms/page "
+                    f"({r['cpu_share'] * 100:.0f}% of a core); Postgres {r['pg_ms_per_page']:.2f} ms/page; "
+                    f"whole machine {r['machine_ms_per_page']:.2f} ms/page",
+                    flush=True,
+                )
             if len(results) == 2:
                 ratio = results["graphql"]["cpu_ms_per_page"] / results["rest"]["cpu_ms_per_page"]
                 print(f"GraphQL/REST API CPU per page: {ratio:.2f}x")

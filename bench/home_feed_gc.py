@@ -19,8 +19,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import home_feed as hf  # noqa: E402
 from feedfabric.gctune import tune_for_serving  # noqa: E402
+
+from bench import home_feed as hf  # noqa: E402
 
 
 async def main(database_url: str, kind: str, pages: int) -> None:
@@ -42,12 +43,16 @@ async def main(database_url: str, kind: str, pages: int) -> None:
             latencies.append((time.perf_counter() - began) * 1000)
         gc.callbacks.remove(observe)
     latencies.sort()
-    print(f"{kind}: {pages} pages, p50 {latencies[pages // 2]:.1f} ms, p99 {latencies[int(pages * 0.99)]:.1f} ms, "
-          f"max {latencies[-1]:.1f} ms")
+    print(
+        f"{kind}: {pages} pages, p50 {latencies[pages // 2]:.1f} ms, p99 {latencies[int(pages * 0.99)]:.1f} ms, "
+        f"max {latencies[-1]:.1f} ms"
+    )
     for generation in (0, 1, 2):
         took = sorted(ms for g, ms in pauses if g == generation)
         if took:
-            print(f"gen{generation}: {len(took)} collections, median {took[len(took) // 2]:.1f} ms, max {took[-1]:.1f} ms")
+            print(
+                f"gen{generation}: {len(took)} collections, median {took[len(took) // 2]:.1f} ms, max {took[-1]:.1f} ms"
+            )
     if not pauses:
         print("no collection")
 

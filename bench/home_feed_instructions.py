@@ -33,9 +33,21 @@ WARM = 50
 def instructions(database_url: str, kind: str, pages: int) -> int:
     """All instructions of one process that makes WARM + `pages` pages (imports and warm-up included)."""
     run = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-         sys.executable, __file__, "--pages-in-process", str(pages), "--kind", kind, database_url],
-        capture_output=True, text=True, check=True,
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            __file__,
+            "--pages-in-process",
+            str(pages),
+            "--kind",
+            kind,
+            database_url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     found = re.search(r"Collected : (\d+)", run.stderr)
     if found is None:
@@ -44,8 +56,9 @@ def instructions(database_url: str, kind: str, pages: int) -> int:
 
 
 async def make_pages(database_url: str, kind: str, pages: int) -> None:
-    from bench import home_feed as hf
     from feedfabric.gctune import tune_for_serving
+
+    from bench import home_feed as hf
 
     async with hf.in_process_pages(database_url, kind, before_serving=tune_for_serving) as page:
         for i in range(WARM + pages):

@@ -46,8 +46,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.home_feed import SECRET, free_port, run_phase, wait_healthy  # noqa: E402
 from feedfabric.auth import issue_token  # noqa: E402
+
+from bench.home_feed import SECRET, free_port, run_phase, wait_healthy  # noqa: E402
 
 _POSTS = "SELECT id, author_id, content, created_at FROM posts WHERE id = ANY($1::uuid[]) ORDER BY id DESC"
 
@@ -61,7 +62,6 @@ def make_app(database_url: str, redis_url: str, members: dict[str, tuple[str, st
 
     import orjson
     import redis.asyncio as aioredis
-
     from feedfabric import ratelimit
     from feedfabric.db import members as members_db
     from feedfabric.db.pool import create_pool
@@ -99,20 +99,40 @@ def make_app(database_url: str, redis_url: str, members: dict[str, tuple[str, st
             await ratelimit.spend(redis, settings, ratelimit.client_key(member, None), 1)
         ids = [i.decode() for i in await redis.zrevrange(f"feed:{member}", 0, 20)]
         if "first-round" in steps:
-            first = await timelines.first_round(pool, settings, uuid.UUID(member), [uuid.UUID(i) for i in ids],
-                                                None, 21)
-            rows = sorted(({"id": p.id, "author_id": p.author_id, "content": p.content,
-                            "created_at": p.created_at} for p in first.found), key=lambda r: r["id"], reverse=True)
+            first = await timelines.first_round(
+                pool, settings, uuid.UUID(member), [uuid.UUID(i) for i in ids], None, 21
+            )
+            rows = sorted(
+                (
+                    {"id": p.id, "author_id": p.author_id, "content": p.content, "created_at": p.created_at}
+                    for p in first.found
+                ),
+                key=lambda r: r["id"],
+                reverse=True,
+            )
         else:
             rows = await pool.fetch(_POSTS, ids)
-        posts = [{"id": str(r["id"]), "authorId": str(r["author_id"]), "content": r["content"],
-                  "createdAt": r["created_at"].isoformat()} for r in rows[:20]]
+        posts = [
+            {
+                "id": str(r["id"]),
+                "authorId": str(r["author_id"]),
+                "content": r["content"],
+                "createdAt": r["created_at"].isoformat(),
+            }
+            for r in rows[:20]
+        ]
         if "feedlog" in steps:
-            state["feed_log"].record(uuid.UUID(member), "following",
-                                     Page([_Served(uuid.UUID(p["id"])) for p in posts], None, "redis"))
+            state["feed_log"].record(
+                uuid.UUID(member), "following", Page([_Served(uuid.UUID(p["id"])) for p in posts], None, "redis")
+            )
         body = orjson.dumps({"posts": posts, "nextCursor": posts[-1]["id"] if posts else None, "source": "redis"})
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     return app
@@ -127,8 +147,9 @@ class _Served:
         self.id = post_id
 
 
-def serve(port: int, database_url: str, redis_url: str, members: dict[str, tuple[str, str]],
-          steps: frozenset[str]) -> None:
+def serve(
+    port: int, database_url: str, redis_url: str, members: dict[str, tuple[str, str]], steps: frozenset[str]
+) -> None:
     """One server process. Several of them share the port through SO_REUSEPORT, the kernel spreading
     connections over them, as uvicorn's own workers share one listening socket."""
     import socket
@@ -139,8 +160,13 @@ def serve(port: int, database_url: str, redis_url: str, members: dict[str, tuple
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind(("127.0.0.1", port))
-    config = uvicorn.Config(make_app(database_url, redis_url, members, steps), log_level="warning",
-                            loop="uvloop", http="httptools", lifespan="on")
+    config = uvicorn.Config(
+        make_app(database_url, redis_url, members, steps),
+        log_level="warning",
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+    )
     uvicorn.Server(config).run(sockets=[sock])
 
 
@@ -175,9 +201,12 @@ def main() -> None:
     tokens = [issue_token(SECRET, n, ttl=7200) for n in viewers]
     members = {t: (by_name[n], n) for t, n in zip(tokens, viewers)}
     port = free_port()
-    servers = [mp.get_context("spawn").Process(
-        target=serve, args=(port, args.database, os.environ["REDIS_URL"], members, steps)
-    ) for _ in range(args.workers)]
+    servers = [
+        mp.get_context("spawn").Process(
+            target=serve, args=(port, args.database, os.environ["REDIS_URL"], members, steps)
+        )
+        for _ in range(args.workers)
+    ]
     for server in servers:
         server.start()
     try:
@@ -188,10 +217,13 @@ def main() -> None:
         label = "bare" + "".join(f" +{s}" for s in STEPS if s in steps)
         if args.workers > 1:
             label += f" ({args.workers} workers)"
-        print(f"{label}: {args.clients} clients x {args.duration:.0f} s: {r['rps']:.0f} req/s, p50 {r['p50']:.1f} ms, "
-              f"p99 {r['p99']:.1f} ms, server CPU {r['cpu_ms_per_page']:.2f} ms/page "
-              f"({r['cpu_share'] * 100:.0f}% of a core); Postgres {r['pg_ms_per_page']:.2f} ms/page; "
-              f"whole machine {r['machine_ms_per_page']:.2f} ms/page", flush=True)
+        print(
+            f"{label}: {args.clients} clients x {args.duration:.0f} s: {r['rps']:.0f} req/s, p50 {r['p50']:.1f} ms, "
+            f"p99 {r['p99']:.1f} ms, server CPU {r['cpu_ms_per_page']:.2f} ms/page "
+            f"({r['cpu_share'] * 100:.0f}% of a core); Postgres {r['pg_ms_per_page']:.2f} ms/page; "
+            f"whole machine {r['machine_ms_per_page']:.2f} ms/page",
+            flush=True,
+        )
         print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     finally:
         for server in servers:

@@ -26,7 +26,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis.asyncio as aioredis  # noqa: E402
-
 from faults import checker  # noqa: E402
 from faults.harness import Client, Record, open_case, quiesce, retrying, setup_graph  # noqa: E402
 from feedfabric import devstack  # noqa: E402
@@ -50,8 +49,10 @@ async def load(seconds: float, members: int, writers: int, readers: int, root: P
         ids = {n: await retrying(lambda n=n: _member_id(case, n)) for n in names}
         followers: dict[str, set[str]] = {n: set() for n in names}
         conn = await __import__("asyncpg").connect(case.database_url)
-        for r in await conn.fetch("SELECT f.follower_id::text, m.external_id FROM follows f"
-                                  " JOIN members m ON m.id::text = f.target_id WHERE f.target_type = 'member'"):
+        for r in await conn.fetch(
+            "SELECT f.follower_id::text, m.external_id FROM follows f"
+            " JOIN members m ON m.id::text = f.target_id WHERE f.target_type = 'member'"
+        ):
             followers[r[1]].add(r[0])
         await conn.close()
         record = Record()
@@ -109,15 +110,25 @@ async def load(seconds: float, members: int, writers: int, readers: int, root: P
         drain = await quiesce(case, timeout=300)
         verdict = await checker.check(case, record, client, sample_pages=0)
         writes = counts["post"] + counts["like"] + counts["follow"]
-        print(f"load: {seconds:.0f}s, {members} members, {writers} writers, {readers} readers"
-              f" (load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs)")
-        print(f"  writes {writes / elapsed:.0f}/s (posts {counts['post']}, likes {counts['like']},"
-              f" follows {counts['follow']}), reads {counts['read'] / elapsed:.0f}/s, failed requests {record.failed}")
-        print(f"  home-feed read p50 {pct(record.reads, 0.5) * 1000:.1f} ms, p99 {pct(record.reads, 0.99) * 1000:.1f} ms")
-        print(f"  post-to-timeline p50 {pct(latencies, 0.5) * 1000:.1f} ms, p99 {pct(latencies, 0.99) * 1000:.1f} ms"
-              f" ({len(latencies)} sampled; mean {statistics.fmean(latencies) * 1000 if latencies else float('nan'):.1f} ms)")
+        print(
+            f"load: {seconds:.0f}s, {members} members, {writers} writers, {readers} readers"
+            f" (load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs)"
+        )
+        print(
+            f"  writes {writes / elapsed:.0f}/s (posts {counts['post']}, likes {counts['like']},"
+            f" follows {counts['follow']}), reads {counts['read'] / elapsed:.0f}/s, failed requests {record.failed}"
+        )
+        print(
+            f"  home-feed read p50 {pct(record.reads, 0.5) * 1000:.1f} ms, p99 {pct(record.reads, 0.99) * 1000:.1f} ms"
+        )
+        print(
+            f"  post-to-timeline p50 {pct(latencies, 0.5) * 1000:.1f} ms, p99 {pct(latencies, 0.99) * 1000:.1f} ms"
+            f" ({len(latencies)} sampled; mean {statistics.fmean(latencies) * 1000 if latencies else float('nan'):.1f} ms)"
+        )
         print(f"  pipeline drained {drain:.1f}s after the load; {verdict.line()}")
-        print(f"  lost {verdict.lost_total}; verify exit {verdict.verify_status}: {verdict.verify_output.splitlines()[-1]}")
+        print(
+            f"  lost {verdict.lost_total}; verify exit {verdict.verify_status}: {verdict.verify_output.splitlines()[-1]}"
+        )
         return 0 if verdict.lost_total == 0 and verdict.duplicated_total == 0 and verdict.verify_status == 0 else 1
     finally:
         await redis.aclose()

@@ -17,9 +17,8 @@ import io
 import os
 import time
 
-from PIL import Image, ImageFilter
-
 from feedfabric import media
+from PIL import Image, ImageFilter
 
 
 def camera_photo(width: int = 4000, height: int = 3000) -> bytes:

@@ -22,12 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import asyncpg  # noqa: E402
 import redis.asyncio as aioredis  # noqa: E402
-
-from bench._stack import fresh_database, services  # noqa: E402
 from feedfabric.db.outbox import add_event  # noqa: E402
 from feedfabric.db.pool import create_pool  # noqa: E402
 from feedfabric.feeds.timelines import feed_key  # noqa: E402
 from feedfabric.ids import id_millis, new_id  # noqa: E402
+
+from bench._stack import fresh_database, services  # noqa: E402
 
 POSTS = 1_000
 RATE = 50.0  # posts per second
@@ -39,8 +39,12 @@ async def write_post(pool: asyncpg.Pool, author: uuid.UUID) -> tuple[str, float]
     async with pool.acquire() as conn:
         async with conn.transaction():
             await conn.execute("INSERT INTO posts (id, author_id, content) VALUES ($1, $2, 'bench')", post, author)
-            await add_event(conn, "PostCreated", str(post), {"postId": str(post), "authorId": str(author),
-                                                             "createdAtMs": id_millis(post), "repostOf": None})
+            await add_event(
+                conn,
+                "PostCreated",
+                str(post),
+                {"postId": str(post), "authorId": str(author), "createdAtMs": id_millis(post), "repostOf": None},
+            )
         committed = time.monotonic()
     return str(post), committed
 
@@ -65,7 +69,8 @@ async def run(db: str, redis_url: str) -> list[float]:
     )
     await pool.execute(
         "INSERT INTO follows (follower_id, target_type, target_id) SELECT id, 'member', $2 FROM unnest($1::uuid[]) AS id",
-        [follower, *others], str(author),
+        [follower, *others],
+        str(author),
     )
     seen: dict[str, float] = {}
     stop = asyncio.Event()
@@ -102,8 +107,12 @@ def main() -> None:
         db = fresh_database(env["DATABASE_URL"])
         child_env = {**os.environ, **env, "DATABASE_URL": db, "KAFKA_TOPIC_PREFIX": f"bench{uuid.uuid4().hex[:8]}."}
         children = [
-            subprocess.Popen([sys.executable, "-m", "feedfabric", *argv], env=child_env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.Popen(
+                [sys.executable, "-m", "feedfabric", *argv],
+                env=child_env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             for argv in (("relay",), ("worker", "--group", "worker-events"))
         ]
         try:
@@ -115,8 +124,12 @@ def main() -> None:
                 child.wait(15)
     latencies.sort()
     q = statistics.quantiles(latencies, n=100)
-    print(f"post-to-timeline: {POSTS:,} posts at {RATE:.0f}/s, author with {FOLLOWERS} followers, relay + worker-events running")
-    print(f"  p50 {q[49]:.1f} ms   p90 {q[89]:.1f} ms   p99 {q[98]:.1f} ms   max {latencies[-1]:.1f} ms   mean {statistics.mean(latencies):.1f} ms")
+    print(
+        f"post-to-timeline: {POSTS:,} posts at {RATE:.0f}/s, author with {FOLLOWERS} followers, relay + worker-events running"
+    )
+    print(
+        f"  p50 {q[49]:.1f} ms   p90 {q[89]:.1f} ms   p99 {q[98]:.1f} ms   max {latencies[-1]:.1f} ms   mean {statistics.mean(latencies):.1f} ms"
+    )
     print("  targets: p50 < 50 ms, p99 < 250 ms")
 
 

@@ -57,12 +57,13 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._stack import env_or, fresh_database, services  # noqa: E402
-from bench._wsclient import OnMessage, Subscriber, connect  # noqa: E402
 from feedfabric.auth import issue_token  # noqa: E402
 from feedfabric.ids import new_id  # noqa: E402
 from feedfabric.settings import Settings  # noqa: E402
 from feedfabric.workers.relay import Relay  # noqa: E402
+
+from bench._stack import env_or, fresh_database, services  # noqa: E402
+from bench._wsclient import OnMessage, Subscriber, connect  # noqa: E402
 
 SUB = "subscription { homeTimeline { cursor post { id content author { username } } } }"
 CREATE = "mutation($c: String!) { createPost(input: {content: $c}) { id } }"
@@ -89,12 +90,14 @@ async def make_members(pool: asyncpg.Pool, count: int, follow: uuid.UUID | None)
     await pool.execute(
         "INSERT INTO members (id, external_id, username, display_name)"
         " SELECT i, n, n, n FROM unnest($1::uuid[], $2::text[]) AS t(i, n)",
-        ids, names,
+        ids,
+        names,
     )
     if follow is not None:
         await pool.execute(
             "INSERT INTO follows (follower_id, target_type, target_id) SELECT f, 'member', $2 FROM unnest($1::uuid[]) f",
-            ids, str(follow),
+            ids,
+            str(follow),
         )
     return names
 
@@ -163,14 +166,24 @@ def pct(values: list[float], q: float) -> float:
 async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) -> None:
     prefix = f"bench{uuid.uuid4().hex[:8]}."
     settings = Settings(
-        database_url=database_url, redis_url=env_or(env, "REDIS_URL"),
-        kafka_bootstrap_servers=env_or(env, "KAFKA_BOOTSTRAP_SERVERS"), feedfabric_jwt_secret=SECRET,
-        kafka_topic_prefix=prefix, outbox_idle_ms=50,
+        database_url=database_url,
+        redis_url=env_or(env, "REDIS_URL"),
+        kafka_bootstrap_servers=env_or(env, "KAFKA_BOOTSTRAP_SERVERS"),
+        feedfabric_jwt_secret=SECRET,
+        kafka_topic_prefix=prefix,
+        outbox_idle_ms=50,
     )
     port = free_port()
-    api_env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": settings.redis_url or "",
-               "KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers or "", "FEEDFABRIC_JWT_SECRET": SECRET,
-               "KAFKA_TOPIC_PREFIX": prefix, "LOG_LEVEL": "WARNING", "RATE_LIMIT_OPERATIONS": "1000000"}
+    api_env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": settings.redis_url or "",
+        "KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers or "",
+        "FEEDFABRIC_JWT_SECRET": SECRET,
+        "KAFKA_TOPIC_PREFIX": prefix,
+        "LOG_LEVEL": "WARNING",
+        "RATE_LIMIT_OPERATIONS": "1000000",
+    }
     api = subprocess.Popen([sys.executable, "-m", "feedfabric", "api", "--port", str(port)], env=api_env)
     pool = await asyncpg.create_pool(database_url, min_size=1, max_size=4)
     stop = asyncio.Event()
@@ -210,8 +223,9 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
             for i in range(args.posts + 1):
                 if i == 1:
                     cpu_before, bench_before = api_cpu.cpu_times(), bench_cpu.cpu_times()
-                response = await http.post("/graphql", json={"query": CREATE, "variables": {"c": f"bench post {i}"}},
-                                           headers=poster)
+                response = await http.post(
+                    "/graphql", json={"query": CREATE, "variables": {"c": f"bench post {i}"}}, headers=poster
+                )
                 responded = time.monotonic()
                 post_id = response.json()["data"]["createPost"]["id"]
                 deadline = time.monotonic() + 10
@@ -230,13 +244,15 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
             api_user, api_sys = (cpu_after.user - cpu_before.user) * per, (cpu_after.system - cpu_before.system) * per
             clients = (bench_after.user + bench_after.system - bench_before.user - bench_before.system) * per
             check_messages(raw_messages)
-            print(f"latency, mutation response -> receipt, {len(conns)} subscribers x {args.posts} posts: "
-                  f"min {min(samples):.1f} ms, p50 {pct(samples, 0.5):.1f} ms, p99 {pct(samples, 0.99):.1f} ms, "
-                  f"max {max(samples):.1f} ms, "
-                  f"mean {statistics.mean(samples):.1f} ms, missing {missing}; "
-                  f"API CPU {api_user + api_sys:.0f} us per delivered event ({api_user:.0f} user + {api_sys:.0f} system); "
-                  f"this process (clients and relay) {clients:.0f} us per received event; "
-                  f"first receipt of each post: median {statistics.median(firsts):.1f} ms, max {max(firsts):.1f} ms")
+            print(
+                f"latency, mutation response -> receipt, {len(conns)} subscribers x {args.posts} posts: "
+                f"min {min(samples):.1f} ms, p50 {pct(samples, 0.5):.1f} ms, p99 {pct(samples, 0.99):.1f} ms, "
+                f"max {max(samples):.1f} ms, "
+                f"mean {statistics.mean(samples):.1f} ms, missing {missing}; "
+                f"API CPU {api_user + api_sys:.0f} us per delivered event ({api_user:.0f} user + {api_sys:.0f} system); "
+                f"this process (clients and relay) {clients:.0f} us per received event; "
+                f"first receipt of each post: median {statistics.median(firsts):.1f} ms, max {max(firsts):.1f} ms"
+            )
             await close_all(conns)
             await asyncio.sleep(2)
             if not args.idle:
@@ -250,9 +266,11 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
             opened = time.monotonic() - t0
             await asyncio.sleep(3)
             after = rss_bytes(api.pid)
-            print(f"memory, {len(idle)} idle subscriptions (opened in {opened:.1f} s): API RSS {before / 2**20:.0f} MB"
-                  f" -> {after / 2**20:.0f} MB (process at start {idle_rss / 2**20:.0f} MB), "
-                  f"{(after - before) / len(idle):.0f} bytes per subscriber")
+            print(
+                f"memory, {len(idle)} idle subscriptions (opened in {opened:.1f} s): API RSS {before / 2**20:.0f} MB"
+                f" -> {after / 2**20:.0f} MB (process at start {idle_rss / 2**20:.0f} MB), "
+                f"{(after - before) / len(idle):.0f} bytes per subscriber"
+            )
             await close_all(idle)
             load = os.getloadavg()[0]
             print(f"load average {load:.2f} on {os.cpu_count()} cores")

@@ -15,8 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from faults.cases import CASES, Outcome, Params
 from feedfabric import devstack
+
+from faults.cases import CASES, Outcome, Params
 
 
 async def run(names: list[str], runs: int, short: bool, root: Path, pg_server: str, keep: bool) -> list[Outcome]:

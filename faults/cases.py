@@ -21,15 +21,24 @@ from pathlib import Path
 
 import asyncpg
 import redis.asyncio as aioredis
-
-from faults import checker
-from faults.harness import (
-    Case, Client, Record, open_case, pg_ctl_stop_immediate, probe, quiesce, retrying,
-    run_load, setup_graph, start_durable_postgres,
-)
 from feedfabric import devstack
 from feedfabric.db.outbox import add_event
 from feedfabric.db.pool import _init_connection
+
+from faults import checker
+from faults.harness import (
+    Case,
+    Client,
+    Record,
+    open_case,
+    pg_ctl_stop_immediate,
+    probe,
+    quiesce,
+    retrying,
+    run_load,
+    setup_graph,
+    start_durable_postgres,
+)
 
 
 @dataclass
@@ -47,8 +56,10 @@ class Outcome:
     def report(self) -> str:
         facts = ", ".join(f"{k} {v}" for k, v in self.verdict.facts.items())
         status = "PASS" if self.ok else "FAIL"
-        text = (f"[{status}] {self.name} ({self.seconds:.0f}s): {self.injected}\n"
-                f"    recovery {self.recovery_s:.2f}s; {self.verdict.line()}\n    {facts}")
+        text = (
+            f"[{status}] {self.name} ({self.seconds:.0f}s): {self.injected}\n"
+            f"    recovery {self.recovery_s:.2f}s; {self.verdict.line()}\n    {facts}"
+        )
         if self.verdict.verify_status != 0:
             text += "\n    verify: " + self.verdict.verify_output.replace("\n", "\n    verify: ")
         return text
@@ -69,9 +80,20 @@ Inject = Callable[[Case, Client, Record], Awaitable[str]]
 
 
 async def _run(
-    p: Params, name: str, inject: Inject, *, env: dict[str, str] | None = None, workers: int = 1, relays: int = 1,
-    members: int = 24, follows: int = 5, pg_server: str | None = None, expect_dead_letters: int = 0,
-    load_s: float | None = None, writers: int = 8, extra_check: Callable[[Case, checker.Verdict], Awaitable[None]] | None = None,
+    p: Params,
+    name: str,
+    inject: Inject,
+    *,
+    env: dict[str, str] | None = None,
+    workers: int = 1,
+    relays: int = 1,
+    members: int = 24,
+    follows: int = 5,
+    pg_server: str | None = None,
+    expect_dead_letters: int = 0,
+    load_s: float | None = None,
+    writers: int = 8,
+    extra_check: Callable[[Case, checker.Verdict], Awaitable[None]] | None = None,
 ) -> Outcome:
     started = time.monotonic()
     case = await open_case(name, p.root, pg_server or p.pg_server, env=env, workers=workers, relays=relays)
@@ -122,11 +144,14 @@ async def relay_killed_between_produce_and_stamp(p: Params) -> Outcome:
 async def worker_killed_mid_fanout(p: Params) -> Outcome:
     async def inject(case: Case, client: Client, record: Record) -> str:
         await _replace_when_dead(case, "worker", lambda: case.worker(FEEDFABRIC_CRASH_AT=""))
-        return ("worker SIGKILLed right after pushing its 30th follower batch (FANOUT_BATCH_SIZE 2, so mid-post),"
-                " its transaction and offset uncommitted; a new worker started")
+        return (
+            "worker SIGKILLed right after pushing its 30th follower batch (FANOUT_BATCH_SIZE 2, so mid-post),"
+            " its transaction and offset uncommitted; a new worker started"
+        )
 
-    return await _run(p, "worker-kill-mid-fanout", inject,
-                      env={"FEEDFABRIC_CRASH_AT": "fanout-batch:30", "FANOUT_BATCH_SIZE": "2"})
+    return await _run(
+        p, "worker-kill-mid-fanout", inject, env={"FEEDFABRIC_CRASH_AT": "fanout-batch:30", "FANOUT_BATCH_SIZE": "2"}
+    )
 
 
 async def redis_restarted_empty(p: Params) -> Outcome:
@@ -156,8 +181,10 @@ async def redis_restarted_from_stale_snapshot(p: Params) -> Outcome:
         case.redis.kill()
         shutil.copy(case.work_dir / "stale.rdb", folder / "dump.rdb")
         case.redis = devstack.start_redis(folder, port=port)
-        return (f"Redis snapshot taken (SAVE), {missed} more posts fanned out, Redis SIGKILLed and restarted"
-                " from the stale snapshot on the same port")
+        return (
+            f"Redis snapshot taken (SAVE), {missed} more posts fanned out, Redis SIGKILLed and restarted"
+            " from the stale snapshot on the same port"
+        )
 
     async def floor_set(case: Case, verdict: checker.Verdict) -> None:
         conn = await asyncpg.connect(case.database_url)
@@ -214,10 +241,13 @@ async def api_killed_before_commit(p: Params) -> Outcome:
         crashes = [r for r in checker.read_log(case, "crash") if r.get("point") == "post-before-commit"]
         conn = await asyncpg.connect(case.database_url)
         try:
-            rows = sum([await conn.fetchval("SELECT count(*) FROM posts WHERE content = $1", r["content"]) for r in crashes])
+            rows = sum(
+                [await conn.fetchval("SELECT count(*) FROM posts WHERE content = $1", r["content"]) for r in crashes]
+            )
             orphans = await conn.fetchval(
                 "SELECT count(*) FROM outbox o WHERE event_type = 'PostCreated'"
-                " AND NOT EXISTS (SELECT 1 FROM posts p WHERE p.id::text = o.key)")
+                " AND NOT EXISTS (SELECT 1 FROM posts p WHERE p.id::text = o.key)"
+            )
         finally:
             await conn.close()
         verdict.facts["killed posts"] = len(crashes)
@@ -226,8 +256,13 @@ async def api_killed_before_commit(p: Params) -> Outcome:
         if len(crashes) != 1 or rows or orphans:
             verdict.duplicated["rows or events of the killed transaction"] = rows + orphans + (len(crashes) != 1)
 
-    return await _run(p, "api-kill-before-commit", inject, env={"FEEDFABRIC_CRASH_AT": "post-before-commit:25"},
-                      extra_check=nothing_committed)
+    return await _run(
+        p,
+        "api-kill-before-commit",
+        inject,
+        env={"FEEDFABRIC_CRASH_AT": "post-before-commit:25"},
+        extra_check=nothing_committed,
+    )
 
 
 async def consumer_frozen_past_session_timeout(p: Params) -> Outcome:

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-
 from feedfabric.db import posts as posts_db
 from feedfabric.events import Event
 from feedfabric.workers import notifications as notifications_worker
+
 from faults.harness import GROUPS, Case, Client, Record, group_types, run_verify
 
 
@@ -58,18 +58,26 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        return (self.lost_total == 0 and self.duplicated_total == 0 and self.reordered_total == 0
-                and self.verify_status == 0 and self.page_mismatches == 0 and not self.unexpected_exits)
+        return (
+            self.lost_total == 0
+            and self.duplicated_total == 0
+            and self.reordered_total == 0
+            and self.verify_status == 0
+            and self.page_mismatches == 0
+            and not self.unexpected_exits
+        )
 
     def line(self) -> str:
         def kinds(d: dict[str, int]) -> str:
             bad = {k: v for k, v in d.items() if v}
             return "" if not bad else " (" + ", ".join(f"{k} {v}" for k, v in bad.items()) + ")"
 
-        return (f"lost {self.lost_total}{kinds(self.lost)}, duplicated {self.duplicated_total}{kinds(self.duplicated)},"
-                f" reordered {self.reordered_total}{kinds(self.reordered)}, verify exit {self.verify_status},"
-                f" page mismatches {self.page_mismatches}"
-                + (f", processes died on their own: {', '.join(self.unexpected_exits)}" if self.unexpected_exits else ""))
+        return (
+            f"lost {self.lost_total}{kinds(self.lost)}, duplicated {self.duplicated_total}{kinds(self.duplicated)},"
+            f" reordered {self.reordered_total}{kinds(self.reordered)}, verify exit {self.verify_status},"
+            f" page mismatches {self.page_mismatches}"
+            + (f", processes died on their own: {', '.join(self.unexpected_exits)}" if self.unexpected_exits else "")
+        )
 
 
 def read_log(case: Case, kind: str) -> list[dict[str, Any]]:
@@ -87,8 +95,9 @@ def _out_of_order(versions: list[int]) -> int:
     return sum(1 for a, b in zip(versions, versions[1:]) if b <= a)
 
 
-async def check(case: Case, record: Record, client: Client, *, sample_pages: int = 10,
-                expect_dead_letters: int = 0) -> Verdict:
+async def check(
+    case: Case, record: Record, client: Client, *, sample_pages: int = 10, expect_dead_letters: int = 0
+) -> Verdict:
     v = Verdict()
     conn = await asyncpg.connect(case.database_url)
     try:
@@ -102,8 +111,9 @@ async def check(case: Case, record: Record, client: Client, *, sample_pages: int
             v.lost["dead letters unexpected"] = abs(int(dead) - expect_dead_letters)
         v.verify_status, v.verify_output = run_verify(case)
         v.page_mismatches = await _check_pages(conn, client, sample_pages, v)
-        v.unexpected_exits = [f"{p.name} (exit {p.popen.returncode}, {p.log.name})"
-                              for p in case.procs if p.died_unexpectedly()]
+        v.unexpected_exits = [
+            f"{p.name} (exit {p.popen.returncode}, {p.log.name})" for p in case.procs if p.died_unexpectedly()
+        ]
     finally:
         await conn.close()
     return v
@@ -113,8 +123,7 @@ async def _check_writes(conn: asyncpg.Connection, record: Record, v: Verdict) ->
     ids = [uuid.UUID(p) for p in record.posts]
     found = {r[0] for r in await conn.fetch("SELECT id FROM posts WHERE id = ANY($1::uuid[])", ids)}
     v.lost["acknowledged posts"] = sum(1 for i in ids if i not in found)
-    likes = await conn.fetch(
-        "SELECT m.external_id, l.post_id::text FROM likes l JOIN members m ON m.id = l.member_id")
+    likes = await conn.fetch("SELECT m.external_id, l.post_id::text FROM likes l JOIN members m ON m.id = l.member_id")
     have = {(r[0], r[1]) for r in likes}
     v.lost["acknowledged likes"] = sum(1 for like in record.likes if like not in have)
     v.lost["acknowledged unlikes"] = sum(1 for like in record.unliked if like in have)
@@ -153,9 +162,13 @@ async def _check_log(case: Case, conn: asyncpg.Connection, outbox: list[asyncpg.
     v.facts["redeliveries absorbed"] = sum(1 for r in applied if not r["fresh"])
 
     processed = {(r[0], r[1]) for r in await conn.fetch("SELECT group_name, event_id FROM processed_events")}
-    parked = {(r[0], int(r[1])) for r in await conn.fetch(
-        r"SELECT group_name, substring(payload from '\"eventId\":(\d+)') FROM dead_letters"
-        r" WHERE payload ~ '\"eventId\":\d+'")}
+    parked = {
+        (r[0], int(r[1]))
+        for r in await conn.fetch(
+            r"SELECT group_name, substring(payload from '\"eventId\":(\d+)') FROM dead_letters"
+            r" WHERE payload ~ '\"eventId\":\d+'"
+        )
+    }
     missing = 0
     for row in outbox:
         for group in GROUPS:
@@ -188,7 +201,8 @@ async def _check_notifications(conn: asyncpg.Connection, outbox: list[asyncpg.Re
     v.duplicated["notifications"] = len(rows) - len(have)
     created = await conn.fetch(
         "SELECT payload->>'notificationId' AS n, count(*) AS c FROM outbox"
-        " WHERE event_type = 'NotificationCreated' GROUP BY 1")
+        " WHERE event_type = 'NotificationCreated' GROUP BY 1"
+    )
     per = {r["n"]: r["c"] for r in created}
     v.lost["NotificationCreated events"] = sum(1 for r in rows if str(r["id"]) not in per)
     v.duplicated["NotificationCreated events"] = sum(c - 1 for c in per.values() if c > 1)
@@ -203,8 +217,8 @@ async def _check_pages(conn: asyncpg.Connection, client: Client, sample: int, v:
     for m in members:
         truth = [str(p.id) for p in await posts_db.home_page(conn, m["id"], None, 30)]
         response = await client.http.get(
-            "/userfeed/home", params={"limit": 30},
-            headers={"Authorization": f"Bearer {_token(m['external_id'])}"})
+            "/userfeed/home", params={"limit": 30}, headers={"Authorization": f"Bearer {_token(m['external_id'])}"}
+        )
         body = response.json()
         sources[body.get("source", "?")] += 1
         if [p["id"] for p in body.get("posts", [])] != truth:
@@ -215,6 +229,7 @@ async def _check_pages(conn: asyncpg.Connection, client: Client, sample: int, v:
 
 def _token(external_id: str) -> str:
     from feedfabric.auth import issue_token
+
     from faults.harness import SECRET
 
     return issue_token(SECRET, external_id, ttl=3600)

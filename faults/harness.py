@@ -26,7 +26,6 @@ from typing import Any
 
 import asyncpg
 import httpx
-
 from feedfabric import devstack
 from feedfabric.auth import issue_token
 from feedfabric.db.migrate import migrate
@@ -45,9 +44,26 @@ def start_durable_postgres(data_dir: Path, port: int | None = None) -> devstack.
     run_as = devstack._prepare_pgdata(pgdata)
     port = port or devstack.free_port()
     proc = devstack._spawn(
-        [str(devstack._pg_bin() / "postgres"), "-D", str(pgdata), "-h", "127.0.0.1", "-p", str(port), "-k", "",
-         "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200"],
-        data_dir / "logs" / "postgres.log", signal.SIGINT, **run_as,
+        [
+            str(devstack._pg_bin() / "postgres"),
+            "-D",
+            str(pgdata),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-k",
+            "",
+            "-c",
+            "fsync=off",
+            "-c",
+            "full_page_writes=off",
+            "-c",
+            "max_connections=200",
+        ],
+        data_dir / "logs" / "postgres.log",
+        signal.SIGINT,
+        **run_as,
     )
     devstack.wait_for_port(port, proc, "postgres")
     base = f"postgresql://postgres@127.0.0.1:{port}"
@@ -64,8 +80,12 @@ def pg_ctl_stop_immediate(data_dir: Path) -> None:
 
         entry = pwd.getpwnam(devstack._PG_SYSTEM_USER)
         run_as = {"user": entry.pw_uid, "group": entry.pw_gid}
-    subprocess.run([str(devstack._pg_bin() / "pg_ctl"), "stop", "-D", str(pgdata), "-m", "immediate", "-w"],
-                   check=True, capture_output=True, **run_as)  # type: ignore[arg-type]
+    subprocess.run(
+        [str(devstack._pg_bin() / "pg_ctl"), "stop", "-D", str(pgdata), "-m", "immediate", "-w"],
+        check=True,
+        capture_output=True,
+        **run_as,
+    )  # type: ignore[arg-type]
 
 
 async def create_database(server_url: str) -> str:
@@ -174,8 +194,12 @@ class Case:
         log.parent.mkdir(parents=True, exist_ok=True)
         out = open(log, "ab")  # noqa: SIM115 - the child owns it
         popen = subprocess.Popen(
-            [sys.executable, "-m", "feedfabric", *argv], env=self.env(**env), stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, preexec_fn=devstack._die_with_parent(signal.SIGKILL),
+            [sys.executable, "-m", "feedfabric", *argv],
+            env=self.env(**env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=devstack._die_with_parent(signal.SIGKILL),
         )
         proc = Proc(name, popen, log)
         self.procs.append(proc)
@@ -216,8 +240,9 @@ class Case:
         return [p for p in self.procs if p.name == name and p.alive()]
 
 
-async def open_case(name: str, root: Path, pg_server: str, *, env: dict[str, str] | None = None,
-                    workers: int = 1, relays: int = 1) -> Case:
+async def open_case(
+    name: str, root: Path, pg_server: str, *, env: dict[str, str] | None = None, workers: int = 1, relays: int = 1
+) -> Case:
     """A fresh database, Redis and broker, an API, `relays` relays and `workers` workers (all groups)."""
     work = root / name
     shutil.rmtree(work, ignore_errors=True)
@@ -266,7 +291,8 @@ class Client:
 
     async def gql(self, who: str, query: str, variables: dict[str, Any] | None = None) -> Any:
         response = await self.http.post(
-            "/graphql", json={"query": query, "variables": variables or {}},
+            "/graphql",
+            json={"query": query, "variables": variables or {}},
             headers={"Authorization": f"Bearer {issue_token(SECRET, who, ttl=3600)}"},
         )
         body = response.json()
@@ -275,7 +301,9 @@ class Client:
         return body["data"]
 
     async def member(self, name: str) -> None:
-        await self.gql(name, "mutation($u: String!) { upsertProfile(username: $u, displayName: $u) { id } }", {"u": name})
+        await self.gql(
+            name, "mutation($u: String!) { upsertProfile(username: $u, displayName: $u) { id } }", {"u": name}
+        )
 
     async def follow(self, who: str, target: str) -> None:
         await self.gql(who, "mutation($e: String!) { follow(externalUserId: $e) { id } }", {"e": target})
@@ -290,7 +318,8 @@ class Client:
 
     async def home(self, who: str, limit: int = 30) -> list[str]:
         response = await self.http.get(
-            "/userfeed/home", params={"limit": limit},
+            "/userfeed/home",
+            params={"limit": limit},
             headers={"Authorization": f"Bearer {issue_token(SECRET, who, ttl=3600)}"},
         )
         response.raise_for_status()
@@ -329,8 +358,15 @@ async def setup_graph(client: Client, members: int, follows_each: int, seed: int
 
 
 async def run_load(
-    client: Client, names: list[str], record: Record, seconds: float, *, writers: int = 8, readers: int = 2,
-    like_share: float = 0.3, stop: asyncio.Event | None = None,
+    client: Client,
+    names: list[str],
+    record: Record,
+    seconds: float,
+    *,
+    writers: int = 8,
+    readers: int = 2,
+    like_share: float = 0.3,
+    stop: asyncio.Event | None = None,
 ) -> None:
     """Writers post and like, readers read home feeds, until `seconds` pass or `stop` is set."""
     deadline = time.monotonic() + seconds
@@ -408,8 +444,9 @@ async def backlog(database_url: str) -> dict[str, int]:
     types = group_types()
     conn = await asyncpg.connect(database_url)
     try:
-        row = await conn.fetchrow(_BACKLOG, types["worker-events"], types["worker-notifications"],
-                                  types["worker-engagement"])
+        row = await conn.fetchrow(
+            _BACKLOG, types["worker-events"], types["worker-notifications"], types["worker-engagement"]
+        )
     finally:
         await conn.close()
     assert row is not None
@@ -434,7 +471,6 @@ async def quiesce(case: Case, timeout: float = 90.0) -> float:
 async def probe(case: Case, client: Client, who: str, timeout: float = 90.0) -> float:
     """Seconds until a post written now (retried until the API takes it) is in its author's Redis timeline."""
     import redis.asyncio as aioredis
-
     from feedfabric.feeds.timelines import feed_key
 
     started = time.monotonic()
@@ -465,7 +501,8 @@ async def _member_id(case: Case, who: str) -> str:
 
 def run_verify(case: Case) -> tuple[int, str]:
     """`feedfabric verify` as an operator runs it."""
-    done = subprocess.run([sys.executable, "-m", "feedfabric", "verify"], env=case.env(), capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "feedfabric", "verify"], env=case.env(), capture_output=True, text=True, timeout=120
+    )
     lines = (done.stdout + done.stderr).strip().splitlines()
     return done.returncode, "\n".join(lines[-6:])

@@ -154,7 +154,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
         feed_log = FeedLog(pool)
         feed_log.start()
         app.state.resources = Resources(
-            settings=settings, pool=pool, redis=redis, feed_log=feed_log,
+            settings=settings,
+            pool=pool,
+            redis=redis,
+            feed_log=feed_log,
             breaker=CircuitBreaker(cool_down_s=settings.redis_breaker_cooldown_ms / 1000),
         )
         realtime = start_realtime(app.state.resources)

@@ -61,7 +61,13 @@ def log_effect(kind: str, *, at_ns: int | None = None, **fields: Any) -> None:
     fd = _files.get(kind)
     if fd is None:
         os.makedirs(_LOG_DIR, exist_ok=True)
-        fd = os.open(os.path.join(_LOG_DIR, f"{kind}-{os.getpid()}.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(
+            os.path.join(_LOG_DIR, f"{kind}-{os.getpid()}.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644
+        )
         _files[kind] = fd
-    line = json.dumps({"t": time.time_ns() if at_ns is None else at_ns, "pid": os.getpid(), **fields}, separators=(",", ":"), default=str)
+    line = json.dumps(
+        {"t": time.time_ns() if at_ns is None else at_ns, "pid": os.getpid(), **fields},
+        separators=(",", ":"),
+        default=str,
+    )
     os.write(fd, (line + "\n").encode())

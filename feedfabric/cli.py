@@ -122,8 +122,14 @@ def cmd_dev(args: argparse.Namespace) -> None:
         from feedfabric.realtime.wsprotocol import serve_options
 
         _tune_gc()
-        uvicorn.run("feedfabric.app:create_app", factory=True, host="127.0.0.1", port=args.port, log_level="warning",
-                    **serve_options())  # as cmd_api
+        uvicorn.run(
+            "feedfabric.app:create_app",
+            factory=True,
+            host="127.0.0.1",
+            port=args.port,
+            log_level="warning",
+            **serve_options(),
+        )  # as cmd_api
     finally:
         for child in children:
             child.send_signal(signal.SIGTERM)

@@ -41,20 +41,43 @@ INACTIVE = "demo-sleepy"
 ADMIN = "demo-admin"
 
 TOPICS = {
-    "maya_runs": ["Easy 10k along the river this morning #running", "Tempo intervals done, legs are jelly #running #fitness",
-                  "New trail shoes, first muddy loop #trail", "Long run Sunday: 21 km at conversational pace #running"],
-    "theo_cooks": ["Slow-braised short ribs with miso #cooking", "Sourdough attempt number 12 #baking",
-                   "Weeknight ramen in 20 minutes #cooking", "Charred leeks, hazelnut butter #food"],
-    "ava_shoots": ["Golden hour on the harbour #photography", "Film scans from the weekend #photography #film",
-                   "Trying a 35mm prime for street work #photography"],
-    "noah_codes": ["Shipped keyset pagination today, no more OFFSET #tech", "Profiling a hot loop with py-spy #python",
-                   "Postgres advisory locks are underrated #postgres #tech"],
-    "lena_travels": ["Night train to Vienna #travel", "Street food tour in Lisbon #travel #food",
-                     "Packing light: one bag for two weeks #travel"],
-    "omar_plays": ["Late-night ranked grind #gaming", "Local derby tonight, what a goal #football",
-                   "Speedrun PB finally #gaming"],
-    "iris_reads": ["Halfway through a 900-page novel #books", "Poetry that hits on a Tuesday #books",
-                   "Library haul: six new reads #reading"],
+    "maya_runs": [
+        "Easy 10k along the river this morning #running",
+        "Tempo intervals done, legs are jelly #running #fitness",
+        "New trail shoes, first muddy loop #trail",
+        "Long run Sunday: 21 km at conversational pace #running",
+    ],
+    "theo_cooks": [
+        "Slow-braised short ribs with miso #cooking",
+        "Sourdough attempt number 12 #baking",
+        "Weeknight ramen in 20 minutes #cooking",
+        "Charred leeks, hazelnut butter #food",
+    ],
+    "ava_shoots": [
+        "Golden hour on the harbour #photography",
+        "Film scans from the weekend #photography #film",
+        "Trying a 35mm prime for street work #photography",
+    ],
+    "noah_codes": [
+        "Shipped keyset pagination today, no more OFFSET #tech",
+        "Profiling a hot loop with py-spy #python",
+        "Postgres advisory locks are underrated #postgres #tech",
+    ],
+    "lena_travels": [
+        "Night train to Vienna #travel",
+        "Street food tour in Lisbon #travel #food",
+        "Packing light: one bag for two weeks #travel",
+    ],
+    "omar_plays": [
+        "Late-night ranked grind #gaming",
+        "Local derby tonight, what a goal #football",
+        "Speedrun PB finally #gaming",
+    ],
+    "iris_reads": [
+        "Halfway through a 900-page novel #books",
+        "Poetry that hits on a Tuesday #books",
+        "Library haul: six new reads #reading",
+    ],
     "stella_star": ["Thank you all for 10k! #music", "New single out Friday #music", "Tour dates announced #music"],
     "sleepy_sam": ["Anyone still here? #random"],
 }
@@ -92,7 +115,8 @@ async def load_demo(settings: Settings, *, posts_per_member: int = 30, seed: int
                     await members_svc.add_favourite(conn, settings, member, other.external_id)
             await conn.execute(
                 "UPDATE members SET last_seen_at = now() - $2::interval WHERE external_id = $1",
-                INACTIVE, timedelta(days=settings.inactive_after_days + 7),
+                INACTIVE,
+                timedelta(days=settings.inactive_after_days + 7),
             )
         total = posts_per_member * len(people)
         written = []

@@ -102,8 +102,12 @@ def _spawn(args: list[str], log: Path, sig: int, **kwargs: object) -> subprocess
     log.parent.mkdir(parents=True, exist_ok=True)
     out = open(log, "ab")  # noqa: SIM115 - the child owns it for its lifetime
     return subprocess.Popen(  # type: ignore[call-overload,no-any-return]
-        args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        preexec_fn=_die_with_parent(sig), **kwargs,
+        args,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=_die_with_parent(sig),
+        **kwargs,
     )
 
 
@@ -141,7 +145,10 @@ def _prepare_pgdata(pgdata: Path) -> dict[str, object]:
     if not (pgdata / "PG_VERSION").exists():
         subprocess.run(
             [str(_pg_bin() / "initdb"), "-D", str(pgdata), "--auth=trust", "--encoding=utf8", "-U", "postgres"],
-            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **run_as,  # type: ignore[arg-type]
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            **run_as,  # type: ignore[arg-type]
         )
     stale = pgdata / "postmaster.pid"
     if stale.exists():
@@ -155,9 +162,25 @@ def start_postgres(data_dir: Path, port: int | None = None, database: str = "fee
     port = port or free_port()
     proc = _spawn(
         [
-            str(_pg_bin() / "postgres"), "-D", str(pgdata), "-h", "127.0.0.1", "-p", str(port),
-            "-k", "", "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-            "-c", "max_connections=300", "-c", "shared_buffers=256MB",
+            str(_pg_bin() / "postgres"),
+            "-D",
+            str(pgdata),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-k",
+            "",
+            "-c",
+            "fsync=off",
+            "-c",
+            "synchronous_commit=off",
+            "-c",
+            "full_page_writes=off",
+            "-c",
+            "max_connections=300",
+            "-c",
+            "shared_buffers=256MB",
         ],
         data_dir / "logs" / "postgres.log",
         signal.SIGINT,
@@ -168,7 +191,8 @@ def start_postgres(data_dir: Path, port: int | None = None, database: str = "fee
     _wait_for_sql(base + "/postgres", proc)
     subprocess.run(
         [str(_pg_bin() / "psql"), base + "/postgres", "-qAt", "-c", f"CREATE DATABASE {database}"],
-        check=False, capture_output=True,
+        check=False,
+        capture_output=True,
     )
     return Service("postgres", f"{base}/{database}", proc, signal.SIGINT)
 
@@ -204,9 +228,18 @@ def redis_args(port: int, feed_max_length: int) -> list[str]:
     that passes the limit even for that instant becomes a skiplist for good.
     """
     return [
-        "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-        "--zset-max-ziplist-entries", str(max(feed_max_length + 1, 128)),
-        "--zset-max-ziplist-value", "64",
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--zset-max-ziplist-entries",
+        str(max(feed_max_length + 1, 128)),
+        "--zset-max-ziplist-value",
+        "64",
     ]
 
 

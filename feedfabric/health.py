@@ -76,7 +76,10 @@ async def check(resources: Resources) -> tuple[bool, dict[str, Any]]:
     checks = {"postgres": postgres, "redis": redis, "broker": broker}
     ready = postgres == "ok"
     degraded = any(v == "down" for v in (redis, broker))
-    body = {"ready": ready, "status": "degraded" if ready and degraded else ("ok" if ready else "down"),
-            "checks": checks}
+    body = {
+        "ready": ready,
+        "status": "degraded" if ready and degraded else ("ok" if ready else "down"),
+        "checks": checks,
+    }
     resources.extras[_CACHE_KEY] = (now, ready, body)
     return ready, body

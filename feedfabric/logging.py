@@ -120,8 +120,15 @@ class RequestIdMiddleware:
         finally:
             if scope["type"] == "http":
                 access_log.info(
-                    "%s %s %s", scope.get("method"), scope.get("path"), status,
-                    extra={"method": scope.get("method"), "path": scope.get("path"), "status": status,
-                           "duration_ms": round((time.perf_counter() - started) * 1000, 2)},
+                    "%s %s %s",
+                    scope.get("method"),
+                    scope.get("path"),
+                    status,
+                    extra={
+                        "method": scope.get("method"),
+                        "path": scope.get("path"),
+                        "status": status,
+                        "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                    },
                 )
             request_id_var.reset(token)

@@ -35,29 +35,26 @@ GRAPHQL_LATENCY = Histogram(
     ["operation", "type"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
-GRAPHQL_ERRORS = Counter(
-    "feedfabric_graphql_errors_total", "GraphQL errors returned, by extensions.code.", ["code"]
-)
+GRAPHQL_ERRORS = Counter("feedfabric_graphql_errors_total", "GraphQL errors returned, by extensions.code.", ["code"])
 GRAPHQL_COST = Histogram(
-    "feedfabric_graphql_query_cost", "Requested cost of GraphQL operations (see docs/operations.md).",
+    "feedfabric_graphql_query_cost",
+    "Requested cost of GraphQL operations (see docs/operations.md).",
     buckets=(1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000),
 )
-RATE_LIMITED = Counter(
-    "feedfabric_rate_limited_total", "Operations refused with RATE_LIMITED."
-)
+RATE_LIMITED = Counter("feedfabric_rate_limited_total", "Operations refused with RATE_LIMITED.")
 
 # --- Home feed (call from the home-feed reader once per page served) -------------
 HOME_FEED_PAGES = Counter(
-    "feedfabric_home_feed_pages_total", "Home-feed pages served, by source (redis, postgres, redis+postgres).",
+    "feedfabric_home_feed_pages_total",
+    "Home-feed pages served, by source (redis, postgres, redis+postgres).",
     ["source"],
 )
 
 # --- Fan-out (call from worker-events) -------------------------------------------
-FANOUT_INSERTS = Counter(
-    "feedfabric_fanout_inserts_total", "Timeline entries written by fan-out on write (ZADDs)."
-)
+FANOUT_INSERTS = Counter("feedfabric_fanout_inserts_total", "Timeline entries written by fan-out on write (ZADDs).")
 FANOUT_DURATION = Histogram(
-    "feedfabric_fanout_duration_seconds", "Time to fan one post out to every pushed follower.",
+    "feedfabric_fanout_duration_seconds",
+    "Time to fan one post out to every pushed follower.",
     buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60),
 )
 
@@ -70,7 +67,8 @@ OUTBOX_PUBLISHED = Counter("feedfabric_outbox_published_total", "Outbox rows the
 
 # --- Consumers (call from the consumer runner) -----------------------------------
 CONSUMER_LAG = Gauge(
-    "feedfabric_consumer_lag", "Messages behind the partition's high watermark after the last batch handled.",
+    "feedfabric_consumer_lag",
+    "Messages behind the partition's high watermark after the last batch handled.",
     ["group", "topic", "partition"],
 )
 CONSUMER_RETRIES = Counter(
@@ -78,18 +76,16 @@ CONSUMER_RETRIES = Counter(
 )
 CONSUMER_FILLED = Counter(
     "feedfabric_consumer_filled_total",
-    "Events a consumer applied from the outbox because Kafka delivered a later version of their key first.", ["group"]
+    "Events a consumer applied from the outbox because Kafka delivered a later version of their key first.",
+    ["group"],
 )
 CONSUMER_SWEPT = Counter(
     "feedfabric_consumer_swept_total",
-    "Events a consumer applied from the outbox because Kafka had not delivered them long after publication.", ["group"]
+    "Events a consumer applied from the outbox because Kafka had not delivered them long after publication.",
+    ["group"],
 )
-CONSUMER_HANDLED = Counter(
-    "feedfabric_consumer_events_total", "Events a consumer group finished handling.", ["group"]
-)
-DEAD_LETTERS = Counter(
-    "feedfabric_dead_letters_total", "Events parked in dead_letters by this process.", ["group"]
-)
+CONSUMER_HANDLED = Counter("feedfabric_consumer_events_total", "Events a consumer group finished handling.", ["group"])
+DEAD_LETTERS = Counter("feedfabric_dead_letters_total", "Events parked in dead_letters by this process.", ["group"])
 DEAD_LETTERS_STORED = Gauge(
     "feedfabric_dead_letters_stored", "Rows in the dead_letters table (read at scrape), by group.", ["group"]
 )
@@ -100,7 +96,8 @@ WEBSOCKET_CONNECTIONS = Gauge(
 )
 DROPPED_SUBSCRIBERS = Counter(
     "feedfabric_realtime_dropped_subscribers_total",
-    "Subscribers dropped because they could not keep up (queue full) or failed, by reason.", ["reason"],
+    "Subscribers dropped because they could not keep up (queue full) or failed, by reason.",
+    ["reason"],
 )
 
 _SCRAPE_TIMEOUT_S = 1.0

@@ -34,8 +34,7 @@ def routes(settings: Settings) -> list[BaseRoute]:
     if PLAYGROUND_DIR.is_dir():
         found.append(Mount("/playground", StaticFiles(directory=PLAYGROUND_DIR, html=True), name="playground"))
     if settings.feedfabric_dev_mode and not settings.feedfabric_production:
-        found += [Route("/dev/members", dev_members, methods=["GET"]),
-                  Route("/dev/token", dev_token, methods=["GET"])]
+        found += [Route("/dev/members", dev_members, methods=["GET"]), Route("/dev/token", dev_token, methods=["GET"])]
     return found
 
 
@@ -47,9 +46,14 @@ async def dev_members(request: Request) -> Response:
            ORDER BY external_id NOT LIKE 'demo-%', username LIMIT $1""",
         MEMBER_LIST_LIMIT,
     )
-    return JSONResponse({"members": [
-        {"externalId": r["external_id"], "username": r["username"], "displayName": r["display_name"]} for r in rows
-    ]})
+    return JSONResponse(
+        {
+            "members": [
+                {"externalId": r["external_id"], "username": r["username"], "displayName": r["display_name"]}
+                for r in rows
+            ]
+        }
+    )
 
 
 async def dev_token(request: Request) -> Response:

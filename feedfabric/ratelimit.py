@@ -48,8 +48,11 @@ class Allowance:
         return {"limit": self.limit, "remaining": self.remaining, "resetSeconds": self.reset_seconds}
 
     def as_headers(self) -> dict[str, str]:
-        headers = {"RateLimit-Limit": str(self.limit), "RateLimit-Remaining": str(self.remaining),
-                   "RateLimit-Reset": str(self.reset_seconds)}
+        headers = {
+            "RateLimit-Limit": str(self.limit),
+            "RateLimit-Remaining": str(self.remaining),
+            "RateLimit-Reset": str(self.reset_seconds),
+        }
         if self.refusal is not None:
             headers["Retry-After"] = str(self.reset_seconds)
         return headers

@@ -56,9 +56,11 @@ class MemberProblem:
     misordered: list[str]
 
     def line(self) -> str:
-        parts = [f"{name} {len(ids)} ({', '.join(ids[:SHOWN])}{', ...' if len(ids) > SHOWN else ''})"
-                 for name, ids in (("missing", self.missing), ("extra", self.extra), ("misordered", self.misordered))
-                 if ids]
+        parts = [
+            f"{name} {len(ids)} ({', '.join(ids[:SHOWN])}{', ...' if len(ids) > SHOWN else ''})"
+            for name, ids in (("missing", self.missing), ("extra", self.extra), ("misordered", self.misordered))
+            if ids
+        ]
         return f"{self.external_id}: " + "; ".join(parts)
 
 
@@ -102,8 +104,14 @@ async def _timelines(redis: aioredis.Redis, members: list[q.MemberRow]) -> list[
 
 
 async def check_page(
-    conn: asyncpg.Connection, redis: aioredis.Redis, settings: Settings, members: list[q.MemberRow],
-    floor: str | None, pending_posts: set[str], pending_members: set[str], report: Report,
+    conn: asyncpg.Connection,
+    redis: aioredis.Redis,
+    settings: Settings,
+    members: list[q.MemberRow],
+    floor: str | None,
+    pending_posts: set[str],
+    pending_members: set[str],
+    report: Report,
 ) -> list[MemberProblem]:
     """Checks one page of members; returns the bad ones."""
     report.members += len(members)
@@ -147,8 +155,9 @@ async def repair(conn: asyncpg.Connection, redis: aioredis.Redis, settings: Sett
         await timelines.rebuild(conn, redis, settings, member_id)
 
 
-async def verify(settings: Settings, *, fix: bool = False, external_id: str | None = None,
-                 page_size: int = PAGE, keep: int = 50) -> Report:
+async def verify(
+    settings: Settings, *, fix: bool = False, external_id: str | None = None, page_size: int = PAGE, keep: int = 50
+) -> Report:
     conn = await asyncpg.connect(settings.database_url or "")
     redis = aioredis.from_url(settings.redis_url or "")
     report = Report()

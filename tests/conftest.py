@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-
 from feedfabric import devstack
 from feedfabric.db.migrate import migrate
 from feedfabric.db.pool import create_pool
@@ -123,7 +122,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 @pytest.fixture
-async def api(settings: Settings) -> AsyncIterator["Api"]:
+async def api(settings: Settings) -> AsyncIterator[Api]:
     from tests.support import make_api
 
     async with make_api(settings) as client:

@@ -7,18 +7,22 @@ import uuid
 from collections.abc import Sequence
 
 import asyncpg
-
 from feedfabric.db.outbox import add_event
 from feedfabric.ids import id_millis, new_id
 
 
-async def member(conn: asyncpg.Connection | asyncpg.Pool, *, seen_days_ago: float = 0, name: str | None = None) -> uuid.UUID:
+async def member(
+    conn: asyncpg.Connection | asyncpg.Pool, *, seen_days_ago: float = 0, name: str | None = None
+) -> uuid.UUID:
     member_id = new_id()
     name = name or f"m{member_id.hex[-12:]}"
     await conn.execute(
         "INSERT INTO members (id, external_id, username, display_name, last_seen_at)"
         " VALUES ($1, $2, $3, $3, now() - $4::interval)",
-        member_id, f"ext-{member_id}", name, dt.timedelta(days=seen_days_ago),
+        member_id,
+        f"ext-{member_id}",
+        name,
+        dt.timedelta(days=seen_days_ago),
     )
     return member_id
 
@@ -28,22 +32,30 @@ async def members(conn: asyncpg.Connection | asyncpg.Pool, count: int, *, seen_d
     await conn.execute(
         "INSERT INTO members (id, external_id, username, display_name, last_seen_at)"
         " SELECT id, 'ext-' || id::text, 'm' || id::text, 'm', now() - $2::interval FROM unnest($1::uuid[]) AS id",
-        ids, dt.timedelta(days=seen_days_ago),
+        ids,
+        dt.timedelta(days=seen_days_ago),
     )
     return ids
 
 
-async def follow(conn: asyncpg.Connection | asyncpg.Pool, follower: uuid.UUID, target: uuid.UUID | str, target_type: str = "member") -> None:
+async def follow(
+    conn: asyncpg.Connection | asyncpg.Pool, follower: uuid.UUID, target: uuid.UUID | str, target_type: str = "member"
+) -> None:
     await conn.execute(
         "INSERT INTO follows (follower_id, target_type, target_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-        follower, target_type, str(target),
+        follower,
+        target_type,
+        str(target),
     )
 
 
-async def followers(conn: asyncpg.Connection | asyncpg.Pool, target: uuid.UUID, follower_ids: Sequence[uuid.UUID]) -> None:
+async def followers(
+    conn: asyncpg.Connection | asyncpg.Pool, target: uuid.UUID, follower_ids: Sequence[uuid.UUID]
+) -> None:
     await conn.execute(
         "INSERT INTO follows (follower_id, target_type, target_id) SELECT f, 'member', $2 FROM unnest($1::uuid[]) AS f",
-        list(follower_ids), str(target),
+        list(follower_ids),
+        str(target),
     )
 
 
@@ -55,12 +67,17 @@ async def post(
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(
             "INSERT INTO posts (id, author_id, content, status) VALUES ($1, $2, $3, $4)",
-            post_id, author, f"post {post_id}", status,
+            post_id,
+            author,
+            f"post {post_id}",
+            status,
         )
         for tag in tags:
             await conn.execute("INSERT INTO post_tags (post_id, tag, source) VALUES ($1, $2, 'hashtag')", post_id, tag)
         await add_event(
-            conn, "PostCreated", str(post_id),
+            conn,
+            "PostCreated",
+            str(post_id),
             {"postId": str(post_id), "authorId": str(author), "createdAtMs": id_millis(post_id), "repostOf": None},
             shards=shards,
         )

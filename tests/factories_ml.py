@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
-
 from feedfabric import embeddings
 from feedfabric.events import Event
 from feedfabric.ids import new_id
@@ -33,7 +32,10 @@ async def member(conn: asyncpg.Connection | asyncpg.Pool, name: str | None = Non
     name = name or f"m{member_id.hex[-10:]}"
     await conn.execute(
         "INSERT INTO members (id, external_id, username, display_name) VALUES ($1, $2, $3, $4)",
-        member_id, f"ext-{name}", name, name.title(),
+        member_id,
+        f"ext-{name}",
+        name,
+        name.title(),
     )
     return member_id
 
@@ -50,7 +52,11 @@ async def post(
     post_id = new_id()
     await conn.execute(
         "INSERT INTO posts (id, author_id, content, repost_of, status) VALUES ($1, $2, $3, $4, $5)",
-        post_id, author_id, content, repost_of, status,
+        post_id,
+        author_id,
+        content,
+        repost_of,
+        status,
     )
     for tag in hashtags:
         await conn.execute("INSERT INTO post_tags (post_id, tag, source) VALUES ($1, $2, 'hashtag')", post_id, tag)
@@ -83,7 +89,8 @@ async def deliver(ctx: WorkerContext, group: GroupSpec, batch: Sequence[Event]) 
             fresh = await conn.fetchval(
                 "INSERT INTO processed_events (group_name, event_id) VALUES ($1, $2)"
                 " ON CONFLICT DO NOTHING RETURNING true",
-                group.name, item.event_id,
+                group.name,
+                item.event_id,
             )
             if fresh:
                 await group.handle(ctx, conn, item)

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import uvicorn
-
 from feedfabric.app import create_app
 from feedfabric.devstack import free_port
 from feedfabric.realtime.wsprotocol import serve_options
@@ -19,8 +18,9 @@ from feedfabric.settings import Settings
 def live_server(settings: Settings) -> Iterator[str]:
     """Yields the base URL (http://127.0.0.1:PORT) while the server runs; stops it on exit."""
     port = free_port()
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="on",
-                            **serve_options())
+    config = uvicorn.Config(
+        create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="on", **serve_options()
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -34,4 +34,3 @@ def live_server(settings: Settings) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(15)
-

@@ -12,7 +12,6 @@ from typing import Any
 import asyncpg
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer
-
 from feedfabric.settings import Settings
 from feedfabric.workers.base import GroupSpec, WorkerContext
 from feedfabric.workers.relay import Relay, RelayTimings
@@ -57,25 +56,38 @@ def quick_join_consumer(settings: Settings, group_id: str) -> AIOKafkaConsumer:
     """The runner's consumer with short group timeouts: the broker holds a first join for about the session timeout."""
     return AIOKafkaConsumer(
         bootstrap_servers=settings.kafka_bootstrap_servers or "",
-        group_id=group_id, enable_auto_commit=False, auto_offset_reset="earliest",
-        session_timeout_ms=2000, heartbeat_interval_ms=300, rebalance_timeout_ms=1000, fetch_max_wait_ms=50,
+        group_id=group_id,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=2000,
+        heartbeat_interval_ms=300,
+        rebalance_timeout_ms=1000,
+        fetch_max_wait_ms=50,
     )
 
 
-def group_runner(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis, spec: GroupSpec, **kwargs: Any) -> GroupRunner:
+def group_runner(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis, spec: GroupSpec, **kwargs: Any
+) -> GroupRunner:
     return GroupRunner(
-        spec, WorkerContext(settings=settings, pool=pool, redis=redis),
-        poll_ms=50, consumer_factory=quick_join_consumer, **kwargs,
+        spec,
+        WorkerContext(settings=settings, pool=pool, redis=redis),
+        poll_ms=50,
+        consumer_factory=quick_join_consumer,
+        **kwargs,
     )
 
 
-async def read_topic(settings: Settings, base: str, expect: int, timeout: float = 20.0) -> list[tuple[str, dict[str, Any]]]:
+async def read_topic(
+    settings: Settings, base: str, expect: int, timeout: float = 20.0
+) -> list[tuple[str, dict[str, Any]]]:
     """Every (key, message) on a topic from the start, once at least `expect` have arrived."""
     await ensure_topics(settings)
     consumer = AIOKafkaConsumer(
         settings.kafka_topic_prefix + base,
         bootstrap_servers=settings.kafka_bootstrap_servers or "",
-        auto_offset_reset="earliest", enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
     )
     await consumer.start()
     got: list[tuple[str, dict[str, Any]]] = []

@@ -15,9 +15,6 @@ from typing import Any
 import asyncpg
 import httpx
 import uvicorn
-from starlette.applications import Starlette
-from websockets.asyncio.client import ClientConnection, connect
-
 from feedfabric.app import create_app
 from feedfabric.db.outbox import add_event
 from feedfabric.ids import id_millis, new_id
@@ -25,6 +22,9 @@ from feedfabric.realtime.consumer import RealtimeConsumer
 from feedfabric.realtime.hub import Hub
 from feedfabric.realtime.wsprotocol import serve_options
 from feedfabric.settings import Settings
+from starlette.applications import Starlette
+from websockets.asyncio.client import ClientConnection, connect
+
 from tests.support import Api
 
 TRANSPORT_WS = "graphql-transport-ws"
@@ -73,8 +73,9 @@ async def serve(settings: Settings) -> AsyncIterator[Server]:
     """The app under uvicorn on a free loopback port, in this event loop; ready once realtime is positioned."""
     app = create_app(settings)
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
-                                           **serve_options()))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", **serve_options())
+    )
     task = asyncio.create_task(server.serve())
     try:
         deadline = time.monotonic() + 20
@@ -107,7 +108,9 @@ class WsClient:
         self._ids += 1
         op = str(self._ids)
         kind = "subscribe" if self.protocol == TRANSPORT_WS else "start"
-        await self.conn.send(json.dumps({"id": op, "type": kind, "payload": {"query": query, "variables": variables or {}}}))
+        await self.conn.send(
+            json.dumps({"id": op, "type": kind, "payload": {"query": query, "variables": variables or {}}})
+        )
         return op
 
     async def next_message(self, timeout: float = 5.0) -> dict[str, Any]:
@@ -127,7 +130,7 @@ class WsClient:
     async def nothing_within(self, seconds: float) -> bool:
         try:
             message = await self.next_message(seconds)
-        except (TimeoutError, asyncio.TimeoutError):
+        except TimeoutError:
             return True
         raise AssertionError(f"expected nothing, got {message}")
 
@@ -143,7 +146,10 @@ async def ws_client(
 ) -> AsyncIterator[WsClient]:
     headers = {"Authorization": f"Bearer {header_token}"} if header_token else None
     async with connect(
-        server.ws_url, subprotocols=[protocol], additional_headers=headers, **connect_kwargs  # type: ignore[list-item]
+        server.ws_url,
+        subprotocols=[protocol],
+        additional_headers=headers,
+        **connect_kwargs,  # type: ignore[list-item]
     ) as conn:
         payload = {"authorization": f"Bearer {token}"} if token else {}
         await conn.send(json.dumps({"type": "connection_init", "payload": payload}))
@@ -170,8 +176,11 @@ async def followers_watching(server: Server, protocol: str) -> AsyncIterator[tup
     readers = [await api.member(name) for name in ("bob", "carol", "dave")]
     for reader in readers:
         await api.follow(reader, "alice")
-    async with ws_client(server, protocol, readers[0]) as a, ws_client(server, protocol, readers[1]) as b, \
-            ws_client(server, protocol, readers[2]) as c:
+    async with (
+        ws_client(server, protocol, readers[0]) as a,
+        ws_client(server, protocol, readers[1]) as b,
+        ws_client(server, protocol, readers[2]) as c,
+    ):
         for ws in (a, b, c):
             await ws.subscribe(HOME_SUB)
         await wait_subscribed(server, 3)
@@ -262,9 +271,16 @@ async def bulk_posts(pool: asyncpg.Pool, author: uuid.UUID, count: int, size: in
                 "INSERT INTO posts (id, author_id, content) VALUES ($1, $2, $3)", post_id, author, f"{i} " + "x" * size
             )
             await add_event(
-                conn, "PostCreated", str(post_id),
-                {"postId": str(post_id), "authorId": str(author), "createdAtMs": id_millis(post_id), "repostOf": None,
-                 "mentionedIds": []},
+                conn,
+                "PostCreated",
+                str(post_id),
+                {
+                    "postId": str(post_id),
+                    "authorId": str(author),
+                    "createdAtMs": id_millis(post_id),
+                    "repostOf": None,
+                    "mentionedIds": [],
+                },
                 shards=shards,
             )
     return ids

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-
 from feedfabric.auth import issue_token
 from feedfabric.settings import Settings
 
@@ -31,13 +30,18 @@ class Api:
     def token(self, external_id: str, *, admin: bool = False, ttl: int = 3600) -> str:
         return issue_token(self.settings.jwt_secret, external_id, admin=admin, ttl=ttl)
 
-    async def raw(self, query: str, variables: dict[str, Any] | None = None, *, token: str | None = None,
-                  headers: dict[str, str] | None = None) -> dict[str, Any]:
+    async def raw(
+        self,
+        query: str,
+        variables: dict[str, Any] | None = None,
+        *,
+        token: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         hdrs = dict(headers or {})
         if token:
             hdrs["Authorization"] = f"Bearer {token}"
-        response = await self.client.post("/graphql", json={"query": query, "variables": variables or {}},
-                                          headers=hdrs)
+        response = await self.client.post("/graphql", json={"query": query, "variables": variables or {}}, headers=hdrs)
         return response.json()  # type: ignore[no-any-return]
 
     async def gql(self, query: str, variables: dict[str, Any] | None = None, *, token: str | None = None) -> Any:
@@ -46,8 +50,9 @@ class Api:
             raise GraphQLErrors(body["errors"])
         return body["data"]
 
-    async def error_codes(self, query: str, variables: dict[str, Any] | None = None, *,
-                          token: str | None = None) -> list[str]:
+    async def error_codes(
+        self, query: str, variables: dict[str, Any] | None = None, *, token: str | None = None
+    ) -> list[str]:
         body = await self.raw(query, variables, token=token)
         return [e.get("extensions", {}).get("code") for e in body.get("errors") or []]
 
@@ -56,7 +61,8 @@ class Api:
         token = self.token(name, admin=admin)
         await self.gql(
             "mutation($u: String!, $d: String!) { upsertProfile(username: $u, displayName: $d) { id } }",
-            {"u": name, "d": name.title()}, token=token,
+            {"u": name, "d": name.title()},
+            token=token,
         )
         return token
 
@@ -103,7 +109,10 @@ async def feed_world(api: Api, first_post: str = "hello #news") -> str:
     first = await api.post(author, first_post)
     await api.post(author, "plain")
     await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": first}, token=reader)
-    await api.gql("mutation($p: ID!, $c: String!) { addComment(postId: $p, content: $c) { id } }",
-                  {"p": first, "c": "nice"}, token=other)
+    await api.gql(
+        "mutation($p: ID!, $c: String!) { addComment(postId: $p, content: $c) { id } }",
+        {"p": first, "c": "nice"},
+        token=other,
+    )
     await api.gql("mutation($p: ID!) { repost(postId: $p) { id } }", {"p": first}, token=other)
     return reader

@@ -9,10 +9,10 @@ import gc
 from collections.abc import Iterator
 
 import pytest
-from graphql import GraphQLResolveInfo
-
 from feedfabric.context import Context
 from feedfabric.schema.shared import SharedEventExecutor
+from graphql import GraphQLResolveInfo
+
 from tests.support import Api, feed_world
 from tests.test_prefetched_completion import BENCH, SHAPES
 
@@ -37,9 +37,7 @@ def operation_state_left(garbage: list[object]) -> list[str]:
 
 
 @pytest.mark.parametrize("query", [BENCH, SHAPES[1], SHAPES[2]])
-async def test_a_feed_operation_leaves_no_cyclic_garbage(
-    api: Api, saved_garbage: list[object], query: str
-) -> None:
+async def test_a_feed_operation_leaves_no_cyclic_garbage(api: Api, saved_garbage: list[object], query: str) -> None:
     reader = await feed_world(api, "hello #news @reader")
     answer = await api.raw(query, {"first": 10, "yes": True}, token=reader)
     assert answer["data"] and not answer.get("errors")

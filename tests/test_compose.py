@@ -18,7 +18,6 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-
 from feedfabric.cli import build_parser
 from feedfabric.settings import Settings
 
@@ -28,9 +27,17 @@ APP_SERVICES = ("migrate", "api", "relay", "worker")
 LONG_RUNNING = ("postgres", "redis", "kafka", "api", "relay", "worker", "prometheus")
 # The environment table of OPERATIONS.md (the contract); checked against the document when it is beside the repo.
 CONTRACT_ENV = (
-    "DATABASE_URL", "REDIS_URL", "KAFKA_BOOTSTRAP_SERVERS", "FEEDFABRIC_JWT_SECRET", "FEED_MAX_LENGTH",
-    "FANOUT_BATCH_SIZE", "CELEBRITY_FOLLOWER_THRESHOLD", "INACTIVE_AFTER_DAYS", "OUTBOX_BATCH_SIZE",
-    "OUTBOX_IDLE_MS", "KAFKA_TOPIC_PARTITIONS",
+    "DATABASE_URL",
+    "REDIS_URL",
+    "KAFKA_BOOTSTRAP_SERVERS",
+    "FEEDFABRIC_JWT_SECRET",
+    "FEED_MAX_LENGTH",
+    "FANOUT_BATCH_SIZE",
+    "CELEBRITY_FOLLOWER_THRESHOLD",
+    "INACTIVE_AFTER_DAYS",
+    "OUTBOX_BATCH_SIZE",
+    "OUTBOX_IDLE_MS",
+    "KAFKA_TOPIC_PARTITIONS",
 )
 _DEFAULT = re.compile(r"^\$\{[A-Z_]+:-([^}]*)\}$")
 
@@ -110,9 +117,19 @@ def test_app_services_get_the_contract_environment(compose: dict[str, Any]) -> N
 def test_defaults_match_the_settings(compose: dict[str, Any]) -> None:
     env = services(compose)["api"]["environment"]
     defaults = Settings()
-    for key in ("FEED_MAX_LENGTH", "FANOUT_BATCH_SIZE", "CELEBRITY_FOLLOWER_THRESHOLD", "INACTIVE_AFTER_DAYS",
-                "OUTBOX_BATCH_SIZE", "OUTBOX_IDLE_MS", "KAFKA_TOPIC_PARTITIONS", "GRAPHQL_MAX_COST",
-                "RATE_LIMIT_OPERATIONS", "RATE_LIMIT_WINDOW_SECONDS", "MAX_SUBSCRIPTIONS_PER_CONNECTION"):
+    for key in (
+        "FEED_MAX_LENGTH",
+        "FANOUT_BATCH_SIZE",
+        "CELEBRITY_FOLLOWER_THRESHOLD",
+        "INACTIVE_AFTER_DAYS",
+        "OUTBOX_BATCH_SIZE",
+        "OUTBOX_IDLE_MS",
+        "KAFKA_TOPIC_PARTITIONS",
+        "GRAPHQL_MAX_COST",
+        "RATE_LIMIT_OPERATIONS",
+        "RATE_LIMIT_WINDOW_SECONDS",
+        "MAX_SUBSCRIPTIONS_PER_CONNECTION",
+    ):
         assert int(interpolated_default(env[key])) == getattr(defaults, key.lower()), key
     assert interpolated_default(env["FEEDFABRIC_PRODUCTION"]) == "1"
     assert "?" in env["FEEDFABRIC_JWT_SECRET"], "the secret must be required, never defaulted"

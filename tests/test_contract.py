@@ -6,10 +6,9 @@ that list only ever shrinks.
 
 from pathlib import Path
 
+from feedfabric.schema import schema
 from graphql import build_schema
 from graphql.utilities import find_breaking_changes
-
-from feedfabric.schema import schema
 
 CONTRACT = Path(__file__).resolve().parents[1].parent / "shared" / "contract" / "schema.graphql"
 PENDING = Path(__file__).with_name("contract_pending.txt")

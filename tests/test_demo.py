@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncpg
-
 from feedfabric import demo
 from feedfabric.settings import Settings
 

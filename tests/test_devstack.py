@@ -21,7 +21,10 @@ time.sleep(600)
 
 def test_services_die_with_a_parent_that_is_killed(tmp_path: Path) -> None:
     parent = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-c", SCRIPT, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "KAFKA_BOOTSTRAP_SERVERS")},
     )
     assert parent.stdout is not None

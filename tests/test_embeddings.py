@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from feedfabric import embeddings
 from feedfabric.db import tags
 from feedfabric.errors import BadInput
 from feedfabric.feeds import embeddings as post_embeddings
 from feedfabric.workers import embeddings as worker
 from feedfabric.workers.base import WorkerContext
+
 from tests import factories_ml as f
 
 
@@ -26,7 +26,8 @@ def ctx(settings, pool, redis, embedder) -> WorkerContext:
 
 def created(post_id, author_id, repost_of=None):
     return f.event(
-        "PostCreated", post_id,
+        "PostCreated",
+        post_id,
         {"postId": post_id, "authorId": author_id, "createdAtMs": 0, "repostOf": repost_of},
     )
 
@@ -132,7 +133,6 @@ async def test_redelivery_is_absorbed(ctx, pool, redis):
 
 async def test_similar_posts_survive_a_flushed_or_absent_redis(ctx, pool, redis):
     import redis.asyncio as aioredis
-
     from feedfabric.devstack import free_port
 
     author = await f.member(pool)

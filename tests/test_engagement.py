@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
 from feedfabric.db import affinity
 from feedfabric.feeds import engagement
 from feedfabric.workers import engagement as worker
 from feedfabric.workers.base import WorkerContext
+
 from tests import factories_ml as f
 
 
@@ -20,10 +20,16 @@ def ctx(settings, pool, redis) -> WorkerContext:
 
 async def _scores(pool, member_id: uuid.UUID) -> tuple[dict, dict]:
     async with pool.acquire() as conn:
-        aff = {r["author_id"]: r["score"] for r in await conn.fetch(
-            "SELECT author_id, score FROM author_affinity WHERE member_id = $1", member_id)}
-        intr = {r["tag"]: r["score"] for r in await conn.fetch(
-            "SELECT tag, score FROM topic_interest WHERE member_id = $1 AND score <> 0", member_id)}
+        aff = {
+            r["author_id"]: r["score"]
+            for r in await conn.fetch("SELECT author_id, score FROM author_affinity WHERE member_id = $1", member_id)
+        }
+        intr = {
+            r["tag"]: r["score"]
+            for r in await conn.fetch(
+                "SELECT tag, score FROM topic_interest WHERE member_id = $1 AND score <> 0", member_id
+            )
+        }
     return aff, intr
 
 
@@ -37,7 +43,8 @@ def unlike(post_id, member_id, author_id):
 
 def comment(post_id, member_id, author_id):
     return f.event(
-        "CommentCreated", post_id,
+        "CommentCreated",
+        post_id,
         {"commentId": uuid.uuid4(), "postId": post_id, "memberId": member_id, "authorId": author_id},
     )
 

@@ -28,7 +28,7 @@ async def test_an_unexpected_failure_is_masked_and_coded(api: Api, pool: asyncpg
 
 
 async def test_query_errors_are_coded_without_leaks(api: Api) -> None:
-    for query in ("{ nope }", "{", '{ post(id: 5) { id } }', "{ homeFeed(first: \"x\") { source } }"):
+    for query in ("{ nope }", "{", "{ post(id: 5) { id } }", '{ homeFeed(first: "x") { source } }'):
         body = await api.raw(query)
         assert body["errors"] and all(e["extensions"]["code"] for e in body["errors"])
         assert_no_leak(body)
@@ -44,7 +44,8 @@ async def test_the_server_stays_healthy_after_bad_input(api: Api) -> None:
 
 
 async def test_an_oversized_body_is_refused_with_413(api: Api) -> None:
-    response = await api.client.post("/graphql", content=b"x" * (api.settings.max_body_bytes + 1),
-                                     headers={"content-type": "application/json"})
+    response = await api.client.post(
+        "/graphql", content=b"x" * (api.settings.max_body_bytes + 1), headers={"content-type": "application/json"}
+    )
     assert response.status_code == 413
     assert_no_leak(response.json())

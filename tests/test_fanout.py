@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncpg
 import redis.asyncio as aioredis
-
 from feedfabric.events import Event
 from feedfabric.feeds import timelines
 from feedfabric.settings import Settings
 from feedfabric.workers import fanout
 from feedfabric.workers.base import WorkerContext
+
 from tests import factories as f
 from tests.pipeline_support import all_committed, eventually, group_runner, relay, running
 
@@ -27,7 +27,9 @@ def _created(post_id: object, event_id: int = 1) -> Event:
     return Event(event_id, "PostCreated", str(post_id), 1, {"postId": str(post_id)})
 
 
-async def test_post_reaches_every_follower_and_not_a_non_follower(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+async def test_post_reaches_every_follower_and_not_a_non_follower(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
     settings = _small(settings)
     author = await f.member(pool)
     fans = await f.members(pool, 5)
@@ -44,7 +46,9 @@ async def test_post_reaches_every_follower_and_not_a_non_follower(settings: Sett
     assert await timelines.timeline_ids(redis, stranger) == []
 
 
-async def test_celebrity_post_is_pushed_to_nobody_but_the_author(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+async def test_celebrity_post_is_pushed_to_nobody_but_the_author(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
     settings = _small(settings, celebrity_follower_threshold=3)
     star = await f.member(pool)
     fans = await f.members(pool, 4)
@@ -56,7 +60,9 @@ async def test_celebrity_post_is_pushed_to_nobody_but_the_author(settings: Setti
         assert not await timelines.has_timeline(redis, fan)
 
 
-async def test_inactive_follower_is_skipped_then_rebuilt_on_return(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+async def test_inactive_follower_is_skipped_then_rebuilt_on_return(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
     settings = _small(settings, inactive_after_days=14)
     author = await f.member(pool)
     active = await f.member(pool)
@@ -72,7 +78,9 @@ async def test_inactive_follower_is_skipped_then_rebuilt_on_return(settings: Set
     assert await timelines.timeline_ids(redis, away) == [str(post)]
 
 
-async def test_timeline_never_exceeds_its_maximum(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+async def test_timeline_never_exceeds_its_maximum(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
     settings = _small(settings, feed_max_length=5)
     author = await f.member(pool)
     fan = await f.member(pool)
@@ -84,9 +92,10 @@ async def test_timeline_never_exceeds_its_maximum(settings: Settings, pool: asyn
     assert await timelines.timeline_ids(redis, fan) == [str(p) for p in reversed(posts[-5:])]
 
 
-async def test_same_event_delivered_twice_changes_nothing(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+async def test_same_event_delivered_twice_changes_nothing(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
     from aiokafka import AIOKafkaProducer
-
     from feedfabric.workers.topics import ensure_topics
 
     calls: list[int] = []
@@ -108,7 +117,9 @@ async def test_same_event_delivered_twice_changes_nothing(settings: Settings, po
         import json
 
         for _ in range(2):
-            await producer.send_and_wait(settings.kafka_topic_prefix + "feedfabric.posts", json.dumps(message).encode(), key=str(post).encode())
+            await producer.send_and_wait(
+                settings.kafka_topic_prefix + "feedfabric.posts", json.dumps(message).encode(), key=str(post).encode()
+            )
     finally:
         await producer.stop()
     runner = group_runner(settings, pool, redis, spec)
@@ -120,7 +131,9 @@ async def test_same_event_delivered_twice_changes_nothing(settings: Settings, po
     assert await timelines.timeline_ids(redis, fan) == [str(post)]
 
 
-async def test_post_with_a_followed_tag_reaches_tag_followers_once(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+async def test_post_with_a_followed_tag_reaches_tag_followers_once(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
     settings = _small(settings)
     author = await f.member(pool)
     both = await f.member(pool)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from faults.cases import CASES, Params
 from feedfabric import devstack
 

@@ -6,9 +6,9 @@ import uuid
 
 import asyncpg
 import pytest
-
 from feedfabric.feeds.feedlog import FeedLog
 from feedfabric.models import Page, Post
+
 from tests.support import Api
 
 
@@ -56,14 +56,18 @@ async def test_each_row_carries_the_viewers_signals_for_the_post_it_logs(api: Ap
     original_id = uuid.UUID(await api.post(author, "up the hill #trail"))
     plain_id = uuid.UUID(await api.post(other, "nothing tagged"))
     repost = await api.gql("mutation($p: ID!) { repost(postId: $p) { id } }", {"p": str(original_id)}, token=other)
-    ids = {name: await pool.fetchval("SELECT id FROM members WHERE external_id = $1", name)
-           for name in ("maya", "author", "other")}
-    await pool.execute("INSERT INTO author_affinity (member_id, author_id, score) VALUES ($1, $2, 0.75)",
-                       ids["maya"], ids["author"])
+    ids = {
+        name: await pool.fetchval("SELECT id FROM members WHERE external_id = $1", name)
+        for name in ("maya", "author", "other")
+    }
+    await pool.execute(
+        "INSERT INTO author_affinity (member_id, author_id, score) VALUES ($1, $2, 0.75)", ids["maya"], ids["author"]
+    )
     await pool.execute("INSERT INTO topic_interest (member_id, tag, score) VALUES ($1, 'trail', 0.5)", ids["maya"])
     await pool.execute("INSERT INTO favourites (member_id, favourite_id) VALUES ($1, $2)", ids["maya"], ids["author"])
-    rows = await pool.fetch("SELECT * FROM posts WHERE id = ANY($1::uuid[])",
-                            [original_id, plain_id, uuid.UUID(repost["repost"]["id"])])
+    rows = await pool.fetch(
+        "SELECT * FROM posts WHERE id = ANY($1::uuid[])", [original_id, plain_id, uuid.UUID(repost["repost"]["id"])]
+    )
     posts = {r["id"]: Post.of(r) for r in rows}
     original, plain = posts.pop(original_id), posts.pop(plain_id)
     [reposted] = posts.values()
@@ -75,8 +79,7 @@ async def test_each_row_carries_the_viewers_signals_for_the_post_it_logs(api: Ap
         "       served_at - (SELECT created_at FROM posts WHERE id = post_id) AS age"
         " FROM feed_log ORDER BY position"
     )
-    assert [(r["feed"], r["post_id"], r["position"], r["affinity"], r["interest"], r["favourite"])
-            for r in logged] == [
+    assert [(r["feed"], r["post_id"], r["position"], r["affinity"], r["interest"], r["favourite"]) for r in logged] == [
         ("following", original.id, 0, 0.75, 0.5, True),
         ("following", plain.id, 1, 0.0, 0.0, False),
     ]

@@ -71,10 +71,12 @@ async def test_a_released_post_comes_back(api: Api) -> None:
 async def test_moderation_needs_an_admin_token(api: Api) -> None:
     maya = await api.member("maya")
     post = await api.post(maya, "mine")
-    assert await api.error_codes("mutation($id: ID!) { holdPost(id: $id) { id } }", {"id": post},
-                                 token=maya) == ["FORBIDDEN"]
-    assert await api.error_codes('mutation { suspendMember(externalUserId: "maya") { id } }',
-                                 token=maya) == ["FORBIDDEN"]
+    assert await api.error_codes("mutation($id: ID!) { holdPost(id: $id) { id } }", {"id": post}, token=maya) == [
+        "FORBIDDEN"
+    ]
+    assert await api.error_codes('mutation { suspendMember(externalUserId: "maya") { id } }', token=maya) == [
+        "FORBIDDEN"
+    ]
 
 
 async def test_favourites_feed_holds_only_favourites_posts(api: Api) -> None:
@@ -104,8 +106,11 @@ async def test_mentions_feed_lists_posts_and_comments(api: Api) -> None:
     theo = await api.member("theo")
     post = await api.post(theo, "hey @maya")
     other = await api.post(theo, "no mention")
-    comment = (await api.gql('mutation($id: ID!) { addComment(postId: $id, content: "@maya look") { id } }',
-                             {"id": other}, token=theo))["addComment"]["id"]
+    comment = (
+        await api.gql(
+            'mutation($id: ID!) { addComment(postId: $id, content: "@maya look") { id } }', {"id": other}, token=theo
+        )
+    )["addComment"]["id"]
     data = await api.gql(
         "{ mentionsFeed { edges { cursor node { __typename ... on Post { id } ... on Comment { id } } } } }", token=maya
     )

@@ -16,7 +16,10 @@ async def test_follow_is_idempotent_and_counted(api: Api, pool: asyncpg.Pool) ->
     assert (await api.gql(FOLLOW, {"e": "theo"}, token=maya))["follow"]["followerCount"] == 1
     me = await api.gql("{ viewer { followingCount } }", token=maya)
     assert me["viewer"]["followingCount"] == 1
-    assert (await api.gql(UNFOLLOW, {"e": "theo"}, token=maya))["unfollow"] == {"followerCount": 0, "viewerFollows": False}
+    assert (await api.gql(UNFOLLOW, {"e": "theo"}, token=maya))["unfollow"] == {
+        "followerCount": 0,
+        "viewerFollows": False,
+    }
     assert (await api.gql(UNFOLLOW, {"e": "theo"}, token=maya))["unfollow"]["followerCount"] == 0
     events = [r["event_type"] for r in await pool.fetch("SELECT event_type FROM outbox ORDER BY id")]
     assert events == ["MemberFollowed", "MemberUnfollowed"]

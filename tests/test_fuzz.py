@@ -15,14 +15,14 @@ import re
 import pytest
 import requests
 import schemathesis
+from feedfabric.auth import issue_token
+from feedfabric.schema import schema as served_schema
+from feedfabric.settings import Settings
 from graphql import StringValueNode, introspection_from_schema
 from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from feedfabric.auth import issue_token
-from feedfabric.schema import schema as served_schema
-from feedfabric.settings import Settings
 from tests.live_server import live_server
 
 TOTAL_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))
@@ -63,14 +63,20 @@ def test_fuzz_graphql(settings: Settings, per_operation: int, mode: str) -> None
         if mode == "member":
             token = issue_token(settings.jwt_secret, "fuzzer")
             headers["Authorization"] = f"Bearer {token}"
-            created = session.post(f"{base}/graphql", headers=headers, json={
-                "query": 'mutation { upsertProfile(username: "fuzzer", displayName: "Fuzz") { id } }'})
+            created = session.post(
+                f"{base}/graphql",
+                headers=headers,
+                json={"query": 'mutation { upsertProfile(username: "fuzzer", displayName: "Fuzz") { id } }'},
+            )
             assert created.status_code == 200 and not created.json().get("errors"), created.text
         for operation in OPERATIONS:
 
             @given(case=operation.as_strategy())
             @hypothesis_settings(
-                max_examples=per_operation, deadline=None, database=None, derandomize=True,
+                max_examples=per_operation,
+                deadline=None,
+                database=None,
+                derandomize=True,
                 phases=[Phase.explicit, Phase.generate],
                 suppress_health_check=list(HealthCheck),
             )
@@ -82,7 +88,7 @@ def test_fuzz_graphql(settings: Settings, per_operation: int, mode: str) -> None
 
 def test_leak_pattern_catches_what_it_should() -> None:
     assert LEAKS.search('Traceback (most recent call last):\n  File "/x/feedfabric/app.py", line 3, in f')
-    assert LEAKS.search("duplicate key value violates unique constraint \"posts_pkey\"")
+    assert LEAKS.search('duplicate key value violates unique constraint "posts_pkey"')
     assert LEAKS.search("SELECT id FROM posts WHERE 1")
     assert LEAKS.search("asyncpg.exceptions.UndefinedTableError")
     assert not LEAKS.search('{"errors":[{"message":"Post not found.","extensions":{"code":"NOT_FOUND"}}]}')

@@ -3,8 +3,8 @@
 from typing import Any
 
 import pytest
-
 from feedfabric.schema import types
+
 from tests.support import Api, feed_world
 
 FIELDS = """id content status tags likeCount commentCount viewerHasLiked
@@ -12,8 +12,11 @@ FIELDS = """id content status tags likeCount commentCount viewerHasLiked
   repostOf { id content tags likeCount author { username } }"""
 
 PLAIN = "{ homeFeed(first: 10) { edges { node { %s } } } }" % FIELDS
-FRAGMENTS = """query { homeFeed(first: 10) { edges { ... on FeedEdge { node { ...Head ... on Post { %s } } } } } }
-fragment Head on Post { id author { username } }""" % FIELDS
+FRAGMENTS = (
+    """query { homeFeed(first: 10) { edges { ... on FeedEdge { node { ...Head ... on Post { %s } } } } } }
+fragment Head on Post { id author { username } }"""
+    % FIELDS
+)
 SINGLE = "query($id: ID!) { post(id: $id) { %s } }" % FIELDS
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-
 from feedfabric import devstack
 from feedfabric.breaker import CircuitBreaker
 from feedfabric.db import members as members_db
@@ -20,6 +19,7 @@ from feedfabric.feeds import timelines
 from feedfabric.feeds.home import HomeFeedService
 from feedfabric.feeds.viewer import Viewer
 from feedfabric.settings import Settings
+
 from tests.support import HOME, Api, make_api
 
 
@@ -58,9 +58,7 @@ async def test_a_pushed_timeline_is_served_from_redis_with_fresh_text(
     assert [e["node"]["content"] for e in data["edges"]] == ["final"]
 
 
-async def test_no_timeline_is_served_from_postgres_and_asks_for_a_rebuild_once(
-    api: Api, pool: asyncpg.Pool
-) -> None:
+async def test_no_timeline_is_served_from_postgres_and_asks_for_a_rebuild_once(api: Api, pool: asyncpg.Pool) -> None:
     maya = await api.member("maya")
     await api.post(maya, "mine")
     for _ in range(2):
@@ -157,8 +155,9 @@ async def test_a_page_its_first_round_fills_carries_its_extras_and_reads_as_from
         starred = await api.post(star, "pulled at read time #news")
         await api.gql("mutation($p: ID!) { repost(postId: $p) { id } }", {"p": starred}, token=friend)
         await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": starred}, token=fans[0])
-        await api.gql('mutation($p: ID!) { addComment(postId: $p, content: "nice") { id } }', {"p": starred},
-                      token=fans[1])
+        await api.gql(
+            'mutation($p: ID!) { addComment(postId: $p, content: "nice") { id } }', {"p": starred}, token=fans[1]
+        )
         await fan_out_all(api, pool, redis)
         fan_id = await pool.fetchval("SELECT id FROM members WHERE username = 'fan0'")
 
@@ -233,7 +232,8 @@ async def test_the_feed_log_records_served_pages_with_reposts_as_their_original(
             break
         await asyncio.sleep(0.05)
     assert [(r["feed"], str(r["post_id"]), r["position"]) for r in rows] == [
-        ("following", original, 0), ("following", original, 1)
+        ("following", original, 0),
+        ("following", original, 1),
     ]
 
 

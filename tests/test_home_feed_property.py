@@ -12,8 +12,6 @@ import uuid
 
 import asyncpg
 import redis.asyncio as aioredis
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
-
 from feedfabric.breaker import CircuitBreaker
 from feedfabric.db import follows as follows_db
 from feedfabric.db import members as members_db
@@ -25,31 +23,36 @@ from feedfabric.feeds.viewer import Viewer
 from feedfabric.ids import new_id
 from feedfabric.models import Member
 from feedfabric.settings import Settings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 MEMBERS = 6
 TAGS = ["trail", "ramen"]
 
-scenario = st.fixed_dictionaries({
-    "follows": st.sets(st.tuples(st.integers(0, MEMBERS - 1), st.integers(0, MEMBERS - 1)), max_size=20),
-    "tag_follows": st.sets(st.tuples(st.integers(0, MEMBERS - 1), st.sampled_from(TAGS)), max_size=6),
-    "posts": st.lists(
-        st.tuples(
-            st.integers(0, MEMBERS - 1),
-            st.sampled_from(["post", "repost", "held", "deleted"]),
-            st.sampled_from([None, *TAGS]),
+scenario = st.fixed_dictionaries(
+    {
+        "follows": st.sets(st.tuples(st.integers(0, MEMBERS - 1), st.integers(0, MEMBERS - 1)), max_size=20),
+        "tag_follows": st.sets(st.tuples(st.integers(0, MEMBERS - 1), st.sampled_from(TAGS)), max_size=6),
+        "posts": st.lists(
+            st.tuples(
+                st.integers(0, MEMBERS - 1),
+                st.sampled_from(["post", "repost", "held", "deleted"]),
+                st.sampled_from([None, *TAGS]),
+            ),
+            min_size=1,
+            max_size=25,
         ),
-        min_size=1, max_size=25,
-    ),
-    "celebrity_threshold": st.integers(1, 4),
-})
+        "celebrity_threshold": st.integers(1, 4),
+    }
+)
 
 
 async def build(pool: asyncpg.Pool, redis: aioredis.Redis, settings: Settings, spec: dict) -> list[Member]:
     run = uuid.uuid4().hex[:8]  # keeps each example's names apart in the shared database
     async with transaction(pool) as conn:
         members = [
-            await members_db.upsert(conn, new_id(), f"{run}-{i}", f"u{run}{i}", f"U{i}", None)
-            for i in range(MEMBERS)
+            await members_db.upsert(conn, new_id(), f"{run}-{i}", f"u{run}{i}", f"U{i}", None) for i in range(MEMBERS)
         ]
         for follower, followed in spec["follows"]:
             if follower != followed:

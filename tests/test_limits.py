@@ -10,12 +10,12 @@ from typing import Any
 
 import httpx
 import pytest
-
 from feedfabric.app import create_app
 from feedfabric.devstack import free_port
 from feedfabric.schema import MAX_ALIASES, MAX_DEPTH, MAX_TOKENS
 from feedfabric.schema.cost import operation_cost
 from feedfabric.settings import Settings
+
 from tests.support import Api
 
 
@@ -75,8 +75,10 @@ def _lexer_tokens(query: str) -> int:
 async def test_token_limit(api: Api) -> None:
     def padded(list_items: int) -> str:
         # A list default is cheap padding: repeated fields would trip the overlap check first.
-        return ("mutation($m: [ID!] = [" + " 1" * list_items + " ]) "
-                '{ createPost(input: {content: "x", mediaIds: $m}) { id } }')
+        return (
+            "mutation($m: [ID!] = [" + " 1" * list_items + " ]) "
+            '{ createPost(input: {content: "x", mediaIds: $m}) { id } }'
+        )
 
     frame = _lexer_tokens(padded(0))
     at_limit, past_limit = padded(MAX_TOKENS - frame), padded(MAX_TOKENS - frame + 1)
@@ -146,8 +148,10 @@ async def test_cost_limit_default(api: Api) -> None:
     token = await api.member("deep")
 
     def two_levels(a: int, b: int) -> str:
-        return (f'{{ member(username: "deep") {{ posts(first: {a}) {{ edges {{ node {{ author {{ '
-                f'posts(first: {b}) {{ edges {{ node {{ id }} }} }} }} }} }} }} }} }}')
+        return (
+            f'{{ member(username: "deep") {{ posts(first: {a}) {{ edges {{ node {{ author {{ '
+            f"posts(first: {b}) {{ edges {{ node {{ id }} }} }} }} }} }} }} }} }}"
+        )
 
     # 2 + 4a + 2ab: a=50, b=97 costs 9,902; b=99 costs 10,102 (the default maximum is 10,000).
     ok = await api.raw(two_levels(50, 97), token=token)
@@ -196,8 +200,11 @@ async def test_persisted_query_flow(api: Api) -> None:
     # Hash alone now runs the stored text, over POST and over GET.
     by_hash = await _post(api, {"extensions": pq(), "operationName": "Me"}, token)
     assert by_hash["data"]["viewer"]["username"] == "apq"
-    got = await api.client.get("/graphql", params={"extensions": json.dumps(pq())},
-                               headers={"Authorization": f"Bearer {token}", "accept": "application/json"})
+    got = await api.client.get(
+        "/graphql",
+        params={"extensions": json.dumps(pq())},
+        headers={"Authorization": f"Bearer {token}", "accept": "application/json"},
+    )
     assert got.json()["data"]["viewer"]["username"] == "apq"
 
 
@@ -269,8 +276,9 @@ def rate_limited(settings: Settings, operations: int) -> AbstractAsyncContextMan
     full collection in this long test process has outlasted the 250 ms default:
     these tests are about counting, so Redis gets all the time it needs.
     """
-    return api_with(settings, rate_limit_operations=operations, rate_limit_window_seconds=STEADY_WINDOW,
-                    redis_timeout_ms=10_000)
+    return api_with(
+        settings, rate_limit_operations=operations, rate_limit_window_seconds=STEADY_WINDOW, redis_timeout_ms=10_000
+    )
 
 
 def aliases(n: int) -> str:
@@ -329,29 +337,42 @@ async def test_rest_requests_spend_the_same_budget_as_graphql_operations(api: Ap
 
 async def test_rate_limit_fails_open_without_redis(api: Api, settings: Settings) -> None:
     dead_redis = f"redis://127.0.0.1:{free_port()}/0"
-    async with api_with(settings, redis_url=dead_redis, rate_limit_operations=1,
-                        rate_limit_window_seconds=STEADY_WINDOW) as no_redis:
+    async with api_with(
+        settings, redis_url=dead_redis, rate_limit_operations=1, rate_limit_window_seconds=STEADY_WINDOW
+    ) as no_redis:
         for _ in range(3):
             assert codes(await no_redis.raw(aliases(3))) == []
 
 
 # --- WebSocket origin and subscriptions per connection -------------------------------------
 
+
 def _graphql_view(app: Any) -> Any:
     return next(r.endpoint for r in app.routes if getattr(r, "path", None) == "/graphql")
 
 
 def test_websocket_settings_reach_the_view(settings: Settings) -> None:
-    app = create_app(settings.model_copy(update={"ws_allowed_origins": "https://app.example, https://m.example",
-                                                 "max_subscriptions_per_connection": 3}))
+    app = create_app(
+        settings.model_copy(
+            update={
+                "ws_allowed_origins": "https://app.example, https://m.example",
+                "max_subscriptions_per_connection": 3,
+            }
+        )
+    )
     view = _graphql_view(app)
     assert view.max_subscriptions_per_connection == 3
     assert set(view.allowed_origins) == {"https://app.example", "https://m.example"}
 
 
-@pytest.mark.parametrize(("origin", "accepted"), [
-    (None, True), ("https://app.example", True), ("https://evil.example", False),
-])
+@pytest.mark.parametrize(
+    ("origin", "accepted"),
+    [
+        (None, True),
+        ("https://app.example", True),
+        ("https://evil.example", False),
+    ],
+)
 def test_websocket_origin_check(settings: Settings, origin: str | None, accepted: bool) -> None:
     from starlette.testclient import TestClient
     from starlette.websockets import WebSocketDisconnect
@@ -383,21 +404,29 @@ def test_subscriptions_per_connection(settings: Settings) -> None:
             ws.send_json({"type": "connection_init", "payload": {"authorization": f"Bearer {token}"}})
             assert ws.receive_json()["type"] == "connection_ack"
             for i in range(limit):
-                ws.send_json({"id": str(i), "type": "subscribe",
-                              "payload": {"query": "subscription { notificationAdded { id } }"}})
+                ws.send_json(
+                    {
+                        "id": str(i),
+                        "type": "subscribe",
+                        "payload": {"query": "subscription { notificationAdded { id } }"},
+                    }
+                )
             ws.send_json({"type": "ping"})
             assert ws.receive_json()["type"] == "pong"  # both subscriptions are running
-            ws.send_json({"id": "over", "type": "subscribe",
-                          "payload": {"query": "subscription { notificationAdded { id } }"}})
+            ws.send_json(
+                {"id": "over", "type": "subscribe", "payload": {"query": "subscription { notificationAdded { id } }"}}
+            )
             refused = ws.receive_json()
             assert refused["id"] == "over" and refused["type"] == "error"
             assert "limit" in refused["payload"][0]["message"]
 
 
 def _upsert(client: Any, token: str, name: str) -> None:
-    response = client.post("/graphql", json={"query": f'mutation {{ upsertProfile(username: "{name}", '
-                                                      f'displayName: "{name}") {{ id }} }}'},
-                           headers={"Authorization": f"Bearer {token}"})
+    response = client.post(
+        "/graphql",
+        json={"query": f'mutation {{ upsertProfile(username: "{name}", displayName: "{name}") {{ id }} }}'},
+        headers={"Authorization": f"Bearer {token}"},
+    )
     assert not response.json().get("errors"), response.text
 
 

@@ -7,14 +7,14 @@ import struct
 import zlib
 
 import pytest
-from PIL import Image, ImageCms, ImageDraw
-
 from feedfabric import media
 from feedfabric.db import media as media_db
 from feedfabric.errors import BadInput
 from feedfabric.feeds import media as uploads
 from feedfabric.workers import media as worker
 from feedfabric.workers.base import WorkerContext
+from PIL import Image, ImageCms, ImageDraw
+
 from tests import factories_ml as f
 
 GPS_IFD = 0x8825
@@ -167,9 +167,10 @@ async def test_upload_to_ready_and_served_without_gps(ctx, pool, settings):
     assert path is not None and path.parent == settings.feedfabric_data_dir / "media"
     with Image.open(path) as served:
         assert not served.getexif().get_ifd(GPS_IFD)
-    assert await pool.fetchval(
-        "SELECT count(*) FROM outbox WHERE event_type = 'MediaUploaded' AND key = $1", str(owner)
-    ) == 1
+    assert (
+        await pool.fetchval("SELECT count(*) FROM outbox WHERE event_type = 'MediaUploaded' AND key = $1", str(owner))
+        == 1
+    )
     # Redelivery (a new delivery of a decided row) changes nothing.
     again = f.event("MediaUploaded", owner, {"mediaId": row["id"], "ownerId": owner})
     await f.deliver(ctx, worker.GROUP, [event, again])

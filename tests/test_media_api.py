@@ -5,10 +5,10 @@ import json
 import uuid
 
 import asyncpg
-from PIL import Image
-
 from feedfabric.db.pool import transaction
 from feedfabric.feeds import media as media_svc
+from PIL import Image
+
 from tests.support import Api
 
 UPLOAD = "mutation($file: Upload!) { uploadMedia(file: $file) { id status url } }"
@@ -24,8 +24,10 @@ async def upload_gql(api: Api, token: str, data: bytes, name: str = "photo.jpg")
     response = await api.client.post(
         "/graphql",
         headers={"Authorization": f"Bearer {token}"},
-        data={"operations": json.dumps({"query": UPLOAD, "variables": {"file": None}}),
-              "map": json.dumps({"0": ["variables.file"]})},
+        data={
+            "operations": json.dumps({"query": UPLOAD, "variables": {"file": None}}),
+            "map": json.dumps({"0": ["variables.file"]}),
+        },
         files={"0": (name, data, "image/jpeg")},
     )
     body = response.json()
@@ -47,8 +49,9 @@ async def test_an_uploaded_photo_is_pending_then_ready_and_served(api: Api, pool
     assert await pool.fetchval("SELECT count(*) FROM outbox WHERE event_type = 'MediaUploaded'") == 1
     assert await process(api, pool, uploaded["id"]) == "ready"
     post = await api.gql(
-        "mutation($m: [ID!]) { createPost(input: {content: \"look\", mediaIds: $m}) { media { id status url contentType width } } }",
-        {"m": [uploaded["id"]]}, token=maya,
+        'mutation($m: [ID!]) { createPost(input: {content: "look", mediaIds: $m}) { media { id status url contentType width } } }',
+        {"m": [uploaded["id"]]},
+        token=maya,
     )
     [media] = post["createPost"]["media"]
     assert media["status"] == "READY" and media["contentType"] == "image/jpeg" and media["width"] == 64
@@ -61,8 +64,9 @@ async def test_an_html_file_named_jpg_is_rejected_and_never_served(api: Api, poo
     maya = await api.member("maya")
     uploaded = await upload_gql(api, maya, b"<html><script>alert(1)</script></html>", name="cat.jpg")
     assert await process(api, pool, uploaded["id"]) == "rejected"
-    status = await api.gql("query($id: ID!) { media(id: $id) { status rejectReason url } }", {"id": uploaded["id"]},
-                           token=maya)
+    status = await api.gql(
+        "query($id: ID!) { media(id: $id) { status rejectReason url } }", {"id": uploaded["id"]}, token=maya
+    )
     assert status["media"]["status"] == "REJECTED" and status["media"]["rejectReason"]
     assert status["media"]["url"] is None
     assert (await api.client.get(f"/media/{uploaded['id']}")).status_code == 404
@@ -74,7 +78,7 @@ async def test_a_post_may_attach_only_the_viewers_own_ready_media(api: Api, pool
     theirs = await upload_gql(api, theo, jpeg())
     await process(api, pool, theirs["id"])
     pending = await upload_gql(api, maya, jpeg())
-    create = "mutation($m: [ID!]) { createPost(input: {content: \"x\", mediaIds: $m}) { id } }"
+    create = 'mutation($m: [ID!]) { createPost(input: {content: "x", mediaIds: $m}) { id } }'
     for media_id in (theirs["id"], pending["id"], str(uuid.uuid4())):
         assert await api.error_codes(create, {"m": [media_id]}, token=maya) == ["BAD_USER_INPUT"]
     assert await pool.fetchval("SELECT count(*) FROM posts") == 0

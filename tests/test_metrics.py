@@ -10,14 +10,14 @@ from typing import Any
 import asyncpg
 import httpx
 import redis.asyncio as aioredis
-from prometheus_client.parser import text_string_to_metric_families
-
 from feedfabric import metrics
 from feedfabric.devstack import free_port
 from feedfabric.events import POSTS, Event
 from feedfabric.settings import Settings
 from feedfabric.workers import fanout
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
+from prometheus_client.parser import text_string_to_metric_families
+
 from tests.pipeline_support import eventually, group_runner, relay, running
 from tests.support import HOME, Api
 
@@ -31,31 +31,38 @@ async def delta(name: str, labels: dict[str, str], action: Callable[[], Awaitabl
 def scrape(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text) for s in family.samples
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
     }
 
 
 async def test_graphql_latency_by_operation_name(api: Api) -> None:
     labels = {"operation": "MetricProbe", "type": "query"}
-    moved = await delta("feedfabric_graphql_operation_duration_seconds_count", labels,
-                        lambda: api.raw("query MetricProbe { viewer { id } }"))
+    moved = await delta(
+        "feedfabric_graphql_operation_duration_seconds_count",
+        labels,
+        lambda: api.raw("query MetricProbe { viewer { id } }"),
+    )
     assert moved == 1
-    anonymous = await delta("feedfabric_graphql_operation_duration_seconds_count",
-                            {"operation": "anonymous", "type": "query"}, lambda: api.raw("{ viewer { id } }"))
+    anonymous = await delta(
+        "feedfabric_graphql_operation_duration_seconds_count",
+        {"operation": "anonymous", "type": "query"},
+        lambda: api.raw("{ viewer { id } }"),
+    )
     assert anonymous == 1
 
 
 async def test_graphql_errors_by_code(api: Api) -> None:
-    assert await delta("feedfabric_graphql_errors_total", {"code": "BAD_USER_INPUT"},
-                       lambda: api.raw("{ nope }")) == 1
-    assert await delta("feedfabric_graphql_errors_total", {"code": "UNAUTHENTICATED"},
-                       lambda: api.raw(HOME)) == 1
+    assert await delta("feedfabric_graphql_errors_total", {"code": "BAD_USER_INPUT"}, lambda: api.raw("{ nope }")) == 1
+    assert await delta("feedfabric_graphql_errors_total", {"code": "UNAUTHENTICATED"}, lambda: api.raw(HOME)) == 1
 
 
 async def test_home_feed_pages_by_source(api: Api) -> None:
     token = await api.member("reader")
-    before = {s: metrics.sample("feedfabric_home_feed_pages_total", {"source": s})
-              for s in ("redis", "postgres", "redis+postgres")}
+    before = {
+        s: metrics.sample("feedfabric_home_feed_pages_total", {"source": s})
+        for s in ("redis", "postgres", "redis+postgres")
+    }
     await api.gql(HOME, {"first": 5}, token=token)
     await api.rest("GET", "/userfeed/home", token=token)
     after = {s: metrics.sample("feedfabric_home_feed_pages_total", {"source": s}) for s in before}
@@ -70,7 +77,7 @@ async def test_metrics_endpoint_reads_outbox_and_dead_letters_from_postgres(api:
         "       ('posts', 'k', 0, 'PostCreated', 2, '{}', now())"
     )
     await pool.execute(
-        "INSERT INTO dead_letters (group_name, topic, partition, \"offset\", payload, error) "
+        'INSERT INTO dead_letters (group_name, topic, partition, "offset", payload, error) '
         "VALUES ('worker-metrics-test', 't', 0, 7, 'x', 'boom')"
     )
     response = await api.client.get("/metrics")
@@ -90,19 +97,30 @@ async def test_every_metric_is_exported(api: Api) -> None:
     text = (await api.client.get("/metrics")).text
     names = {family.name for family in text_string_to_metric_families(text)}
     for expected in (
-        "feedfabric_graphql_operation_duration_seconds", "feedfabric_graphql_errors", "feedfabric_graphql_query_cost",
-        "feedfabric_rate_limited", "feedfabric_home_feed_pages", "feedfabric_fanout_inserts",
-        "feedfabric_fanout_duration_seconds", "feedfabric_outbox_backlog",
-        "feedfabric_outbox_oldest_unpublished_age_seconds", "feedfabric_outbox_published", "feedfabric_consumer_lag",
-        "feedfabric_consumer_retries", "feedfabric_consumer_events", "feedfabric_dead_letters",
-        "feedfabric_dead_letters_stored", "feedfabric_websocket_connections",
+        "feedfabric_graphql_operation_duration_seconds",
+        "feedfabric_graphql_errors",
+        "feedfabric_graphql_query_cost",
+        "feedfabric_rate_limited",
+        "feedfabric_home_feed_pages",
+        "feedfabric_fanout_inserts",
+        "feedfabric_fanout_duration_seconds",
+        "feedfabric_outbox_backlog",
+        "feedfabric_outbox_oldest_unpublished_age_seconds",
+        "feedfabric_outbox_published",
+        "feedfabric_consumer_lag",
+        "feedfabric_consumer_retries",
+        "feedfabric_consumer_events",
+        "feedfabric_dead_letters",
+        "feedfabric_dead_letters_stored",
+        "feedfabric_websocket_connections",
         "feedfabric_realtime_dropped_subscribers",
     ):
         assert expected in names, expected
 
 
-async def test_fanout_inserts_and_duration(api: Api, settings: Settings, pool: asyncpg.Pool,
-                                           redis: aioredis.Redis) -> None:
+async def test_fanout_inserts_and_duration(
+    api: Api, settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
     author = await api.member("author")
     for name in ("fan_a", "fan_b"):
         await api.follow(await api.member(name), "author")
@@ -129,10 +147,10 @@ async def _grew(name: str, labels: dict[str, str], before: float, by: float = 1)
     return metrics.sample(name, labels) - before >= by
 
 
-async def test_consumer_retries_dead_letters_handled_and_lag(settings: Settings, pool: asyncpg.Pool,
-                                                             redis: aioredis.Redis) -> None:
+async def test_consumer_retries_dead_letters_handled_and_lag(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
     from aiokafka import AIOKafkaProducer
-
     from feedfabric.workers.topics import ensure_topics
 
     group = f"test-metrics-{uuid.uuid4().hex[:6]}"
@@ -156,39 +174,51 @@ async def test_consumer_retries_dead_letters_handled_and_lag(settings: Settings,
     finally:
         await producer.stop()
     labels = {"group": group}
-    before = {name: metrics.sample(name, labels) for name in (
-        "feedfabric_consumer_retries_total", "feedfabric_dead_letters_total", "feedfabric_consumer_events_total")}
-    runner = group_runner(settings, pool, redis, GroupSpec(group, (POSTS,), frozenset({"PostUpdated"}), handle),
-                          backoff_initial=0.05)
+    before = {
+        name: metrics.sample(name, labels)
+        for name in (
+            "feedfabric_consumer_retries_total",
+            "feedfabric_dead_letters_total",
+            "feedfabric_consumer_events_total",
+        )
+    }
+    runner = group_runner(
+        settings, pool, redis, GroupSpec(group, (POSTS,), frozenset({"PostUpdated"}), handle), backoff_initial=0.05
+    )
     async with running(runner.run):
-        await eventually(lambda: _grew("feedfabric_consumer_events_total", labels,
-                                       before["feedfabric_consumer_events_total"], 3))
-    assert metrics.sample("feedfabric_consumer_retries_total", labels) - before["feedfabric_consumer_retries_total"] == 2
+        await eventually(
+            lambda: _grew("feedfabric_consumer_events_total", labels, before["feedfabric_consumer_events_total"], 3)
+        )
+    assert (
+        metrics.sample("feedfabric_consumer_retries_total", labels) - before["feedfabric_consumer_retries_total"] == 2
+    )
     assert metrics.sample("feedfabric_dead_letters_total", labels) - before["feedfabric_dead_letters_total"] == 1
-    lag = metrics.sample("feedfabric_consumer_lag",
-                         {"group": group, "topic": settings.kafka_topic_prefix + POSTS, "partition": "0"})
+    lag = metrics.sample(
+        "feedfabric_consumer_lag", {"group": group, "topic": settings.kafka_topic_prefix + POSTS, "partition": "0"}
+    )
     assert lag == 0
 
 
 async def test_rate_limited_counter(api: Api, settings: Settings) -> None:
     from tests.test_limits import STEADY_WINDOW, api_with
 
-    async with api_with(settings, rate_limit_operations=1,
-                        rate_limit_window_seconds=STEADY_WINDOW) as limited:
+    async with api_with(settings, rate_limit_operations=1, rate_limit_window_seconds=STEADY_WINDOW) as limited:
         await limited.raw("{ viewer { id } }")
         assert await delta("feedfabric_rate_limited_total", {}, lambda: limited.raw("{ viewer { id } }")) == 1
 
 
 def test_websocket_connections_gauge(settings: Settings) -> None:
-    from starlette.testclient import TestClient
-
     from feedfabric.app import create_app
     from feedfabric.auth import issue_token
+    from starlette.testclient import TestClient
 
     token = issue_token(settings.jwt_secret, "socket_user")
     with TestClient(create_app(settings)) as client:
-        client.post("/graphql", headers={"Authorization": f"Bearer {token}"}, json={
-            "query": 'mutation { upsertProfile(username: "socket_user", displayName: "S") { id } }'})
+        client.post(
+            "/graphql",
+            headers={"Authorization": f"Bearer {token}"},
+            json={"query": 'mutation { upsertProfile(username: "socket_user", displayName: "S") { id } }'},
+        )
         before = metrics.sample("feedfabric_websocket_connections")
         with client.websocket_connect("/graphql", subprotocols=["graphql-transport-ws"]) as ws:
             ws.send_json({"type": "connection_init", "payload": {"authorization": f"Bearer {token}"}})

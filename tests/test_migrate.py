@@ -3,8 +3,8 @@
 import asyncio
 
 import asyncpg
-
 from feedfabric.db.migrate import migrate, migration_files
+
 from tests.conftest import _server_url
 
 

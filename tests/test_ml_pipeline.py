@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncpg
 import redis.asyncio as aioredis
-
 from feedfabric.db import media as media_db
 from feedfabric.db import tags
 from feedfabric.db.outbox import add_event
@@ -14,6 +13,7 @@ from feedfabric.settings import Settings
 from feedfabric.workers import embeddings, engagement, media
 from feedfabric.workers.base import WorkerContext
 from feedfabric.workers.runner import GroupRunner
+
 from tests import factories_ml as f
 from tests.pipeline_support import eventually, quick_join_consumer, relay, running
 from tests.test_media import jpeg_with_gps
@@ -36,9 +36,13 @@ async def test_upload_post_and_like_flow_through_the_pipeline(settings, pool, re
         html = await uploads.store_upload(pool, settings, owner, b"<html><script>x</script></html>")
         post = await f.post(pool, owner, "Marathon training: 30 km long run done this morning")
         async with pool.acquire() as conn, conn.transaction():
-            await add_event(conn, "PostCreated", str(post),
-                            {"postId": str(post), "authorId": str(owner), "createdAtMs": 0, "repostOf": None},
-                            shards=settings.outbox_shards)
+            await add_event(
+                conn,
+                "PostCreated",
+                str(post),
+                {"postId": str(post), "authorId": str(owner), "createdAtMs": 0, "repostOf": None},
+                shards=settings.outbox_shards,
+            )
 
         async def decided():
             async with pool.acquire() as conn:
@@ -57,14 +61,19 @@ async def test_upload_post_and_like_flow_through_the_pipeline(settings, pool, re
         assert await redis.exists(post_embeddings.vector_key(post))
 
         async with pool.acquire() as conn, conn.transaction():
-            await add_event(conn, "PostLiked", str(post),
-                            {"postId": str(post), "memberId": str(fan), "authorId": str(owner)},
-                            shards=settings.outbox_shards)
+            await add_event(
+                conn,
+                "PostLiked",
+                str(post),
+                {"postId": str(post), "memberId": str(fan), "authorId": str(owner)},
+                shards=settings.outbox_shards,
+            )
 
         async def interest():
             return await pool.fetchval("SELECT sum(score) FROM topic_interest WHERE member_id = $1", fan)
 
         assert await eventually(interest, timeout=60) == len(await tagged())
-        assert await pool.fetchval(
-            "SELECT score FROM author_affinity WHERE member_id = $1 AND author_id = $2", fan, owner
-        ) == settings.like_weight
+        assert (
+            await pool.fetchval("SELECT score FROM author_affinity WHERE member_id = $1 AND author_id = $2", fan, owner)
+            == settings.like_weight
+        )

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-
 from feedfabric.events import Event
 from feedfabric.settings import Settings
 from feedfabric.workers import notifications
 from feedfabric.workers.base import WorkerContext
+
 from tests.pipeline_support import eventually, group_runner, relay, running
 from tests.realtime_support import NOTIFY_SUB, PROTOCOLS, serve, wait_subscribed, ws_client
 
@@ -39,7 +39,8 @@ async def test_each_kind_once_never_to_yourself_and_redelivery_doubles_nothing(
         )
         await api.gql("mutation($p: ID!) { repost(postId: $p) { id } }", {"p": post}, token=carol)  # REPOST alice
         await api.gql(  # an edit: only dave is newly mentioned; carol is not told twice
-            'mutation($p: ID!) { updatePost(id: $p, content: "hello @carol and @dave") { id } }', {"p": post},
+            'mutation($p: ID!) { updatePost(id: $p, content: "hello @carol and @dave") { id } }',
+            {"p": post},
             token=alice,
         )
         await api.gql('mutation { unfollow(externalUserId: "alice") { id } }', token=bob)  # nothing
@@ -79,8 +80,13 @@ async def test_each_kind_once_never_to_yourself_and_redelivery_doubles_nothing(
         event_row = await pool.fetchrow(
             "SELECT id, key, event_type, aggregate_version, payload FROM outbox WHERE event_type = 'CommentCreated'"
         )
-        event = Event(event_row["id"], event_row["event_type"], event_row["key"], event_row["aggregate_version"],
-                      event_row["payload"])
+        event = Event(
+            event_row["id"],
+            event_row["event_type"],
+            event_row["key"],
+            event_row["aggregate_version"],
+            event_row["payload"],
+        )
         ctx = WorkerContext(settings=settings, pool=pool, redis=redis)
         for _ in range(2):
             async with pool.acquire() as conn, conn.transaction():

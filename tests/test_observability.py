@@ -9,6 +9,7 @@ import logging
 from feedfabric.devstack import free_port
 from feedfabric.logging import JsonFormatter, request_id_var
 from feedfabric.settings import Settings
+
 from tests.support import Api
 from tests.test_limits import api_with
 
@@ -57,9 +58,16 @@ def test_json_formatter_includes_exceptions_and_context() -> None:
         try:
             raise ValueError("boom")
         except ValueError:
-            record = logging.getLogger("x").makeRecord("x", logging.ERROR, __file__, 1, "failed %s", ("here",),
-                                                       exc_info=__import__("sys").exc_info(),
-                                                       extra={"post_id": "p1"})
+            record = logging.getLogger("x").makeRecord(
+                "x",
+                logging.ERROR,
+                __file__,
+                1,
+                "failed %s",
+                ("here",),
+                exc_info=__import__("sys").exc_info(),
+                extra={"post_id": "p1"},
+            )
         line = json.loads(JsonFormatter().format(record))
     finally:
         request_id_var.reset(token)

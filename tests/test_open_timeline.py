@@ -4,13 +4,13 @@ import uuid
 
 import asyncpg
 import redis.asyncio as aioredis
-
 from feedfabric.feeds import timelines
 from feedfabric.ids import new_id
 
 
-async def separately(pool: asyncpg.Pool, redis: aioredis.Redis, member: uuid.UUID, after: str | None,
-                     count: int) -> timelines.OpenedTimeline:
+async def separately(
+    pool: asyncpg.Pool, redis: aioredis.Redis, member: uuid.UUID, after: str | None, count: int
+) -> timelines.OpenedTimeline:
     floor = await timelines.serving_floor(pool, redis)
     if not await timelines.has_timeline(redis, member):
         return timelines.OpenedTimeline(floor, None)

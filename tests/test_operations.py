@@ -18,12 +18,12 @@ from typing import Any
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-from graphql import OperationDefinitionNode, OperationType, parse, print_ast, validate
-from PIL import Image
-
 from feedfabric.schema import schema
 from feedfabric.settings import Settings
 from feedfabric.workers import notifications
+from graphql import OperationDefinitionNode, OperationType, parse, print_ast, validate
+from PIL import Image
+
 from tests.pipeline_support import group_runner, relay, running
 from tests.realtime_support import TRANSPORT_WS, serve, wait_subscribed, ws_client
 from tests.support import Api
@@ -62,8 +62,11 @@ def test_every_file_is_one_named_valid_operation_with_documented_variables() -> 
 
 def test_every_root_field_of_the_served_schema_has_an_operation() -> None:
     served = schema._schema
-    roots = {OperationType.QUERY: served.query_type, OperationType.MUTATION: served.mutation_type,
-             OperationType.SUBSCRIPTION: served.subscription_type}
+    roots = {
+        OperationType.QUERY: served.query_type,
+        OperationType.MUTATION: served.mutation_type,
+        OperationType.SUBSCRIPTION: served.subscription_type,
+    }
     covered: set[tuple[str, str]] = set()
     for text in documents().values():
         op = operation_of(text)
@@ -89,8 +92,9 @@ Vars = Callable[[dict[str, Any]], dict[str, Any]]
 Save = Callable[[dict[str, Any], dict[str, Any]], None]
 
 
-def step(name: str, who: str, variables: Vars | dict[str, Any] | None = None, save: Save | None = None
-         ) -> tuple[str, str, Vars, Save | None]:
+def step(
+    name: str, who: str, variables: Vars | dict[str, Any] | None = None, save: Save | None = None
+) -> tuple[str, str, Vars, Save | None]:
     fn = variables if callable(variables) else (lambda _g, v=variables or {}: v)
     return name, who, fn, save
 
@@ -98,6 +102,7 @@ def step(name: str, who: str, variables: Vars | dict[str, Any] | None = None, sa
 def saving(key: str, path: Callable[[dict[str, Any]], Any]) -> Save:
     def save(got: dict[str, Any], data: dict[str, Any]) -> None:
         got[key] = path(data)
+
     return save
 
 
@@ -131,10 +136,18 @@ SCENARIO = [
     step("UploadMedia", "alice", {}, saving("media", lambda d: d["uploadMedia"]["id"])),
     step("Media", "alice", lambda g: {"id": g["media"]}),
     step("CreatePlaylist", "alice", {"name": "Best of"}, saving("playlist", lambda d: d["createPlaylist"]["id"])),
-    step("AddToPlaylist", "alice", lambda g: {"playlistId": g["playlist"], "postId": g["post"]},
-         saving("item", lambda d: d["addToPlaylist"]["id"])),
-    step("AddToPlaylist", "alice", lambda g: {"playlistId": g["playlist"], "postId": g["doomed"]},
-         saving("item2", lambda d: d["addToPlaylist"]["id"])),
+    step(
+        "AddToPlaylist",
+        "alice",
+        lambda g: {"playlistId": g["playlist"], "postId": g["post"]},
+        saving("item", lambda d: d["addToPlaylist"]["id"]),
+    ),
+    step(
+        "AddToPlaylist",
+        "alice",
+        lambda g: {"playlistId": g["playlist"], "postId": g["doomed"]},
+        saving("item2", lambda d: d["addToPlaylist"]["id"]),
+    ),
     step("MovePlaylistItem", "alice", lambda g: {"itemId": g["item2"], "beforeItemId": g["item"]}),
     step("Playlist", "bob", lambda g: {"id": g["playlist"]}),
     step("FollowPlaylist", "bob", lambda g: {"playlistId": g["playlist"]}),
@@ -161,13 +174,19 @@ def png() -> bytes:
 async def run_http(api: Api, name: str, text: str, variables: dict[str, Any], token: str) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {token}"}
     if name == "UploadMedia":
-        response = await api.client.post("/graphql", headers=headers, data={
-            "operations": json.dumps({"query": text, "operationName": name, "variables": {"file": None}}),
-            "map": json.dumps({"0": ["variables.file"]}),
-        }, files={"0": ("photo.png", png(), "image/png")})
+        response = await api.client.post(
+            "/graphql",
+            headers=headers,
+            data={
+                "operations": json.dumps({"query": text, "operationName": name, "variables": {"file": None}}),
+                "map": json.dumps({"0": ["variables.file"]}),
+            },
+            files={"0": ("photo.png", png(), "image/png")},
+        )
     else:
-        response = await api.client.post("/graphql", headers=headers,
-                                         json={"query": text, "operationName": name, "variables": variables})
+        response = await api.client.post(
+            "/graphql", headers=headers, json={"query": text, "operationName": name, "variables": variables}
+        )
     body = response.json()
     assert not body.get("errors"), (name, variables, body.get("errors"))
     assert response.status_code == 200, (name, response.status_code)
@@ -179,8 +198,12 @@ async def test_every_query_and_mutation_runs_without_errors(api: Api) -> None:
     http_ops = {n for n, t in docs.items() if operation_of(t).operation != OperationType.SUBSCRIPTION}
     assert {s[0] for s in SCENARIO} == http_ops, "every query and mutation file has a step"
 
-    tokens = {"alice": await api.member("alice"), "bob": await api.member("bob"),
-              "admin": await api.member("root", admin=True), "newbie": api.token("newbie")}
+    tokens = {
+        "alice": await api.member("alice"),
+        "bob": await api.member("bob"),
+        "admin": await api.member("root", admin=True),
+        "newbie": api.token("newbie"),
+    }
     got: dict[str, Any] = {}
     for name, who, variables, save in SCENARIO:
         data = await run_http(api, name, docs[name], variables(got), tokens[who])

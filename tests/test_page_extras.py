@@ -3,7 +3,6 @@
 import uuid
 
 import asyncpg
-
 from feedfabric.context import Resources, build_context
 from feedfabric.db import post_extras
 from feedfabric.db.pool import create_pool
@@ -11,6 +10,7 @@ from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.resolvers import reads
 from feedfabric.resolvers.page_loads import load_page
 from feedfabric.rest import serialize
+
 from tests.support import Api
 
 
@@ -25,8 +25,11 @@ async def _world(api: Api, pool: asyncpg.Pool) -> str:
     held = await api.post(reader, "my own, held")
     await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": first}, token=reader)
     await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": first}, token=other)
-    await api.gql("mutation($p: ID!, $c: String!) { addComment(postId: $p, content: $c) { id } }",
-                  {"p": first, "c": "nice"}, token=other)
+    await api.gql(
+        "mutation($p: ID!, $c: String!) { addComment(postId: $p, content: $c) { id } }",
+        {"p": first, "c": "nice"},
+        token=other,
+    )
     await api.gql("mutation($p: ID!) { repost(postId: $p) { id } }", {"p": first}, token=other)
     await api.gql("mutation($p: ID!) { repost(postId: $p) { id } }", {"p": held}, token=author)
     await pool.execute("UPDATE posts SET status = 'held' WHERE id = $1", uuid.UUID(held))  # visible to its author only
@@ -36,10 +39,17 @@ async def _world(api: Api, pool: asyncpg.Pool) -> str:
         await pool.execute(
             "INSERT INTO media (id, owner_id, status, content_type, width, height, byte_size, score)"
             " VALUES ($1, $2, $3, 'image/png', 640, 480, 1234, 0.1 + $4::float8 / 3)",
-            media_id, owner, status, position,
+            media_id,
+            owner,
+            status,
+            position,
         )
-        await pool.execute("INSERT INTO post_media (post_id, media_id, position) VALUES ($1, $2, $3)",
-                           uuid.UUID(first), media_id, position)
+        await pool.execute(
+            "INSERT INTO post_media (post_id, media_id, position) VALUES ($1, $2, $3)",
+            uuid.UUID(first),
+            media_id,
+            position,
+        )
     return reader
 
 

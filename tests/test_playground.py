@@ -5,6 +5,7 @@ from __future__ import annotations
 from feedfabric.app import create_app
 from feedfabric.auth import decode_token
 from feedfabric.settings import Settings
+
 from tests.support import Api, make_api
 
 
@@ -33,8 +34,10 @@ async def test_dev_token_signs_in_as_an_existing_member(settings: Settings) -> N
     dev = settings.model_copy(update={"feedfabric_dev_mode": True})
     async with make_api(dev) as api:
         await api.member("alice")
-        await api.gql('mutation { upsertProfile(username: "demo_admin", displayName: "Demo Admin") { id } }',
-                      token=api.token("demo-admin"))
+        await api.gql(
+            'mutation { upsertProfile(username: "demo_admin", displayName: "Demo Admin") { id } }',
+            token=api.token("demo-admin"),
+        )
         members = (await api.client.get("/dev/members")).json()["members"]
         assert [m["externalId"] for m in members] == ["demo-admin", "alice"]  # demo members first
 

@@ -19,17 +19,24 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
+from feedfabric.settings import Settings
+from feedfabric.workers import fanout, media, notifications
 from PIL import Image
 from playwright.async_api import Browser, Page, async_playwright, expect
 
-from feedfabric.settings import Settings
-from feedfabric.workers import fanout, media, notifications
 from tests.pipeline_support import eventually, group_runner, relay, running
 from tests.realtime_support import Server, serve
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 PAGE_SIZE = 20  # app.js PAGE_SIZE
 expect.set_options(timeout=15_000)  # two cores shared with the server, relay and workers
 
@@ -113,7 +120,8 @@ async def test_a_sees_b_post_live_and_scrolls_a_second_page_without_duplicates(
         b = await signed_in_page(browser, server, "bob")
         await b.locator("#compose textarea").fill("Live from the browser #browser")
         await b.locator("#compose input[type=file]").set_input_files(
-            {"name": "harbour.jpg", "mimeType": "image/jpeg", "buffer": photo()})
+            {"name": "harbour.jpg", "mimeType": "image/jpeg", "buffer": photo()}
+        )
         await b.locator("#compose button[type=submit]").click()
         await expect(b.locator("#compose-status")).to_have_text("Posted.", timeout=30_000)
         newest_b = b.locator("#feed > article.post").first
@@ -131,7 +139,8 @@ async def test_a_sees_b_post_live_and_scrolls_a_second_page_without_duplicates(
         await expect(newest_a.locator(".media img")).to_have_count(1)
         await a.wait_for_function(  # the photo is served (READY) and decodes
             "() => { const img = document.querySelector('#feed .media img');"
-            " return img && img.complete && img.naturalWidth === 320; }")
+            " return img && img.complete && img.naturalWidth === 320; }"
+        )
         assert await a.evaluate("window.__sameDocument") is True
         shown = await post_ids(a)
         assert len(shown) == len(written) + 1 and len(set(shown)) == len(shown)

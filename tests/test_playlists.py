@@ -10,9 +10,9 @@ from typing import Any
 
 import asyncpg
 import pytest
-
 from feedfabric.feeds import playlist_rebalance
 from feedfabric.feeds import playlists as playlists_svc
+
 from tests.support import HOME, Api, GraphQLErrors
 
 CREATE = "mutation($n: String!) { createPlaylist(name: $n) { id name kind owner { username } } }"
@@ -42,8 +42,9 @@ async def _playlist(api: Api, token: str, name: str = "Mix") -> str:
     return str((await api.gql(CREATE, {"n": name}, token=token))["createPlaylist"]["id"])
 
 
-async def _add(api: Api, token: str, playlist: str, post: str, after: str | None = None,
-               before: str | None = None) -> dict[str, Any]:
+async def _add(
+    api: Api, token: str, playlist: str, post: str, after: str | None = None, before: str | None = None
+) -> dict[str, Any]:
     data = await api.gql(ADD, {"p": playlist, "post": post, "a": after, "b": before}, token=token)
     return data["addToPlaylist"]  # type: ignore[no-any-return]
 
@@ -255,8 +256,9 @@ async def test_playlist_errors(api: Api) -> None:
     second = (await _add(api, maya, playlist, post))["id"]
     third = (await _add(api, maya, playlist, post))["id"]
     # anchors in the wrong order
-    assert await api.error_codes(ADD, {"p": playlist, "post": post, "a": second, "b": item},
-                                 token=maya) == ["BAD_USER_INPUT"]
+    assert await api.error_codes(ADD, {"p": playlist, "post": post, "a": second, "b": item}, token=maya) == [
+        "BAD_USER_INPUT"
+    ]
     assert await api.error_codes(MOVE, {"i": second, "a": third, "b": item}, token=maya) == ["BAD_USER_INPUT"]
     # anchors no longer adjacent (someone inserted between): placed right after the first, still between
     placed = await _add(api, maya, playlist, post, item, third)
@@ -330,12 +332,15 @@ async def test_a_page_of_items_costs_the_same_statements_whatever_its_size(api: 
         await _add(api, maya, playlist, await api.post(authors[i % 4], f"post {i}"))
     pool = await create_pool(database_url, min_size=1, max_size=4, on_connect=attach)
     try:
+
         async def statements(first: int) -> int:
-            ctx = build_context(Resources(settings=api.settings, pool=pool),
-                                await resolve_viewer(pool, api.settings, f"Bearer {maya}"))
+            ctx = build_context(
+                Resources(settings=api.settings, pool=pool), await resolve_viewer(pool, api.settings, f"Bearer {maya}")
+            )
             before = count
-            result = await schema.execute(PLAYLIST_PAGE, variable_values={"p": playlist, "first": first},
-                                          context_value=ctx)
+            result = await schema.execute(
+                PLAYLIST_PAGE, variable_values={"p": playlist, "first": first}, context_value=ctx
+            )
             assert result.errors is None, result.errors
             assert result.data is not None and len(result.data["playlist"]["items"]["edges"]) == first
             return count - before

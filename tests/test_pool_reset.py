@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-
 from feedfabric.db import timeline_queries as q
 from feedfabric.db.pool import create_pool, hold_session_state
 from feedfabric.feeds import timelines

@@ -74,8 +74,12 @@ async def test_a_comment_written_while_its_author_is_suspended_counts_once_they_
     post = await api.post(author, "quiet")
     ann = await member_id(pool, "ann")
     await pool.execute("UPDATE members SET status = 'suspended' WHERE id = $1", ann)
-    await pool.execute("INSERT INTO comments (id, post_id, author_id, content) VALUES ($1, $2, $3, 'hidden')",
-                       uuid.uuid4(), uuid.UUID(post), ann)
+    await pool.execute(
+        "INSERT INTO comments (id, post_id, author_id, content) VALUES ($1, $2, $3, 'hidden')",
+        uuid.uuid4(),
+        uuid.UUID(post),
+        ann,
+    )
     assert await counts(api, post, author) == (0, 0)
     await pool.execute("UPDATE members SET status = 'active' WHERE id = $1", ann)
     assert await counts(api, post, author) == (0, 1)
@@ -94,14 +98,17 @@ async def test_counts_stay_exact_while_comments_race_status_changes(api: Api, po
 
     async def comment(member: uuid.UUID, n: int) -> None:
         for i in range(n):
-            await pool.execute("INSERT INTO comments (id, post_id, author_id, content) VALUES ($1, $2, $3, 'x')",
-                               uuid.uuid4(), posts[i % len(posts)], member)
+            await pool.execute(
+                "INSERT INTO comments (id, post_id, author_id, content) VALUES ($1, $2, $3, 'x')",
+                uuid.uuid4(),
+                posts[i % len(posts)],
+                member,
+            )
 
     async def toggle(member: uuid.UUID, n: int) -> None:
         for i in range(n):
             status = "suspended" if i % 2 == 0 else "active"
             await pool.execute("UPDATE members SET status = $2 WHERE id = $1", member, status)
 
-    await asyncio.gather(comment(ann, 60), comment(ann, 60), comment(bob, 60),
-                         toggle(ann, 15), toggle(bob, 15))
+    await asyncio.gather(comment(ann, 60), comment(ann, 60), comment(bob, 60), toggle(ann, 15), toggle(bob, 15))
     assert await drift(pool) == []

@@ -36,8 +36,9 @@ async def test_creating_a_post_writes_its_event_in_the_same_transaction(api: Api
 async def test_an_over_long_post_is_refused_and_writes_nothing(api: Api, pool: asyncpg.Pool) -> None:
     maya = await api.member("maya")
     too_long = "x" * (api.settings.post_max_length + 1)
-    codes = await api.error_codes("mutation($c: String!) { createPost(input: {content: $c}) { id } }",
-                                  {"c": too_long}, token=maya)
+    codes = await api.error_codes(
+        "mutation($c: String!) { createPost(input: {content: $c}) { id } }", {"c": too_long}, token=maya
+    )
     assert codes == ["BAD_USER_INPUT"]
     assert await pool.fetchval("SELECT count(*) FROM posts") == 0
     assert await outbox(pool) == []
@@ -45,8 +46,9 @@ async def test_an_over_long_post_is_refused_and_writes_nothing(api: Api, pool: a
 
 async def test_a_nul_byte_in_a_post_is_bad_input(api: Api, pool: asyncpg.Pool) -> None:
     maya = await api.member("maya")
-    codes = await api.error_codes("mutation($c: String!) { createPost(input: {content: $c}) { id } }",
-                                  {"c": "a\x00b"}, token=maya)
+    codes = await api.error_codes(
+        "mutation($c: String!) { createPost(input: {content: $c}) { id } }", {"c": "a\x00b"}, token=maya
+    )
     assert codes == ["BAD_USER_INPUT"]
     assert await pool.fetchval("SELECT count(*) FROM posts") == 0
 
@@ -97,12 +99,19 @@ async def test_likes_and_comments_count_and_write_events(api: Api, pool: asyncpg
     like = "mutation($id: ID!) { likePost(postId: $id) { likeCount viewerHasLiked } }"
     assert (await api.gql(like, {"id": post_id}, token=theo))["likePost"] == {"likeCount": 1, "viewerHasLiked": True}
     assert (await api.gql(like, {"id": post_id}, token=theo))["likePost"]["likeCount"] == 1
-    await api.gql('mutation($id: ID!) { addComment(postId: $id, content: "nice @maya") { id } }', {"id": post_id},
-                  token=theo)
-    data = await api.gql("query($id: ID!) { post(id: $id) { commentCount comments { edges { node { content author { username } } } } } }",
-                         {"id": post_id}, token=maya)
+    await api.gql(
+        'mutation($id: ID!) { addComment(postId: $id, content: "nice @maya") { id } }', {"id": post_id}, token=theo
+    )
+    data = await api.gql(
+        "query($id: ID!) { post(id: $id) { commentCount comments { edges { node { content author { username } } } } } }",
+        {"id": post_id},
+        token=maya,
+    )
     assert data["post"]["commentCount"] == 1
     assert data["post"]["comments"]["edges"][0]["node"] == {"content": "nice @maya", "author": {"username": "theo"}}
     unlike = "mutation($id: ID!) { unlikePost(postId: $id) { likeCount viewerHasLiked } }"
-    assert (await api.gql(unlike, {"id": post_id}, token=theo))["unlikePost"] == {"likeCount": 0, "viewerHasLiked": False}
+    assert (await api.gql(unlike, {"id": post_id}, token=theo))["unlikePost"] == {
+        "likeCount": 0,
+        "viewerHasLiked": False,
+    }
     assert [e for e, _ in await outbox(pool)] == ["PostCreated", "PostLiked", "CommentCreated", "PostUnliked"]

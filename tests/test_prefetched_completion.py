@@ -3,8 +3,8 @@
 from typing import Any
 
 import pytest
-
 from feedfabric.schema import prefetched
+
 from tests.support import Api, feed_world
 
 BENCH = """query Home($first: Int) { homeFeed(first: $first) { source pageInfo { hasNextPage endCursor }

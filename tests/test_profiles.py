@@ -9,7 +9,11 @@ async def test_upsert_creates_then_updates_the_tokens_member(api: Api) -> None:
     token = api.token("ext-1")
     created = await api.gql(UPSERT, {"u": "maya_runs", "d": "Maya"}, token=token)
     assert created["upsertProfile"] == {
-        "externalId": "ext-1", "username": "maya_runs", "displayName": "Maya", "avatarUrl": None, "status": "ACTIVE"
+        "externalId": "ext-1",
+        "username": "maya_runs",
+        "displayName": "Maya",
+        "avatarUrl": None,
+        "status": "ACTIVE",
     }
     updated = await api.gql(UPSERT, {"u": "maya", "d": "Maya R", "a": "https://example.org/m.png"}, token=token)
     assert updated["upsertProfile"]["username"] == "maya"
@@ -31,4 +35,4 @@ async def test_invalid_profile_fields_are_bad_input(api: Api) -> None:
         {"u": "ok", "d": "x", "a": "javascript:alert(1)"},
     ):
         assert await api.error_codes(UPSERT, variables, token=token) == ["BAD_USER_INPUT"]
-    assert (await api.gql("{ member(externalId: \"ext\") { id } }"))["member"] is None
+    assert (await api.gql('{ member(externalId: "ext") { id } }'))["member"] is None

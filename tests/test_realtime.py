@@ -9,10 +9,10 @@ import uuid
 
 import asyncpg
 import pytest
+from feedfabric.settings import Settings
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from feedfabric.settings import Settings
 from tests import factories
 from tests.pipeline_support import relay, running
 from tests.realtime_support import (
@@ -171,8 +171,12 @@ async def test_missing_or_bad_token_is_refused_with_4403(settings: Settings, pro
         await server.api.member("alice")
         bad = server.api.token("alice")[:-4] + "AAAA"
         expired = server.api.token("alice", ttl=-10)
-        for payload in ({}, {"authorization": f"Bearer {bad}"}, {"authorization": f"Bearer {expired}"},
-                        {"authorization": "Basic abc"}):
+        for payload in (
+            {},
+            {"authorization": f"Bearer {bad}"},
+            {"authorization": f"Bearer {expired}"},
+            {"authorization": "Basic abc"},
+        ):
             async with connect(server.ws_url, subprotocols=[protocol]) as conn:  # type: ignore[list-item]
                 await conn.send(json.dumps({"type": "connection_init", "payload": payload}))
                 messages = []
@@ -214,9 +218,9 @@ async def test_token_in_the_upgrade_header_is_accepted(settings: Settings) -> No
             assert (await ws.next_data())["homeTimeline"]["post"]["id"] == post_id
 
 
-
-
-async def test_a_slow_subscriber_is_cut_off_while_a_fast_one_keeps_receiving(settings: Settings, pool: asyncpg.Pool) -> None:
+async def test_a_slow_subscriber_is_cut_off_while_a_fast_one_keeps_receiving(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
     settings = settings.model_copy(update={"realtime_queue_size": 16})
     async with serve(settings) as server, running(relay(settings).run):
         api = server.api

@@ -6,12 +6,12 @@ import uuid
 from typing import Any
 
 import asyncpg
-
 from feedfabric.db.loaders import make_loaders
 from feedfabric.events import Event
 from feedfabric.realtime.delivery import deliver
 from feedfabric.realtime.hub import Channel, Hub
 from feedfabric.settings import Settings
+
 from tests.support import feed_world, make_api
 
 

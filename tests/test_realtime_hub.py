@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-
 from feedfabric.realtime.hub import Channel, Hub, Subscriber, SubscriberDropped
 from feedfabric.realtime.lane import Lane
 from feedfabric.realtime.render import SharedRenders

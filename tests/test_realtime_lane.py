@@ -9,12 +9,12 @@ from typing import Any
 
 import asyncpg
 import pytest
-
 from feedfabric.app import FeedFabricGraphQL
 from feedfabric.db import realtime as realtime_db
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.realtime.hub import Channel
 from feedfabric.settings import Settings
+
 from tests.pipeline_support import relay, running
 from tests.realtime_support import (
     HOME_SUB,
@@ -35,7 +35,9 @@ def _post_id(raw: str) -> str:
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-async def test_the_hub_writes_to_idle_subscribers_exactly_what_strawberry_would(settings: Settings, protocol: str) -> None:
+async def test_the_hub_writes_to_idle_subscribers_exactly_what_strawberry_would(
+    settings: Settings, protocol: str
+) -> None:
     async with serve(settings) as server, running(relay(settings).run):
         api = server.api
         async with followers_watching(server, protocol) as (alice, (a, b, c)):
@@ -73,8 +75,11 @@ async def test_a_burst_reaches_every_subscriber_in_the_order_it_was_published(
             return await publish_many(channel, member_ids, item)
 
         monkeypatch.setattr(server.hub, "publish_many", recording)
-        async with ws_client(server, TRANSPORT_WS, readers[0]) as a, ws_client(server, TRANSPORT_WS, readers[1]) as b, \
-                ws_client(server, TRANSPORT_WS, readers[2]) as c:
+        async with (
+            ws_client(server, TRANSPORT_WS, readers[0]) as a,
+            ws_client(server, TRANSPORT_WS, readers[1]) as b,
+            ws_client(server, TRANSPORT_WS, readers[2]) as c,
+        ):
             for ws in (a, b, c):
                 await ws.subscribe(HOME_SUB)
             await wait_subscribed(server, 3)

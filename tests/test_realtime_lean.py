@@ -7,15 +7,15 @@ import weakref
 from typing import Any
 
 import pytest
+from feedfabric.realtime.mailbox import Mailbox
+from feedfabric.realtime.sockets import WebSocketAdapter
+from feedfabric.realtime.wsprotocol import SCOPE_KEY, LeanWebSocketProtocol, _Flag, protocol_of, text_frame_header
+from feedfabric.settings import Settings
 from starlette.websockets import WebSocket, WebSocketState
 from strawberry.http.exceptions import WebSocketDisconnected
 from uvicorn.protocols.utils import ClientDisconnected
 from websockets.frames import Frame, Opcode
 
-from feedfabric.realtime.mailbox import Mailbox
-from feedfabric.realtime.sockets import WebSocketAdapter
-from feedfabric.realtime.wsprotocol import SCOPE_KEY, LeanWebSocketProtocol, _Flag, protocol_of, text_frame_header
-from feedfabric.settings import Settings
 from tests.realtime_support import TRANSPORT_WS, serve, ws_client
 
 
@@ -61,7 +61,9 @@ async def test_sockets_are_served_by_the_lean_protocol_without_the_handshake(set
     async with serve(settings) as server:
         member = await server.api.member("alice")
         async with ws_client(server, TRANSPORT_WS, member):
-            open_sockets = [c for c in server.connections if isinstance(c, LeanWebSocketProtocol) and not c.disconnected]
+            open_sockets = [
+                c for c in server.connections if isinstance(c, LeanWebSocketProtocol) and not c.disconnected
+            ]
             assert len(open_sockets) == 1
             assert open_sockets[0].request is None and open_sockets[0].response is None
             assert protocol_of(open_sockets[0].scope) is open_sockets[0]

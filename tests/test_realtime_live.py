@@ -6,20 +6,32 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from feedfabric.app import FeedFabricGraphQL
+from feedfabric.realtime.live import LiveOperation
+from feedfabric.realtime.sockets import LegacyGraphQLWSHandler, TransportWSHandler
 from strawberry.extensions import SchemaExtension
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import Operation
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 from strawberry.types import ExecutionResult
 
-from feedfabric.app import FeedFabricGraphQL
-from feedfabric.realtime.live import LiveOperation
-from feedfabric.realtime.sockets import LegacyGraphQLWSHandler, TransportWSHandler
 from tests.realtime_support import PROTOCOLS, TRANSPORT_WS
 
-DATA = {"homeTimeline": {"cursor": "c1", "post": {"id": "p1", "content": 'caf\u00e9 \u2713 "q" </script> \\ \n',
-                                                    "likeCount": 0, "tags": [], "author": {"username": "alice"}}}}
-EXTENSIONS = {"cost": {"requestedQueryCost": 3, "maximumAvailable": 10000},
-              "rateLimit": {"limit": 600, "remaining": 587, "resetSeconds": 41}}
+DATA = {
+    "homeTimeline": {
+        "cursor": "c1",
+        "post": {
+            "id": "p1",
+            "content": 'caf\u00e9 \u2713 "q" </script> \\ \n',
+            "likeCount": 0,
+            "tags": [],
+            "author": {"username": "alice"},
+        },
+    }
+}
+EXTENSIONS = {
+    "cost": {"requestedQueryCost": 3, "maximumAvailable": 10000},
+    "rateLimit": {"limit": 600, "remaining": 587, "resetSeconds": 41},
+}
 
 
 class _Capture:
@@ -113,7 +125,9 @@ async def _live_text(protocol: str, op_id: str, extensions: dict[str, Any]) -> s
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("extensions", [EXTENSIONS, {}])
 @pytest.mark.parametrize("op_id", ["1", 'weird "id" \u00e9'])
-async def test_pre_encoded_message_is_what_strawberry_sends(protocol: str, extensions: dict[str, Any], op_id: str) -> None:
+async def test_pre_encoded_message_is_what_strawberry_sends(
+    protocol: str, extensions: dict[str, Any], op_id: str
+) -> None:
     expected = await _strawberry_text(protocol, op_id, ExecutionResult(data=DATA, errors=None, extensions=extensions))
     assert await _live_text(protocol, op_id, extensions) == expected
 

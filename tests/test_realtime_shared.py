@@ -6,10 +6,10 @@ import json
 from typing import Any
 
 import pytest
-
 from feedfabric.app import FeedFabricGraphQL
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.settings import Settings
+
 from tests.pipeline_support import relay, running
 from tests.realtime_support import (
     PROTOCOLS,
@@ -39,8 +39,9 @@ def executions(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-async def test_same_selection_renders_once_for_all_its_subscribers(settings: Settings, protocol: str,
-                                                                   executions: list[Any], fast_sends: list[str]) -> None:
+async def test_same_selection_renders_once_for_all_its_subscribers(
+    settings: Settings, protocol: str, executions: list[Any], fast_sends: list[str]
+) -> None:
     async with serve(settings) as server, running(relay(settings).run):
         api = server.api
         async with followers_watching(server, protocol) as (alice, (a, b, c)):
@@ -48,8 +49,10 @@ async def test_same_selection_renders_once_for_all_its_subscribers(settings: Set
             raws = [await raw_next(ws) for ws in (a, b, c)]
             second = await api.post(alice, "and again")
             again = [await raw_next(ws) for ws in (a, b, c)]
-    expected = {"cursor": post_id, "post": {"id": post_id, "content": 'one rendering, caf\u00e9 \u2713 "quoted"',
-                                            "author": {"username": "alice"}}}
+    expected = {
+        "cursor": post_id,
+        "post": {"id": post_id, "content": 'one rendering, caf\u00e9 \u2713 "quoted"', "author": {"username": "alice"}},
+    }
     for raw in raws:
         message = json.loads(raw)
         assert message["type"] == ("next" if protocol == TRANSPORT_WS else "data") and message["id"] == "1"
@@ -63,8 +66,9 @@ async def test_same_selection_renders_once_for_all_its_subscribers(settings: Set
     assert len(fast_sends) == 4  # the other two subscribers of each item
 
 
-async def test_viewer_dependent_selection_renders_per_viewer(settings: Settings, executions: list[Any],
-                                                             fast_sends: list[str]) -> None:
+async def test_viewer_dependent_selection_renders_per_viewer(
+    settings: Settings, executions: list[Any], fast_sends: list[str]
+) -> None:
     async with serve(settings) as server, running(relay(settings).run):
         api = server.api
         alice, bob, carol = await api.member("alice"), await api.member("bob"), await api.member("carol")

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-
 from feedfabric.db.outbox import add_event
 from feedfabric.db.pipeline import OutboxRow
 from feedfabric.feeds import timelines
@@ -19,6 +18,7 @@ from feedfabric.settings import Settings
 from feedfabric.workers import fanout
 from feedfabric.workers.relay import Relay, replay_since
 from feedfabric.workers.topics import ensure_topics
+
 from tests import factories as f
 from tests.pipeline_support import FAST, eventually, group_runner, read_topic, relay, running
 
@@ -159,13 +159,17 @@ async def test_a_key_pruned_from_the_outbox_has_its_applied_versions_forgotten(
     async with pool.acquire() as conn:
         for key in ("gone", "gone", "kept", "kept"):
             await add_event(conn, "PostUpdated", key, {}, shards=settings.outbox_shards)
-    await pool.execute("INSERT INTO consumer_key_versions (group_name, key, version)"
-                       " VALUES ('g', 'gone', 2), ('g', 'kept', 2), ('h', 'gone', 1)")
+    await pool.execute(
+        "INSERT INTO consumer_key_versions (group_name, key, version)"
+        " VALUES ('g', 'gone', 2), ('g', 'kept', 2), ('h', 'gone', 1)"
+    )
     async with running(relay(settings).run):
         await eventually(lambda: _is_zero(pool))
     # One of "kept"'s rows ages out too: the key still has an event in the outbox, so its version stays.
-    await pool.execute("UPDATE outbox SET published_at = now() - interval '100 hours'"
-                       " WHERE key = 'gone' OR (key = 'kept' AND aggregate_version = 1)")
+    await pool.execute(
+        "UPDATE outbox SET published_at = now() - interval '100 hours'"
+        " WHERE key = 'gone' OR (key = 'kept' AND aggregate_version = 1)"
+    )
     async with running(_pruning_relay(settings).run):
         await eventually(lambda: pool.fetchval("SELECT count(*) = 1 FROM outbox"))
     rows = await pool.fetch("SELECT group_name, key FROM consumer_key_versions ORDER BY 1, 2")
@@ -175,8 +179,9 @@ async def test_a_key_pruned_from_the_outbox_has_its_applied_versions_forgotten(
 async def test_records_of_applied_events_outlive_the_broker_and_outbox_retention(
     settings: Settings, pool: asyncpg.Pool
 ) -> None:
-    assert settings.processed_events_retention_hours == 2 * max(settings.kafka_retention_hours,
-                                                                settings.outbox_retention_hours)
+    assert settings.processed_events_retention_hours == 2 * max(
+        settings.kafka_retention_hours, settings.outbox_retention_hours
+    )
     horizon = settings.processed_events_retention_hours
     await pool.execute(
         "INSERT INTO processed_events (group_name, event_id, processed_at) VALUES"

@@ -7,14 +7,14 @@ import json
 import asyncpg
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaProducer
-
 from feedfabric.db import pipeline as db
 from feedfabric.db.outbox import add_event
 from feedfabric.events import POSTS, Event
 from feedfabric.settings import Settings
 from feedfabric.workers.base import GroupSpec, Handle, PermanentError, WorkerContext
-from feedfabric.workers.topics import ensure_topics
 from feedfabric.workers.runner import GroupRunner
+from feedfabric.workers.topics import ensure_topics
+
 from tests.pipeline_support import all_committed, eventually, group_runner, running
 
 
@@ -78,7 +78,9 @@ async def test_poison_payload_lands_in_dead_letters_and_does_not_block_the_parti
         await eventually(lambda: _done(handled, 2))
         await eventually(lambda: all_committed(runner))
     assert handled == [3, 4]
-    rows = await pool.fetch('SELECT "offset", error FROM dead_letters WHERE group_name = $1 ORDER BY "offset"', "test-poison")
+    rows = await pool.fetch(
+        'SELECT "offset", error FROM dead_letters WHERE group_name = $1 ORDER BY "offset"', "test-poison"
+    )
     assert [r["offset"] for r in rows] == [0, 1]
     assert "undecodable" in rows[0]["error"] and "can never succeed" in rows[1]["error"]
 
@@ -116,8 +118,12 @@ async def test_a_later_version_delivered_first_applies_the_keys_earlier_events_f
     async with running(runner.run):
         await eventually(lambda: all_committed(runner))
     assert handled == [first.event_id, second.event_id, third.event_id]
-    assert await pool.fetchval(
-        "SELECT version FROM consumer_key_versions WHERE group_name = 'test-order' AND key = 'post-1'") == 3
+    assert (
+        await pool.fetchval(
+            "SELECT version FROM consumer_key_versions WHERE group_name = 'test-order' AND key = 'post-1'"
+        )
+        == 3
+    )
 
 
 async def test_a_poison_event_found_while_filling_a_gap_is_parked_and_the_rest_apply(

@@ -4,12 +4,12 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
-
 from feedfabric.context import Resources, build_context
 from feedfabric.db.pool import create_pool
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.schema import schema
 from feedfabric.settings import Settings
+
 from tests.support import Api
 
 PAGE = """query($first: Int) { homeFeed(first: $first) { edges { node {
@@ -71,8 +71,9 @@ async def test_pages_of_5_and_50_posts_cost_the_same_statements(
     for i in range(60):
         post_id = await api.post(authors[i % 5], f"post {i} #tag{i % 3} @maya")
         if i % 4 == 0:
-            await api.gql("mutation($id: ID!) { repost(postId: $id) { id } }", {"id": post_id},
-                          token=authors[(i + 1) % 5])
+            await api.gql(
+                "mutation($id: ID!) { repost(postId: $id) { id } }", {"id": post_id}, token=authors[(i + 1) % 5]
+            )
     for first in (5, 50):  # warm the pool: new connections introspect their types once
         await statements_for_page(api.settings, pool, counter, maya, first)
     small, small_size = await statements_for_page(api.settings, pool, counter, maya, 5)

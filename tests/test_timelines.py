@@ -6,10 +6,10 @@ import uuid
 
 import asyncpg
 import redis.asyncio as aioredis
-
 from feedfabric.feeds import timelines
 from feedfabric.ids import id_millis, new_id
 from feedfabric.settings import Settings
+
 from tests import factories as f
 
 

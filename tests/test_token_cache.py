@@ -4,7 +4,6 @@ import time
 
 import jwt
 import pytest
-
 from feedfabric import auth
 from feedfabric.auth import TokenCache, issue_token
 from feedfabric.errors import Unauthenticated

@@ -8,12 +8,12 @@ from datetime import timedelta
 
 import asyncpg
 import redis.asyncio as aioredis
-
 from feedfabric import verify
 from feedfabric.db.pool import transaction
 from feedfabric.feeds import timelines
 from feedfabric.ids import new_id
 from feedfabric.settings import Settings
+
 from tests.support import Api
 
 
@@ -25,7 +25,9 @@ async def fan_out_all(api: Api, pool: asyncpg.Pool, redis: aioredis.Redis) -> No
     )
     for row in rows:
         async with transaction(pool) as conn:
-            await conn.execute("INSERT INTO processed_events (group_name, event_id) VALUES ('worker-events', $1)", row["id"])
+            await conn.execute(
+                "INSERT INTO processed_events (group_name, event_id) VALUES ('worker-events', $1)", row["id"]
+            )
             await timelines.fan_out(conn, redis, api.settings, uuid.UUID(row["payload"]["postId"]))
 
 
@@ -101,7 +103,9 @@ async def test_inactive_members_have_no_expectation(api: Api, pool: asyncpg.Pool
     tokens = await scene(api, pool, redis)
     maya = await member_id(pool, "maya")
     days = api.settings.inactive_after_days + 1
-    await pool.execute("UPDATE members SET last_seen_at = now() - $1::interval WHERE id = $2", timedelta(days=days), maya)
+    await pool.execute(
+        "UPDATE members SET last_seen_at = now() - $1::interval WHERE id = $2", timedelta(days=days), maya
+    )
     await api.post(tokens["theo"], "while maya is away")  # fan-out skips maya
     await fan_out_all(api, pool, redis)
     assert (await verify.verify(api.settings)).clean
@@ -151,6 +155,8 @@ async def test_racing_settlers_of_the_first_run_both_trust_it(pool: asyncpg.Pool
     floors = await asyncio.gather(*(timelines.serving_floor(pool, redis) for _ in range(4)))
     assert floors == [None] * 4
     await redis.delete(timelines.EPOCH_KEY)  # now a real flush of the same run
-    await pool.execute("INSERT INTO members (id, external_id, username, display_name) VALUES ($1, 'a', 'a', 'a')", new_id())
+    await pool.execute(
+        "INSERT INTO members (id, external_id, username, display_name) VALUES ($1, 'a', 'a', 'a')", new_id()
+    )
     await pool.execute("INSERT INTO posts (id, author_id, content) SELECT $1, id, 'x' FROM members", post := new_id())
     assert await timelines.serving_floor(pool, redis) == str(post)

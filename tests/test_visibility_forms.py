@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 
 import asyncpg
-
 from feedfabric.ids import new_id
+
 from tests import factories as f
 
 STATUSES = ("live", "held", "deleted")
@@ -16,7 +16,10 @@ async def _post(pool: asyncpg.Pool, author: uuid.UUID, status: str, repost_of: u
     post_id = new_id()
     await pool.execute(
         "INSERT INTO posts (id, author_id, content, status, repost_of) VALUES ($1, $2, 'x', $3, $4)",
-        post_id, author, status, repost_of,
+        post_id,
+        author,
+        status,
+        repost_of,
     )
     return post_id
 
@@ -44,13 +47,22 @@ async def test_visible_posts_and_post_visible_agree_for_every_status_author_repo
     stranger = await f.member(pool)
     seen_by_someone: set[uuid.UUID] = set()
     for viewer in [None, stranger, *authors, *reposters]:
-        per_row = {r["id"] for r in await pool.fetch(
-            "SELECT id FROM posts WHERE id = ANY($1) AND post_visible(status, author_id, repost_of, $2)",
-            everything, viewer,
-        )}
-        relation = {r["id"] for r in await pool.fetch(
-            "SELECT id FROM visible_posts($2) WHERE id = ANY($1)", everything, viewer,
-        )}
+        per_row = {
+            r["id"]
+            for r in await pool.fetch(
+                "SELECT id FROM posts WHERE id = ANY($1) AND post_visible(status, author_id, repost_of, $2)",
+                everything,
+                viewer,
+            )
+        }
+        relation = {
+            r["id"]
+            for r in await pool.fetch(
+                "SELECT id FROM visible_posts($2) WHERE id = ANY($1)",
+                everything,
+                viewer,
+            )
+        }
         assert relation == per_row, viewer
         seen_by_someone |= relation
     # The cases are real ones: some posts are visible, some never are (deleted, suspended authors).

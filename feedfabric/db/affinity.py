@@ -23,7 +23,9 @@ async def add_affinity(conn: asyncpg.Connection, member_id: uuid.UUID, author_id
     await conn.execute(
         "INSERT INTO author_affinity (member_id, author_id, score) VALUES ($1, $2, $3)"
         " ON CONFLICT (member_id, author_id) DO UPDATE SET score = author_affinity.score + EXCLUDED.score",
-        member_id, author_id, delta,
+        member_id,
+        author_id,
+        delta,
     )
 
 
@@ -34,7 +36,9 @@ async def add_interest(conn: asyncpg.Connection, member_id: uuid.UUID, tags: Seq
         "INSERT INTO topic_interest (member_id, tag, score)"
         " SELECT $1, t, $3 FROM unnest($2::text[]) AS t"
         " ON CONFLICT (member_id, tag) DO UPDATE SET score = topic_interest.score + EXCLUDED.score",
-        member_id, sorted(set(tags)), delta,
+        member_id,
+        sorted(set(tags)),
+        delta,
     )
 
 
@@ -45,7 +49,11 @@ async def record_like_grant(
     inserted = await conn.fetchval(
         "INSERT INTO like_grants (post_id, member_id, author_id, tags, weight) VALUES ($1, $2, $3, $4, $5)"
         " ON CONFLICT (post_id, member_id) DO NOTHING RETURNING true",
-        post_id, member_id, grant.author_id, grant.tags, grant.weight,
+        post_id,
+        member_id,
+        grant.author_id,
+        grant.tags,
+        grant.weight,
     )
     return bool(inserted)
 
@@ -54,7 +62,8 @@ async def take_like_grant(conn: asyncpg.Connection, post_id: uuid.UUID, member_i
     """Removes and returns what a like gave; None when there is nothing to take back."""
     row = await conn.fetchrow(
         "DELETE FROM like_grants WHERE post_id = $1 AND member_id = $2 RETURNING author_id, tags, weight",
-        post_id, member_id,
+        post_id,
+        member_id,
     )
     if row is None:
         return None
@@ -67,7 +76,8 @@ async def affinity_for(
     """The member's affinity to each of these authors (absent means 0), one query for a page."""
     rows = await conn.fetch(
         "SELECT author_id, score FROM author_affinity WHERE member_id = $1 AND author_id = ANY($2::uuid[])",
-        member_id, list(author_ids),
+        member_id,
+        list(author_ids),
     )
     return {r["author_id"]: r["score"] for r in rows}
 
@@ -75,16 +85,17 @@ async def affinity_for(
 async def interest_for(conn: asyncpg.Connection, member_id: uuid.UUID, tags: Sequence[str]) -> dict[str, float]:
     rows = await conn.fetch(
         "SELECT tag, score FROM topic_interest WHERE member_id = $1 AND tag = ANY($2::text[])",
-        member_id, list(tags),
+        member_id,
+        list(tags),
     )
     return {r["tag"]: r["score"] for r in rows}
 
 
 async def top_interests(conn: asyncpg.Connection, member_id: uuid.UUID, limit: int = 10) -> list[tuple[str, float]]:
     rows = await conn.fetch(
-        "SELECT tag, score FROM topic_interest WHERE member_id = $1 AND score > 0"
-        " ORDER BY score DESC, tag LIMIT $2",
-        member_id, limit,
+        "SELECT tag, score FROM topic_interest WHERE member_id = $1 AND score > 0 ORDER BY score DESC, tag LIMIT $2",
+        member_id,
+        limit,
     )
     return [(r["tag"], r["score"]) for r in rows]
 
@@ -93,6 +104,7 @@ async def top_authors(conn: asyncpg.Connection, member_id: uuid.UUID, limit: int
     rows = await conn.fetch(
         "SELECT author_id, score FROM author_affinity WHERE member_id = $1 AND score > 0"
         " ORDER BY score DESC, author_id LIMIT $2",
-        member_id, limit,
+        member_id,
+        limit,
     )
     return [(r["author_id"], r["score"]) for r in rows]

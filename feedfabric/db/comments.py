@@ -18,7 +18,10 @@ async def insert(
 ) -> Comment:
     row = await conn.fetchrow(
         f"INSERT INTO comments (id, post_id, author_id, content) VALUES ($1, $2, $3, $4) RETURNING {_COLUMNS}",
-        comment_id, post_id, author_id, content,
+        comment_id,
+        post_id,
+        author_id,
+        content,
     )
     return Comment.of(row)
 
@@ -44,6 +47,8 @@ async def page(conn: Executor, post_id: uuid.UUID, after: uuid.UUID | None, limi
             FROM comments c JOIN members m ON m.id = c.author_id
             WHERE c.post_id = $1 AND ($2::uuid IS NULL OR c.id > $2) AND m.status = 'active'
             ORDER BY c.id LIMIT $3""",
-        post_id, after, limit,
+        post_id,
+        after,
+        limit,
     )
     return [Comment.of(r) for r in rows]

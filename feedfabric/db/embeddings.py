@@ -11,7 +11,8 @@ async def upsert_vector(conn: asyncpg.Connection, post_id: uuid.UUID, vector: by
     await conn.execute(
         "INSERT INTO post_embeddings (post_id, vector) VALUES ($1, $2)"
         " ON CONFLICT (post_id) DO UPDATE SET vector = EXCLUDED.vector, updated_at = now()",
-        post_id, vector,
+        post_id,
+        vector,
     )
 
 
@@ -28,8 +29,8 @@ async def newest_vectors(
 ) -> list[tuple[uuid.UUID, bytes]]:
     """Up to `limit` vectors of the newest embedded posts (UUIDv7 order is creation order)."""
     rows = await conn.fetch(
-        "SELECT post_id, vector FROM post_embeddings WHERE post_id IS DISTINCT FROM $2"
-        " ORDER BY post_id DESC LIMIT $1",
-        limit, exclude,
+        "SELECT post_id, vector FROM post_embeddings WHERE post_id IS DISTINCT FROM $2 ORDER BY post_id DESC LIMIT $1",
+        limit,
+        exclude,
     )
     return [(r["post_id"], r["vector"]) for r in rows]

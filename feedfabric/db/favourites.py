@@ -16,16 +16,20 @@ async def count(conn: asyncpg.Connection, member_id: uuid.UUID) -> int:
 
 
 async def exists(conn: asyncpg.Connection, member_id: uuid.UUID, favourite_id: uuid.UUID) -> bool:
-    return bool(await conn.fetchval(
-        "SELECT EXISTS (SELECT 1 FROM favourites WHERE member_id = $1 AND favourite_id = $2)",
-        member_id, favourite_id,
-    ))
+    return bool(
+        await conn.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM favourites WHERE member_id = $1 AND favourite_id = $2)",
+            member_id,
+            favourite_id,
+        )
+    )
 
 
 async def add(conn: asyncpg.Connection, member_id: uuid.UUID, favourite_id: uuid.UUID) -> None:
     await conn.execute(
         "INSERT INTO favourites (member_id, favourite_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-        member_id, favourite_id,
+        member_id,
+        favourite_id,
     )
 
 
@@ -49,6 +53,7 @@ async def among(
 ) -> set[uuid.UUID]:
     rows = await conn.fetch(
         "SELECT favourite_id FROM favourites WHERE member_id = $1 AND favourite_id = ANY($2::uuid[])",
-        member_id, list(candidate_ids),
+        member_id,
+        list(candidate_ids),
     )
     return {r["favourite_id"] for r in rows}

@@ -55,6 +55,11 @@ async def insert(conn: asyncpg.Connection | asyncpg.Pool, pages: Sequence[Served
            FROM served e
            JOIN posts p ON p.id = e.post_id
            LEFT JOIN author_affinity a ON a.member_id = e.member_id AND a.author_id = p.author_id""",
-        [p.member_id for p in pages], [p.feed for p in pages], [p.source for p in pages],
-        [p.served_at for p in pages], post_ids, page_numbers, positions,
+        [p.member_id for p in pages],
+        [p.feed for p in pages],
+        [p.source for p in pages],
+        [p.served_at for p in pages],
+        post_ids,
+        page_numbers,
+        positions,
     )

@@ -12,7 +12,9 @@ async def add(conn: asyncpg.Connection, follower_id: uuid.UUID, target_type: str
     """True when the follow is new (a trigger keeps member_stats in step)."""
     status = await conn.execute(
         "INSERT INTO follows (follower_id, target_type, target_id) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-        follower_id, target_type, target_id,
+        follower_id,
+        target_type,
+        target_id,
     )
     return bool(status.endswith(" 1"))
 
@@ -20,7 +22,9 @@ async def add(conn: asyncpg.Connection, follower_id: uuid.UUID, target_type: str
 async def remove(conn: asyncpg.Connection, follower_id: uuid.UUID, target_type: str, target_id: str) -> bool:
     status = await conn.execute(
         "DELETE FROM follows WHERE follower_id = $1 AND target_type = $2 AND target_id = $3",
-        follower_id, target_type, target_id,
+        follower_id,
+        target_type,
+        target_id,
     )
     return bool(status.endswith(" 1"))
 
@@ -42,7 +46,8 @@ async def follower_counts(
     rows = await conn.fetch(
         "SELECT target_id, count(*) AS n FROM follows"
         " WHERE target_type = $1 AND target_id = ANY($2::text[]) GROUP BY target_id",
-        target_type, list(target_ids),
+        target_type,
+        list(target_ids),
     )
     return {r["target_id"]: r["n"] for r in rows}
 
@@ -52,6 +57,8 @@ async def followed_among(
 ) -> set[str]:
     rows = await conn.fetch(
         "SELECT target_id FROM follows WHERE follower_id = $1 AND target_type = $2 AND target_id = ANY($3::text[])",
-        follower_id, target_type, list(target_ids),
+        follower_id,
+        target_type,
+        list(target_ids),
     )
     return {r["target_id"] for r in rows}

@@ -96,9 +96,7 @@ def make_loaders(pool: asyncpg.Pool, viewer_id: uuid.UUID | None) -> Loaders:
         comment_count=_loader(lambda ids: comments_db.counts(pool, ids), int),
         viewer_liked=_loader(lambda ids: viewer_set(lambda v: likes_db.liked_among(pool, v, ids), ids), bool),
         viewer_follows=_loader(follows, bool),
-        viewer_favourite=_loader(
-            lambda ids: viewer_set(lambda v: favourites_db.among(pool, v, ids), ids), bool
-        ),
+        viewer_favourite=_loader(lambda ids: viewer_set(lambda v: favourites_db.among(pool, v, ids), ids), bool),
         liked_playlist=_loader(lambda ids: playlists_db.liked_of(pool, ids)),
         playlist_followers=_loader(
             lambda ids: _by_uuid(follows_db.follower_counts(pool, "playlist", [str(k) for k in ids])), int

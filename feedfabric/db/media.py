@@ -13,7 +13,9 @@ _COLUMNS = "id, owner_id, status, content_type, width, height, byte_size, score,
 async def create_pending(conn: asyncpg.Connection, media_id: uuid.UUID, owner_id: uuid.UUID, byte_size: int) -> None:
     await conn.execute(
         "INSERT INTO media (id, owner_id, status, byte_size) VALUES ($1, $2, 'pending', $3)",
-        media_id, owner_id, byte_size,
+        media_id,
+        owner_id,
+        byte_size,
     )
 
 
@@ -28,13 +30,12 @@ async def get_media(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> dict[
     return {r["id"]: r for r in rows}
 
 
-async def owned_ready_ids(
-    conn: asyncpg.Connection, owner_id: uuid.UUID, ids: Sequence[uuid.UUID]
-) -> set[uuid.UUID]:
+async def owned_ready_ids(conn: asyncpg.Connection, owner_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
     """Which of these IDs the member may attach to a post: their own, and READY."""
     rows = await conn.fetch(
         "SELECT id FROM media WHERE id = ANY($1::uuid[]) AND owner_id = $2 AND status = 'ready'",
-        list(ids), owner_id,
+        list(ids),
+        owner_id,
     )
     return {r["id"] for r in rows}
 
@@ -53,7 +54,12 @@ async def mark_ready(
     done = await conn.fetchval(
         "UPDATE media SET status = 'ready', content_type = $2, width = $3, height = $4, byte_size = $5,"
         " score = $6, reason = NULL, updated_at = now() WHERE id = $1 AND status = 'pending' RETURNING true",
-        media_id, content_type, width, height, byte_size, score,
+        media_id,
+        content_type,
+        width,
+        height,
+        byte_size,
+        score,
     )
     return bool(done)
 
@@ -63,7 +69,8 @@ async def mark_rejected(conn: asyncpg.Connection, media_id: uuid.UUID, reason: s
     done = await conn.fetchval(
         "UPDATE media SET status = 'rejected', reason = $2, updated_at = now()"
         " WHERE id = $1 AND status = 'pending' RETURNING true",
-        media_id, reason,
+        media_id,
+        reason,
     )
     return bool(done)
 

@@ -30,8 +30,7 @@ async def by_ids(conn: asyncpg.Connection | asyncpg.Pool, ids: Sequence[uuid.UUI
 
 async def ids_by_usernames(conn: asyncpg.Connection, usernames: Sequence[str]) -> dict[str, uuid.UUID]:
     rows = await conn.fetch(
-        "SELECT lower(username) AS name, id FROM members"
-        " WHERE lower(username) = ANY($1::text[]) AND status = 'active'",
+        "SELECT lower(username) AS name, id FROM members WHERE lower(username) = ANY($1::text[]) AND status = 'active'",
         [u.lower() for u in usernames],
     )
     return {r["name"]: r["id"] for r in rows}
@@ -52,7 +51,11 @@ async def upsert(
                SET username = EXCLUDED.username, display_name = EXCLUDED.display_name,
                    avatar_url = EXCLUDED.avatar_url, updated_at = now()
             RETURNING {_COLUMNS}""",
-        member_id, external_id, username, display_name, avatar_url,
+        member_id,
+        external_id,
+        username,
+        display_name,
+        avatar_url,
     )
     return Member.of(row)
 
@@ -65,7 +68,8 @@ async def lock(conn: asyncpg.Connection, member_id: uuid.UUID) -> None:
 async def set_status(conn: asyncpg.Connection, member_id: uuid.UUID, status: str) -> Member:
     row = await conn.fetchrow(
         f"UPDATE members SET status = $2, updated_at = now() WHERE id = $1 RETURNING {_COLUMNS}",
-        member_id, status,
+        member_id,
+        status,
     )
     return Member.of(row)
 
@@ -80,5 +84,6 @@ async def touch_seen(conn: asyncpg.Connection, member_id: uuid.UUID, granularity
            FROM (SELECT last_seen_at AS old FROM members WHERE id = $1 FOR UPDATE) o
            WHERE m.id = $1 AND o.old < now() - $2::interval
            RETURNING o.old""",
-        member_id, granularity,
+        member_id,
+        granularity,
     )

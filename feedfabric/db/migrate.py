@@ -39,9 +39,7 @@ async def migrate(dsn: str) -> list[str]:
                     continue
                 async with conn.transaction():
                     await conn.execute(sql)
-                    await conn.execute(
-                        "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, name
-                    )
+                    await conn.execute("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, name)
                 applied.append(name)
             return applied
         finally:

@@ -17,22 +17,27 @@ async def page(conn: Executor, recipient_id: uuid.UUID, before: uuid.UUID | None
         f"""SELECT {_COLUMNS} FROM notifications
             WHERE recipient_id = $1 AND ($2::uuid IS NULL OR id < $2)
             ORDER BY id DESC LIMIT $3""",
-        recipient_id, before, limit,
+        recipient_id,
+        before,
+        limit,
     )
     return [Notification.of(r) for r in rows]
 
 
 async def unread_count(conn: Executor, recipient_id: uuid.UUID) -> int:
-    return int(await conn.fetchval(
-        "SELECT count(*) FROM notifications WHERE recipient_id = $1 AND read_at IS NULL", recipient_id
-    ))
+    return int(
+        await conn.fetchval(
+            "SELECT count(*) FROM notifications WHERE recipient_id = $1 AND read_at IS NULL", recipient_id
+        )
+    )
 
 
 async def mark_read(conn: asyncpg.Connection, recipient_id: uuid.UUID, up_to: uuid.UUID | None) -> int:
     status = await conn.execute(
         """UPDATE notifications SET read_at = now()
            WHERE recipient_id = $1 AND read_at IS NULL AND ($2::uuid IS NULL OR id <= $2)""",
-        recipient_id, up_to,
+        recipient_id,
+        up_to,
     )
     return int(status.split()[-1])
 
@@ -79,7 +84,13 @@ async def add_for_event(
                     AND n.post_id IS NOT DISTINCT FROM $4 AND n.comment_id IS NOT DISTINCT FROM $5))
            ON CONFLICT (event_id, recipient_id, kind) DO NOTHING
            RETURNING id, recipient_id""",
-        event_id, kind, actor_id, post_id, comment_id,
-        [n for n, _ in recipients], [r for _, r in recipients], only_new_mentions,
+        event_id,
+        kind,
+        actor_id,
+        post_id,
+        comment_id,
+        [n for n, _ in recipients],
+        [r for _, r in recipients],
+        only_new_mentions,
     )
     return [(r["id"], r["recipient_id"]) for r in rows]

@@ -40,7 +40,12 @@ async def add_event(
     event_id = await conn.fetchval(
         "INSERT INTO outbox (topic, key, shard, event_type, aggregate_version, payload)"
         " VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-        topic, key, shard_of(key, shards), event_type, version, data,
+        topic,
+        key,
+        shard_of(key, shards),
+        event_type,
+        version,
+        data,
     )
     await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, str(shard_of(key, shards)))
     return int(event_id)

@@ -36,9 +36,12 @@ async def claim(conn: asyncpg.Connection, shards: list[int], limit: int) -> list
         "SELECT id, topic, key, event_type, aggregate_version, payload::text AS payload FROM outbox"
         " WHERE published_at IS NULL AND shard = ANY($1::int[])"
         " ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
-        shards, limit,
+        shards,
+        limit,
     )
-    return [OutboxRow(r["id"], r["topic"], r["key"], r["event_type"], r["aggregate_version"], r["payload"]) for r in rows]
+    return [
+        OutboxRow(r["id"], r["topic"], r["key"], r["event_type"], r["aggregate_version"], r["payload"]) for r in rows
+    ]
 
 
 async def stamp(conn: asyncpg.Connection, ids: list[int]) -> None:
@@ -63,7 +66,8 @@ async def prune(conn: asyncpg.Connection, retention_hours: int, limit: int = 10_
         "  DELETE FROM consumer_key_versions v WHERE v.key IN (SELECT key FROM gone)"
         "  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.key = v.key AND o.id NOT IN (SELECT id FROM gone)))"
         " SELECT count(*) FROM gone",
-        retention_hours, limit,
+        retention_hours,
+        limit,
     )
     return int(done)
 
@@ -73,19 +77,19 @@ async def prune_processed(conn: asyncpg.Connection, retention_hours: int, limit:
     done = await conn.execute(
         "DELETE FROM processed_events WHERE ctid = ANY(ARRAY(SELECT ctid FROM processed_events"
         " WHERE processed_at < now() - make_interval(hours => $1) ORDER BY processed_at LIMIT $2))",
-        retention_hours, limit,
+        retention_hours,
+        limit,
     )
     return int(done.split()[-1])
 
 
-async def unpublish_since(
-    conn: asyncpg.Connection, since: dt.datetime, topics: list[str] | None = None
-) -> int:
+async def unpublish_since(conn: asyncpg.Connection, since: dt.datetime, topics: list[str] | None = None) -> int:
     """Marks rows published at or after `since` (of the given topics, or all) for the relays to send again."""
     done = await conn.execute(
         "UPDATE outbox SET published_at = NULL"
         " WHERE published_at >= $1 AND ($2::text[] IS NULL OR topic = ANY($2::text[]))",
-        since, topics,
+        since,
+        topics,
     )
     return int(done.split()[-1])
 
@@ -120,7 +124,8 @@ async def lock_view(conn: asyncpg.Connection) -> LockView:
         " WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND database ="
         " (SELECT oid FROM pg_database WHERE datname = current_database())"
         " AND classid::int IN ($1, $2)",
-        SHARD_LOCKS, RELAY_PRESENCE,
+        SHARD_LOCKS,
+        RELAY_PRESENCE,
     )
     relays = sum(1 for r in rows if r["ns"] == RELAY_PRESENCE)
     others = {r["obj"] for r in rows if r["ns"] == SHARD_LOCKS and not r["mine"]}
@@ -131,9 +136,9 @@ async def mark_processed(conn: asyncpg.Connection, group: str, event_id: int) ->
     """Records the event for the group; False when it was already there (a redelivery)."""
     return bool(
         await conn.fetchval(
-            "INSERT INTO processed_events (group_name, event_id) VALUES ($1, $2)"
-            " ON CONFLICT DO NOTHING RETURNING true",
-            group, event_id,
+            "INSERT INTO processed_events (group_name, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING true",
+            group,
+            event_id,
         )
     )
 
@@ -151,7 +156,9 @@ async def advance_key_version(conn: asyncpg.Connection, group: str, key: str, ve
         "  INSERT INTO consumer_key_versions AS v (group_name, key, version) VALUES ($1, $2, $3)"
         "  ON CONFLICT (group_name, key) DO UPDATE SET version = GREATEST(v.version, EXCLUDED.version))"
         " SELECT version FROM before",
-        group, key, version,
+        group,
+        key,
+        version,
     )
     return int(before or 0)
 
@@ -164,9 +171,14 @@ async def events_between(
         "SELECT id, topic, key, event_type, aggregate_version, payload::text AS payload FROM outbox"
         " WHERE key = $1 AND aggregate_version > $2 AND aggregate_version < $3 AND event_type = ANY($4::text[])"
         " ORDER BY aggregate_version",
-        key, after, before, sorted(types),
+        key,
+        after,
+        before,
+        sorted(types),
     )
-    return [OutboxRow(r["id"], r["topic"], r["key"], r["event_type"], r["aggregate_version"], r["payload"]) for r in rows]
+    return [
+        OutboxRow(r["id"], r["topic"], r["key"], r["event_type"], r["aggregate_version"], r["payload"]) for r in rows
+    ]
 
 
 @dataclass(frozen=True)
@@ -177,8 +189,13 @@ class Overdue:
 
 
 async def overdue_events(
-    conn: asyncpg.Connection, group: str, types: frozenset[str], since: dt.datetime | None,
-    after_s: float, first_window_s: float, limit: int,
+    conn: asyncpg.Connection,
+    group: str,
+    types: frozenset[str],
+    since: dt.datetime | None,
+    after_s: float,
+    first_window_s: float,
+    limit: int,
 ) -> Overdue:
     """Events of the group's types published in [since, now - after_s) that the group has not applied.
 
@@ -192,9 +209,15 @@ async def overdue_events(
         " WHERE published_at >= $1 AND published_at < $2 AND event_type = ANY($3::text[])"
         " AND NOT EXISTS (SELECT 1 FROM processed_events p WHERE p.group_name = $4 AND p.event_id = o.id)"
         " ORDER BY published_at, id LIMIT $5",
-        since, bound, sorted(types), group, limit,
+        since,
+        bound,
+        sorted(types),
+        group,
+        limit,
     )
-    found = [OutboxRow(r["id"], r["topic"], r["key"], r["event_type"], r["aggregate_version"], r["payload"]) for r in rows]
+    found = [
+        OutboxRow(r["id"], r["topic"], r["key"], r["event_type"], r["aggregate_version"], r["payload"]) for r in rows
+    ]
     return Overdue(found, rows[-1]["published_at"] if len(rows) == limit else bound)
 
 
@@ -208,12 +231,24 @@ async def raise_broker_epoch(conn: asyncpg.Connection) -> int:
 
 async def add_dead_letter(
     conn: asyncpg.Connection | asyncpg.Pool,
-    group: str, topic: str, partition: int, offset: int, key: str | None, payload: str, error: str,
+    group: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    key: str | None,
+    payload: str,
+    error: str,
 ) -> None:
     await conn.execute(
         'INSERT INTO dead_letters (group_name, topic, partition, "offset", key, payload, error)'
         " VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        group, topic, partition, offset, key, payload, error,
+        group,
+        topic,
+        partition,
+        offset,
+        key,
+        payload,
+        error,
     )
 
 

@@ -25,10 +25,15 @@ _IT = "id, playlist_id, post_id, rank, added_at"
 _I_IT = "i.id, i.playlist_id, i.post_id, i.rank, i.added_at"
 
 
-async def insert(conn: asyncpg.Connection, playlist_id: uuid.UUID, owner_id: uuid.UUID, name: str, kind: str) -> Playlist:
+async def insert(
+    conn: asyncpg.Connection, playlist_id: uuid.UUID, owner_id: uuid.UUID, name: str, kind: str
+) -> Playlist:
     row = await conn.fetchrow(
         f"INSERT INTO playlists (id, owner_id, name, kind) VALUES ($1, $2, $3, $4) RETURNING {_PL}",
-        playlist_id, owner_id, name, kind,
+        playlist_id,
+        owner_id,
+        name,
+        kind,
     )
     return Playlist.of(row)
 
@@ -47,7 +52,10 @@ async def ensure_many(
             SELECT {_PL} FROM made
             UNION ALL
             SELECT {_PL} FROM playlists WHERE id = ANY($1::uuid[])""",
-        list(ids), list(owner_ids), name, kind,
+        list(ids),
+        list(owner_ids),
+        name,
+        kind,
     )
     found = {r["id"]: Playlist.of(r) for r in rows}
     if len(found) < len(set(ids)):
@@ -87,7 +95,8 @@ async def item(conn: Executor, item_id: uuid.UUID) -> PlaylistItem | None:
 async def item_for_post(conn: Executor, playlist_id: uuid.UUID, post_id: uuid.UUID) -> PlaylistItem | None:
     row = await conn.fetchrow(
         f"SELECT {_IT} FROM playlist_items WHERE playlist_id = $1 AND post_id = $2 ORDER BY rank, id LIMIT 1",
-        playlist_id, post_id,
+        playlist_id,
+        post_id,
     )
     return PlaylistItem.of(row) if row else None
 
@@ -101,7 +110,10 @@ async def next_after(
            WHERE playlist_id = $1 AND (rank, id) > ($2::text COLLATE "C", $3::uuid)
              AND ($4::uuid IS NULL OR id <> $4)
            ORDER BY rank, id LIMIT 1""",
-        playlist_id, rank, item_id, exclude,
+        playlist_id,
+        rank,
+        item_id,
+        exclude,
     )
     return (row["rank"], row["id"]) if row else None
 
@@ -115,7 +127,10 @@ async def prev_before(
            WHERE playlist_id = $1 AND (rank, id) < ($2::text COLLATE "C", $3::uuid)
              AND ($4::uuid IS NULL OR id <> $4)
            ORDER BY rank DESC, id DESC LIMIT 1""",
-        playlist_id, rank, item_id, exclude,
+        playlist_id,
+        rank,
+        item_id,
+        exclude,
     )
     return (row["rank"], row["id"]) if row else None
 
@@ -124,7 +139,8 @@ async def last_rank(conn: Executor, playlist_id: uuid.UUID, exclude: uuid.UUID |
     return await conn.fetchval(  # type: ignore[no-any-return]
         """SELECT rank FROM playlist_items WHERE playlist_id = $1 AND ($2::uuid IS NULL OR id <> $2)
            ORDER BY rank DESC, id DESC LIMIT 1""",
-        playlist_id, exclude,
+        playlist_id,
+        exclude,
     )
 
 
@@ -138,7 +154,10 @@ async def insert_item(
     row = await conn.fetchrow(
         f"""INSERT INTO playlist_items (id, playlist_id, post_id, rank) VALUES ($1, $2, $3, $4)
             RETURNING {_IT}""",
-        item_id, playlist_id, post_id, rank,
+        item_id,
+        playlist_id,
+        post_id,
+        rank,
     )
     return PlaylistItem.of(row)
 
@@ -155,9 +174,11 @@ async def delete_item(conn: asyncpg.Connection, item_id: uuid.UUID) -> bool:
 
 
 async def max_rank_length(conn: Executor, playlist_id: uuid.UUID) -> int:
-    return int(await conn.fetchval(
-        "SELECT coalesce(max(length(rank)), 0) FROM playlist_items WHERE playlist_id = $1", playlist_id
-    ))
+    return int(
+        await conn.fetchval(
+            "SELECT coalesce(max(length(rank)), 0) FROM playlist_items WHERE playlist_id = $1", playlist_id
+        )
+    )
 
 
 async def ordered_item_ids(conn: Executor, playlist_id: uuid.UUID) -> list[uuid.UUID]:
@@ -171,7 +192,8 @@ async def rewrite_ranks(conn: asyncpg.Connection, item_ids: Sequence[uuid.UUID],
         """UPDATE playlist_items i SET rank = n.rank
            FROM unnest($1::uuid[], $2::text[]) AS n(id, rank)
            WHERE i.id = n.id AND i.rank <> n.rank""",
-        list(item_ids), list(ranks),
+        list(item_ids),
+        list(ranks),
     )
 
 
@@ -189,6 +211,10 @@ async def page(
             WHERE i.playlist_id = $1
               AND ($2::text IS NULL OR (i.rank, i.id) > ($2::text COLLATE "C", $3::uuid))
             ORDER BY i.rank, i.id LIMIT $5""",
-        playlist_id, after_rank, after_id, viewer_id, limit,
+        playlist_id,
+        after_rank,
+        after_id,
+        viewer_id,
+        limit,
     )
     return [PlaylistItem.of(r) for r in rows]

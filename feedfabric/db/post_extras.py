@@ -83,10 +83,14 @@ LEFT JOIN post_stats ps ON ps.post_id = s.id
 LEFT JOIN viewer_likes vl ON vl.post_id = s.id
 """
 
-_STATEMENT = """
+_STATEMENT = (
+    """
 WITH page AS (
     SELECT id, author_id, repost_of FROM posts WHERE id = ANY($1::uuid[])
-),""" + EXTRAS_CTES + EXTRAS_SELECT
+),"""
+    + EXTRAS_CTES
+    + EXTRAS_SELECT
+)
 
 
 def _media(item: dict[str, Any]) -> dict[str, Any]:
@@ -109,16 +113,29 @@ def extras_of(rows: Iterable[asyncpg.Record]) -> PageExtras:
     originals: dict[uuid.UUID, Post] = {}
     for r in rows:
         author = (
-            Member(r["member_id"], r["external_id"], r["username"], r["display_name"], r["avatar_url"],
-                   r["member_status"], r["last_seen_at"])
-            if r["member_id"] is not None else None
+            Member(
+                r["member_id"],
+                r["external_id"],
+                r["username"],
+                r["display_name"],
+                r["avatar_url"],
+                r["member_status"],
+                r["last_seen_at"],
+            )
+            if r["member_id"] is not None
+            else None
         )
         media = r["media"]
         extras[r["id"]] = Extras(
-            author, list(r["tags"]), [_media(m) for m in media] if media else [],
-            r["like_count"], r["comment_count"], r["viewer_liked"],
+            author,
+            list(r["tags"]),
+            [_media(m) for m in media] if media else [],
+            r["like_count"],
+            r["comment_count"],
+            r["viewer_liked"],
         )
         if r["is_original"]:
-            originals[r["id"]] = Post(r["id"], r["author_id"], r["content"], r["repost_of"], r["status"],
-                                      r["created_at"], r["updated_at"])
+            originals[r["id"]] = Post(
+                r["id"], r["author_id"], r["content"], r["repost_of"], r["status"], r["created_at"], r["updated_at"]
+            )
     return PageExtras(extras, originals)

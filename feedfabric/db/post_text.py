@@ -30,6 +30,7 @@ async def visible_ids(
 ) -> set[uuid.UUID]:
     rows = await conn.fetch(
         "SELECT id FROM visible_posts($2) WHERE id = ANY($1::uuid[])",
-        list(ids), viewer_id,
+        list(ids),
+        viewer_id,
     )
     return {r["id"] for r in rows}

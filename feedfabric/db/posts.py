@@ -25,7 +25,10 @@ async def insert(
 ) -> Post:
     row = await conn.fetchrow(
         f"INSERT INTO posts (id, author_id, content, repost_of) VALUES ($1, $2, $3, $4) RETURNING {_COLUMNS}",
-        post_id, author_id, content, repost_of,
+        post_id,
+        author_id,
+        content,
+        repost_of,
     )
     return Post.of(row)
 
@@ -39,21 +42,23 @@ async def get(conn: Executor, post_id: uuid.UUID, *, for_update: bool = False) -
 async def live_repost(conn: asyncpg.Connection, author_id: uuid.UUID, original_id: uuid.UUID) -> Post | None:
     row = await conn.fetchrow(
         f"SELECT {_COLUMNS} FROM posts WHERE author_id = $1 AND repost_of = $2 AND status <> 'deleted'",
-        author_id, original_id,
+        author_id,
+        original_id,
     )
     return Post.of(row) if row else None
 
 
 async def is_visible(conn: Executor, post_id: uuid.UUID, viewer_id: uuid.UUID | None) -> bool:
-    return bool(await conn.fetchval(
-        "SELECT EXISTS (SELECT 1 FROM visible_posts($2) WHERE id = $1)", post_id, viewer_id
-    ))
+    return bool(
+        await conn.fetchval("SELECT EXISTS (SELECT 1 FROM visible_posts($2) WHERE id = $1)", post_id, viewer_id)
+    )
 
 
 async def update_content(conn: asyncpg.Connection, post_id: uuid.UUID, content: str) -> Post:
     row = await conn.fetchrow(
         f"UPDATE posts SET content = $2, updated_at = now(), version = version + 1 WHERE id = $1 RETURNING {_COLUMNS}",
-        post_id, content,
+        post_id,
+        content,
     )
     return Post.of(row)
 
@@ -61,7 +66,8 @@ async def update_content(conn: asyncpg.Connection, post_id: uuid.UUID, content: 
 async def set_status(conn: asyncpg.Connection, post_id: uuid.UUID, status: str) -> Post:
     row = await conn.fetchrow(
         f"UPDATE posts SET status = $2, updated_at = now(), version = version + 1 WHERE id = $1 RETURNING {_COLUMNS}",
-        post_id, status,
+        post_id,
+        status,
     )
     return Post.of(row)
 
@@ -74,7 +80,8 @@ async def replace_hashtags(conn: asyncpg.Connection, post_id: uuid.UUID, tags: S
             """INSERT INTO post_tags (post_id, tag, source)
                SELECT $1, t, 'hashtag' FROM unnest($2::text[]) AS t
                ON CONFLICT (post_id, tag) DO UPDATE SET source = 'hashtag'""",
-            post_id, list(tags),
+            post_id,
+            list(tags),
         )
 
 
@@ -90,7 +97,10 @@ async def replace_mentions(
         await conn.execute(
             """INSERT INTO mentions (member_id, item_id, post_id, comment_id)
                SELECT m, $1, $2, $3 FROM unnest($4::uuid[]) AS m ON CONFLICT DO NOTHING""",
-            item_id, post_id, comment_id, list(member_ids),
+            item_id,
+            post_id,
+            comment_id,
+            list(member_ids),
         )
 
 
@@ -108,7 +118,8 @@ async def visible_by_ids(
     """Hydrates a page of timeline IDs in one query, dropping what the viewer must not see."""
     rows = await conn.fetch(
         f"""SELECT {_COLUMNS} FROM visible_posts($2) WHERE id = ANY($1::uuid[])""",
-        list(ids), viewer_id,
+        list(ids),
+        viewer_id,
     )
     return {r["id"]: Post.of(r) for r in rows}
 
@@ -138,9 +149,7 @@ async def mentioned_in(conn: Executor, item_ids: Sequence[uuid.UUID]) -> dict[uu
 # -- newest-first lists (fan-out on read) ---------------------------------------
 
 
-async def home_page(
-    conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int
-) -> list[Post]:
+async def home_page(conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> list[Post]:
     """The Following feed from the follow graph: own posts, followed members' and followed tags'.
 
     One LATERAL index scan per source, each stopping at `limit`, then merged:
@@ -165,7 +174,9 @@ async def home_page(
             )
             SELECT {_P_COLUMNS} FROM candidates c JOIN posts p ON p.id = c.id
             ORDER BY p.id DESC LIMIT $3""",
-        viewer_id, before, limit,
+        viewer_id,
+        before,
+        limit,
     )
     return [Post.of(r) for r in rows]
 
@@ -194,7 +205,9 @@ async def home_after(conn: Executor, viewer_id: uuid.UUID, after: uuid.UUID, lim
             )
             SELECT {_P_COLUMNS} FROM candidates c JOIN posts p ON p.id = c.id
             ORDER BY p.id LIMIT $3""",
-        viewer_id, after, limit,
+        viewer_id,
+        after,
+        limit,
     )
     return [Post.of(r) for r in rows]
 
@@ -213,14 +226,15 @@ async def by_authors_page(
                 WHERE p.author_id = a.author_id AND ($3::uuid IS NULL OR p.id < $3)
                 ORDER BY p.id DESC LIMIT $4) p
             ORDER BY p.id DESC LIMIT $4""",
-        list(author_ids), viewer_id, before, limit,
+        list(author_ids),
+        viewer_id,
+        before,
+        limit,
     )
     return [Post.of(r) for r in rows]
 
 
-async def favourites_page(
-    conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int
-) -> list[Post]:
+async def favourites_page(conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> list[Post]:
     rows = await conn.fetch(
         f"""SELECT {_P_COLUMNS} FROM favourites f CROSS JOIN LATERAL (
                 SELECT * FROM visible_posts($1) p
@@ -228,7 +242,9 @@ async def favourites_page(
                 ORDER BY p.id DESC LIMIT $3) p
             WHERE f.member_id = $1
             ORDER BY p.id DESC LIMIT $3""",
-        viewer_id, before, limit,
+        viewer_id,
+        before,
+        limit,
     )
     return [Post.of(r) for r in rows]
 
@@ -240,7 +256,10 @@ async def tag_page(
         f"""SELECT {_P_COLUMNS} FROM post_tags t JOIN visible_posts($2) p ON p.id = t.post_id
             WHERE t.tag = $1 AND ($3::uuid IS NULL OR t.post_id < $3)
             ORDER BY t.post_id DESC LIMIT $4""",
-        tag, viewer_id, before, limit,
+        tag,
+        viewer_id,
+        before,
+        limit,
     )
     return [Post.of(r) for r in rows]
 
@@ -264,7 +283,13 @@ async def author_page(
               AND ($3::uuid IS NULL OR p.id > $3) AND ($4::uuid IS NULL OR p.id >= $4)
               AND ($5::uuid IS NULL OR p.id < $5) AND ($6::uuid IS NULL OR p.id <= $6)
             ORDER BY p.id {order} LIMIT $7""",
-        author_id, viewer_id, gt, gte, lt, lte, limit,
+        author_id,
+        viewer_id,
+        gt,
+        gte,
+        lt,
+        lte,
+        limit,
     )
     return [Post.of(r) for r in rows]
 
@@ -280,5 +305,7 @@ async def mention_page(
                   SELECT 1 FROM comments c JOIN members ca ON ca.id = c.author_id
                   WHERE c.id = m.comment_id AND ca.status = 'active'))
            ORDER BY m.item_id DESC LIMIT $3""",
-        viewer_id, before, limit,
+        viewer_id,
+        before,
+        limit,
     )

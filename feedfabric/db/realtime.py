@@ -33,9 +33,7 @@ async def posts_with_visibility(conn: Executor, post_ids: Sequence[uuid.UUID]) -
             FROM posts WHERE id = ANY($1::uuid[])""",
         list(post_ids),
     )
-    return {
-        r["id"]: PostVisibility(Post.of(r), bool(r["public"]), bool(r["to_author"]), list(r["tags"])) for r in rows
-    }
+    return {r["id"]: PostVisibility(Post.of(r), bool(r["public"]), bool(r["to_author"]), list(r["tags"])) for r in rows}
 
 
 async def connected_followers(
@@ -59,6 +57,8 @@ async def connected_followers(
            UNION ALL
            SELECT follower_id, target_type, target_id FROM follows
             WHERE follower_id = ANY($1::uuid[]) AND target_type = 'tag' AND target_id = ANY($3::text[])""",
-        list(connected), [str(a) for a in author_ids], list(tags),
+        list(connected),
+        [str(a) for a in author_ids],
+        list(tags),
     )
     return [(r["follower_id"], r["target_type"], r["target_id"]) for r in rows]

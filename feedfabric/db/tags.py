@@ -28,5 +28,6 @@ async def replace_inferred_tags(conn: asyncpg.Connection, post_id: uuid.UUID, ta
         " AND NOT (tag = ANY($2::text[])))"
         " INSERT INTO post_tags (post_id, tag, source) SELECT $1, t, 'inferred' FROM unnest($2::text[]) AS t"
         " ON CONFLICT (post_id, tag) DO NOTHING",
-        post_id, sorted(set(tags)),
+        post_id,
+        sorted(set(tags)),
     )

@@ -95,7 +95,10 @@ async def audience_page(
     row = await conn.fetchrow(
         _AUDIENCE_PAGE,
         None if author_id is None else str(author_id),
-        list(tags), after, limit, inactive_after_days,
+        list(tags),
+        after,
+        limit,
+        inactive_after_days,
     )
     assert row is not None
     return AudiencePage(list(row["active"]), row["last"], int(row["scanned"]))
@@ -149,7 +152,8 @@ async def rebuild_post_ids(
 
 # Candidates: the visible posts among the batch's IDs, and the newest $4 visible posts before $3 of
 # the followed authors above the threshold ($5), never pushed. Their extras come with them.
-_FIRST_ROUND = """
+_FIRST_ROUND = (
+    """
 WITH found AS (
     SELECT id, author_id, content, repost_of, status, created_at, updated_at, false AS pulled
     FROM visible_posts($2) WHERE id = ANY($1::uuid[])
@@ -164,12 +168,17 @@ WITH found AS (
      ORDER BY p.id DESC LIMIT $4)
 ), page AS (
     SELECT DISTINCT id, author_id, repost_of FROM found
-),""" + post_extras.EXTRAS_CTES + """
+),"""
+    + post_extras.EXTRAS_CTES
+    + """
 SELECT x.*, c.pulled, c.content AS candidate_content, c.repost_of AS candidate_repost_of,
        c.status AS candidate_status, c.created_at AS candidate_created_at, c.updated_at AS candidate_updated_at
-FROM (""" + post_extras.EXTRAS_SELECT + """) x
+FROM ("""
+    + post_extras.EXTRAS_SELECT
+    + """) x
 LEFT JOIN found c ON c.id = x.id
 """
+)
 
 
 @dataclass(frozen=True)
@@ -182,8 +191,12 @@ class FirstRound:
 
 
 async def first_round(
-    conn: asyncpg.Connection | asyncpg.Pool, ids: list[uuid.UUID], viewer_id: uuid.UUID,
-    before: uuid.UUID | None, limit: int, celebrity_threshold: int,
+    conn: asyncpg.Connection | asyncpg.Pool,
+    ids: list[uuid.UUID],
+    viewer_id: uuid.UUID,
+    before: uuid.UUID | None,
+    limit: int,
+    celebrity_threshold: int,
 ) -> FirstRound:
     """A home-feed page's first round in one statement: the visible posts among a batch of timeline IDs,
     the newest `limit` visible posts before `before` of the followed celebrities (never pushed), and the
@@ -198,8 +211,15 @@ async def first_round(
     pulled: list[Post] = []
     for r in rows:
         if r["pulled"] is not None:
-            post = Post(r["id"], r["author_id"], r["candidate_content"], r["candidate_repost_of"],
-                        r["candidate_status"], r["candidate_created_at"], r["candidate_updated_at"])
+            post = Post(
+                r["id"],
+                r["author_id"],
+                r["candidate_content"],
+                r["candidate_repost_of"],
+                r["candidate_status"],
+                r["candidate_created_at"],
+                r["candidate_updated_at"],
+            )
             (pulled if r["pulled"] else found).append(post)
     return FirstRound(found, pulled, post_extras.extras_of(rows))
 
@@ -224,7 +244,8 @@ async def record_epoch(conn: asyncpg.Connection, run_id: str, floor: uuid.UUID |
         "              WHEN $2::uuid IS NULL THEN timeline_epoch.floor"
         "              ELSE greatest(timeline_epoch.floor, $2) END"
         " RETURNING floor",
-        run_id, floor,
+        run_id,
+        floor,
     )
 
 

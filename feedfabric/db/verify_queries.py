@@ -26,7 +26,9 @@ async def members_page(
     rows = await conn.fetch(
         "SELECT id, external_id, last_seen_at >= now() - make_interval(days => $3) AS active"
         " FROM members WHERE id > $1 ORDER BY id LIMIT $2",
-        after, limit, inactive_after_days,
+        after,
+        limit,
+        inactive_after_days,
     )
     return [MemberRow(r["id"], r["external_id"], r["active"]) for r in rows]
 
@@ -37,7 +39,8 @@ async def member_by_external_id(
     row = await conn.fetchrow(
         "SELECT id, external_id, last_seen_at >= now() - make_interval(days => $2) AS active"
         " FROM members WHERE external_id = $1",
-        external_id, inactive_after_days,
+        external_id,
+        inactive_after_days,
     )
     return None if row is None else MemberRow(row["id"], row["external_id"], row["active"])
 

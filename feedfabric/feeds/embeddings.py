@@ -85,7 +85,7 @@ async def vector_of(
     raw = None
     try:
         raw = await redis.get(vector_key(post_id))
-    except (RedisError, OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, RedisError, OSError) as exc:
         log.warning("vector_of: Redis unavailable (%s); reading Postgres", type(exc).__name__)
     if raw is None:
         raw = await embeddings_db.get_vector(pool, post_id)

@@ -21,8 +21,7 @@ class FeedLog:
     """A bounded queue of served pages drained by one background task; a full queue drops pages rather
     than slow a read (`dropped` counts their rows)."""
 
-    def __init__(self, pool: asyncpg.Pool, *, max_queue: int = 2_500, batch: int = 50,
-                 interval_s: float = 0.2) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, max_queue: int = 2_500, batch: int = 50, interval_s: float = 0.2) -> None:
         """`max_queue` and `batch` count pages: 2,500 pages of 20 are 50,000 rows, 50 pages about 1,000."""
         self.pool = pool
         self.queue: asyncio.Queue[ServedPage] = asyncio.Queue(max_queue)
@@ -35,8 +34,9 @@ class FeedLog:
         if not page.items:
             return
         # A repost is logged as the post it shares: that is what the reader sees and acts on.
-        served = ServedPage(member_id, feed, tuple(post.repost_of or post.id for post in page.items),
-                            page.source, datetime.now(UTC))
+        served = ServedPage(
+            member_id, feed, tuple(post.repost_of or post.id for post in page.items), page.source, datetime.now(UTC)
+        )
         try:
             self.queue.put_nowait(served)
         except asyncio.QueueFull:

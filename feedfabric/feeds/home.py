@@ -126,7 +126,10 @@ class HomeFeedService:
         if await redis.set(f"feed:rebuild:{member.id}", 1, nx=True, ex=REBUILD_REQUEST_TTL_S):
             async with transaction(self.pool) as conn:
                 await add_event(
-                    conn, "MemberReturned", str(member.id), {"memberId": str(member.id), "reason": "no-timeline"},
+                    conn,
+                    "MemberReturned",
+                    str(member.id),
+                    {"memberId": str(member.id), "reason": "no-timeline"},
                     shards=self.settings.outbox_shards,
                 )
 

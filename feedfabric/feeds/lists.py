@@ -34,9 +34,7 @@ async def favourites(conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | N
     return cut(await posts_db.favourites_page(conn, viewer_id, before, limit + 1), limit)
 
 
-async def tag(
-    conn: Executor, tag_name: str, viewer_id: uuid.UUID | None, before: uuid.UUID | None, limit: int
-) -> Page:
+async def tag(conn: Executor, tag_name: str, viewer_id: uuid.UUID | None, before: uuid.UUID | None, limit: int) -> Page:
     normalised = text.normalise_tag(tag_name)
     return cut(await posts_db.tag_page(conn, normalised, viewer_id, before, limit + 1), limit)
 

@@ -52,7 +52,9 @@ async def follow(conn: asyncpg.Connection, settings: Settings, follower: Member,
         raise NotFound("member not found")
     if await follows_db.add(conn, follower.id, "member", str(followed.id)):
         await add_event(
-            conn, "MemberFollowed", str(follower.id),
+            conn,
+            "MemberFollowed",
+            str(follower.id),
             {"followerId": str(follower.id), "memberId": str(followed.id)},
             shards=settings.outbox_shards,
         )
@@ -63,7 +65,9 @@ async def unfollow(conn: asyncpg.Connection, settings: Settings, follower: Membe
     followed = await target(conn, external_id)
     if await follows_db.remove(conn, follower.id, "member", str(followed.id)):
         await add_event(
-            conn, "MemberUnfollowed", str(follower.id),
+            conn,
+            "MemberUnfollowed",
+            str(follower.id),
             {"followerId": str(follower.id), "memberId": str(followed.id)},
             shards=settings.outbox_shards,
         )

@@ -45,10 +45,15 @@ async def create_post(
         await _attach_media(conn, post.id, author.id, media_ids)
     mentioned = await _write_entities(conn, post, author)
     await add_event(
-        conn, "PostCreated", str(post.id),
+        conn,
+        "PostCreated",
+        str(post.id),
         {
-            "postId": str(post.id), "authorId": str(author.id), "createdAtMs": id_millis(post.id),
-            "repostOf": None, "mentionedIds": [str(m) for m in mentioned],
+            "postId": str(post.id),
+            "authorId": str(author.id),
+            "createdAtMs": id_millis(post.id),
+            "repostOf": None,
+            "mentionedIds": [str(m) for m in mentioned],
         },
         shards=settings.outbox_shards,
     )
@@ -65,7 +70,9 @@ async def _attach_media(
            FROM unnest($3::uuid[]) WITH ORDINALITY AS a(id, position)
            JOIN media m ON m.id = a.id AND m.owner_id = $2 AND m.status = 'ready'
            RETURNING media_id""",
-        post_id, owner_id, list(media_ids),
+        post_id,
+        owner_id,
+        list(media_ids),
     )
     if len(attached) != len(media_ids):
         raise BadInput("a post may attach only your own media once it is ready")
@@ -85,10 +92,16 @@ async def repost(conn: asyncpg.Connection, settings: Settings, author: Member, p
         return existing
     post = await posts_db.insert(conn, new_id(), author.id, "", original_id)
     await add_event(
-        conn, "PostCreated", str(post.id),
+        conn,
+        "PostCreated",
+        str(post.id),
         {
-            "postId": str(post.id), "authorId": str(author.id), "createdAtMs": id_millis(post.id),
-            "repostOf": str(original_id), "originalAuthorId": str(original.author_id), "mentionedIds": [],
+            "postId": str(post.id),
+            "authorId": str(author.id),
+            "createdAtMs": id_millis(post.id),
+            "repostOf": str(original_id),
+            "originalAuthorId": str(original.author_id),
+            "mentionedIds": [],
         },
         shards=settings.outbox_shards,
     )
@@ -114,7 +127,9 @@ async def update_post(
     post = await posts_db.update_content(conn, post.id, content)
     mentioned = await _write_entities(conn, post, author)
     await add_event(
-        conn, "PostUpdated", str(post.id),
+        conn,
+        "PostUpdated",
+        str(post.id),
         {"postId": str(post.id), "authorId": str(author.id), "mentionedIds": [str(m) for m in mentioned]},
         shards=settings.outbox_shards,
     )
@@ -131,7 +146,10 @@ async def delete_post(
         raise Forbidden("only the author may delete this post")
     await posts_db.set_status(conn, post.id, "deleted")
     await add_event(
-        conn, "PostDeleted", str(post.id), {"postId": str(post.id), "authorId": str(post.author_id)},
+        conn,
+        "PostDeleted",
+        str(post.id),
+        {"postId": str(post.id), "authorId": str(post.author_id)},
         shards=settings.outbox_shards,
     )
     return True
@@ -147,7 +165,9 @@ async def set_held(conn: asyncpg.Connection, settings: Settings, post_id: uuid.U
         return post
     post = await posts_db.set_status(conn, post.id, wanted)
     await add_event(
-        conn, "PostHeld" if held else "PostReleased", str(post.id),
+        conn,
+        "PostHeld" if held else "PostReleased",
+        str(post.id),
         {"postId": str(post.id), "authorId": str(post.author_id)},
         shards=settings.outbox_shards,
     )

@@ -31,7 +31,9 @@ async def like(conn: asyncpg.Connection, settings: Settings, member: Member, pos
         # The Liked playlist moves with the like, in its transaction, through the ordinary playlist path.
         await playlists.on_liked(conn, member, post.id)
         await add_event(
-            conn, "PostLiked", str(post.id),
+            conn,
+            "PostLiked",
+            str(post.id),
             {"postId": str(post.id), "memberId": str(member.id), "authorId": str(post.author_id)},
             shards=settings.outbox_shards,
         )
@@ -45,7 +47,9 @@ async def unlike(conn: asyncpg.Connection, settings: Settings, member: Member, p
     if await likes_db.remove(conn, post.id, member.id):
         await playlists.on_unliked(conn, member, post.id)
         await add_event(
-            conn, "PostUnliked", str(post.id),
+            conn,
+            "PostUnliked",
+            str(post.id),
             {"postId": str(post.id), "memberId": str(member.id), "authorId": str(post.author_id)},
             shards=settings.outbox_shards,
         )
@@ -63,10 +67,15 @@ async def comment(
     mentioned = sorted(m for m in found.values() if m != member.id)
     await posts_db.replace_mentions(conn, post.id, created.id, mentioned)
     await add_event(
-        conn, "CommentCreated", str(post.id),
+        conn,
+        "CommentCreated",
+        str(post.id),
         {
-            "commentId": str(created.id), "postId": str(post.id), "memberId": str(member.id),
-            "authorId": str(post.author_id), "mentionedIds": [str(m) for m in mentioned],
+            "commentId": str(created.id),
+            "postId": str(post.id),
+            "memberId": str(member.id),
+            "authorId": str(post.author_id),
+            "mentionedIds": [str(m) for m in mentioned],
         },
         shards=settings.outbox_shards,
     )

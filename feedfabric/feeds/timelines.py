@@ -104,9 +104,7 @@ def _is_cluster(redis: object) -> bool:
     return isinstance(redis, RedisCluster)
 
 
-async def push(
-    redis: aioredis.Redis, member_ids: Sequence[str], post_id: uuid.UUID, max_length: int
-) -> None:
+async def push(redis: aioredis.Redis, member_ids: Sequence[str], post_id: uuid.UUID, max_length: int) -> None:
     """Adds one post to many timelines, each trimmed to `max_length`. Idempotent (same member, same score)."""
     if not member_ids:
         return
@@ -152,8 +150,12 @@ async def fan_out(
     def page(after: uuid.UUID) -> asyncio.Task[q.AudiencePage]:
         return asyncio.ensure_future(
             q.audience_page(
-                conn, author, post.tags, after,
-                settings.fanout_batch_size, settings.inactive_after_days,
+                conn,
+                author,
+                post.tags,
+                after,
+                settings.fanout_batch_size,
+                settings.inactive_after_days,
             )
         )
 
@@ -176,9 +178,7 @@ async def fan_out(
     return FanoutResult(pushed, celebrity)
 
 
-async def rebuild(
-    conn: asyncpg.Connection, redis: aioredis.Redis, settings: Settings, member_id: uuid.UUID
-) -> int:
+async def rebuild(conn: asyncpg.Connection, redis: aioredis.Redis, settings: Settings, member_id: uuid.UUID) -> int:
     """Refills a member's timeline from Postgres with what fan-out would have pushed; returns entries written.
 
     Merged into the existing set rather than replacing it: a fan-out that
@@ -209,7 +209,10 @@ class TimelinePage:
 
 
 async def read_page(
-    redis: aioredis.Redis, member_id: uuid.UUID | str, after_post_id: uuid.UUID | str | None, count: int,
+    redis: aioredis.Redis,
+    member_id: uuid.UUID | str,
+    after_post_id: uuid.UUID | str | None,
+    count: int,
     floor: str | None = None,
 ) -> TimelinePage:
     """`floor` (from `serving_floor`): entries at or below it are dropped, so the page ends there as if the
@@ -231,8 +234,12 @@ async def timeline_ids(redis: aioredis.Redis, member_id: uuid.UUID | str) -> lis
 
 
 async def first_round(
-    pool: asyncpg.Pool | asyncpg.Connection, settings: Settings, member_id: uuid.UUID, ids: list[uuid.UUID],
-    before: uuid.UUID | None, limit: int,
+    pool: asyncpg.Pool | asyncpg.Connection,
+    settings: Settings,
+    member_id: uuid.UUID,
+    ids: list[uuid.UUID],
+    before: uuid.UUID | None,
+    limit: int,
 ) -> q.FirstRound:
     """The visible posts among a page's first batch of timeline IDs, the newest `limit` posts before
     `before` of the followed authors above the threshold, whose posts are never pushed, and the extras
@@ -338,8 +345,11 @@ def _page_of(found: object, raw: Sequence[object], floor: str | None) -> Timelin
 
 
 async def open_timeline(
-    pool: asyncpg.Pool | asyncpg.Connection, redis: aioredis.Redis, member_id: uuid.UUID | str,
-    after_post_id: uuid.UUID | str | None, count: int,
+    pool: asyncpg.Pool | asyncpg.Connection,
+    redis: aioredis.Redis,
+    member_id: uuid.UUID | str,
+    after_post_id: uuid.UUID | str | None,
+    count: int,
 ) -> OpenedTimeline:
     """`serving_floor`, `has_timeline` and `read_page` of the first round, in one round trip when settled.
 
@@ -359,4 +369,3 @@ async def open_timeline(
     if not await has_timeline(redis, member_id):
         return OpenedTimeline(floor, None)
     return OpenedTimeline(floor, await read_page(redis, member_id, after_post_id, count, floor))
-

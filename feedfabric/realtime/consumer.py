@@ -61,7 +61,7 @@ class RealtimeConsumer:
         if self._task is not None:
             try:
                 await asyncio.wait_for(self._task, 10)
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 self._task.cancel()
                 with contextlib.suppress(BaseException):
                     await self._task

@@ -95,7 +95,9 @@ async def _deliver_posts(pool: asyncpg.Pool, hub: Hub, events: Sequence[Event]) 
     # Who gets each post and what it shows are independent: two statements on two connections at once.
     follows, extras = await asyncio.gather(
         realtime_db.connected_followers(
-            pool, hub.connected(Channel.TIMELINE), list({v.post.author_id for v in found.values()}),
+            pool,
+            hub.connected(Channel.TIMELINE),
+            list({v.post.author_id for v in found.values()}),
             sorted({t for v in found.values() for t in v.tags}),
         ),
         post_extras.page_extras(pool, list(found), None),

@@ -81,9 +81,7 @@ class HubStats:
 class Hub:
     queue_size: int = DEFAULT_QUEUE_SIZE
     stats: HubStats = field(default_factory=HubStats)
-    _subs: dict[Channel, dict[uuid.UUID, set[Subscriber]]] = field(
-        default_factory=lambda: {c: {} for c in Channel}
-    )
+    _subs: dict[Channel, dict[uuid.UUID, set[Subscriber]]] = field(default_factory=lambda: {c: {} for c in Channel})
 
     def add(self, channel: Channel, member_id: uuid.UUID) -> Subscriber:
         sub = Subscriber(channel, member_id)

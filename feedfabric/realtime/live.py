@@ -145,8 +145,9 @@ def results_settled(runner: SchemaExtensionsRunner, execution_context: Execution
     )
 
 
-async def send_shared(live: LiveOperation | None, renders: SharedRenders, operation: Any,
-                      variables: Mapping[str, Any]) -> bool:
+async def send_shared(
+    live: LiveOperation | None, renders: SharedRenders, operation: Any, variables: Mapping[str, Any]
+) -> bool:
     """Sends the item's shared rendering for this operation pre-encoded; False if the subscriber must
     execute it (no shared rendering: a viewer-dependent selection, errors, or not on a socket)."""
     if live is None:

@@ -77,7 +77,6 @@ class SharedRenders:
             entry.data_json = encode(shared.data)
         return entry.data_json
 
-
     def ready_data(self, operation: Any, key: tuple[int, str], encode: Callable[[Any], str]) -> bytes | None:
         """`data_json` encoded to UTF-8, without waiting: None unless the rendering is finished (and
         shareable). Encoded once for all the sockets it is written to (feedfabric.realtime.lane)."""
@@ -96,7 +95,9 @@ class SharedRenders:
     def shared(self, operation: Any, variables: Mapping[str, Any]) -> bool:
         """Whether the item was rendered for this operation and variables once for all, without errors."""
         entry = self._results.get(_key(operation, variables))
-        return entry is not None and entry.operation is operation and entry.done.done() and entry.done.result() is not None
+        return (
+            entry is not None and entry.operation is operation and entry.done.done() and entry.done.result() is not None
+        )
 
     def park(self, key: tuple[int, str], subscriber: Any) -> bool:
         """Parks `subscriber` until the selection's first rendering; False (nothing parked) when nobody

@@ -82,7 +82,6 @@ class WebSocketAdapter(ASGIWebSocketAdapter):
         except WebSocketDisconnect as exc:
             raise WebSocketDisconnected from exc
 
-
     def can_send_now(self) -> bool:
         """`send_encoded` would write at once, with nothing to wait for."""
         ws = self.ws

@@ -113,8 +113,13 @@ class LeanWebSocketProtocol(WebSocketsSansIOProtocol):
         no fragmented message is in progress), so `send_text_now` may frame it itself."""
         conn = self.conn
         return (
-            self.writable.is_set() and self.handshake_complete and not self.disconnected and not self.close_sent
-            and self.initial_response is None and conn.state is State.OPEN and not conn.extensions
+            self.writable.is_set()
+            and self.handshake_complete
+            and not self.disconnected
+            and not self.close_sent
+            and self.initial_response is None
+            and conn.state is State.OPEN
+            and not conn.extensions
             and not conn.expect_continuation_frame
         )
 

@@ -62,9 +62,11 @@ async def similar_posts(ctx: Context, post_id: str, first: int | None) -> list[P
         return []
     size = paging.page_size(first, default=10)
     ids = await embeddings_svc.similar_posts(
-        ctx.resources.redis, ctx.pool, parse_id(post_id, "postId"), size,
+        ctx.resources.redis,
+        ctx.pool,
+        parse_id(post_id, "postId"),
+        size,
         viewer_id=viewer.member.id if viewer.member else None,
     )
     found = await ctx.loaders.visible_post.load_many(ids)
     return [p for p in found if p is not None]
-

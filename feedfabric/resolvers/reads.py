@@ -85,10 +85,15 @@ async def member_posts(
 ) -> Page:
     viewer = ctx.viewer
     return await lists.member_posts(
-        ctx.pool, author.id, viewer.member.id if viewer.member else None,
-        newest_first=newest_first, after=paging.cursor(after),
-        gt=parse_optional_id(gt, "gt"), gte=parse_optional_id(gte, "gte"),
-        lt=parse_optional_id(lt, "lt"), lte=parse_optional_id(lte, "lte"),
+        ctx.pool,
+        author.id,
+        viewer.member.id if viewer.member else None,
+        newest_first=newest_first,
+        after=paging.cursor(after),
+        gt=parse_optional_id(gt, "gt"),
+        gte=parse_optional_id(gte, "gte"),
+        lt=parse_optional_id(lt, "lt"),
+        lte=parse_optional_id(lte, "lte"),
         limit=paging.page_size(first),
     )
 

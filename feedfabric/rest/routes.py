@@ -37,8 +37,11 @@ def endpoint(handler: Handler, *, rate_limited: bool = True) -> Callable[[Reques
             if rate_limited:
                 member = viewer.viewer.member
                 allowance = await ratelimit.spend(
-                    resources.redis, resources.settings,
-                    ratelimit.client_key(member.id if member else None, request.client.host if request.client else None),
+                    resources.redis,
+                    resources.settings,
+                    ratelimit.client_key(
+                        member.id if member else None, request.client.host if request.client else None
+                    ),
                     1,
                 )
                 if allowance is not None:
@@ -102,11 +105,16 @@ async def mentions(ctx: Context, request: Request) -> dict[str, Any]:
             comment = await ctx.loaders.comment.load(item["comment_id"])
             author = await ctx.loaders.member.load(comment.author_id) if comment else None
             if comment is not None and author is not None:
-                items.append({
-                    "type": "comment", "id": str(comment.id), "postId": str(comment.post_id),
-                    "authorUsername": author.username, "content": comment.content,
-                    "createdAt": comment.created_at.isoformat(),
-                })
+                items.append(
+                    {
+                        "type": "comment",
+                        "id": str(comment.id),
+                        "postId": str(comment.post_id),
+                        "authorUsername": author.username,
+                        "content": comment.content,
+                        "createdAt": comment.created_at.isoformat(),
+                    }
+                )
     return {"posts": items, "nextCursor": page.next_cursor, "source": page.source}
 
 
@@ -117,8 +125,15 @@ async def own_posts(ctx: Context, request: Request) -> dict[str, Any]:
     if order not in ("newest", "oldest"):
         raise BadInput("order must be newest or oldest")
     page = await reads.member_posts(
-        ctx, member, newest_first=order == "newest", first=_limit(request), after=_cursor(request),
-        gt=q.get("gt"), gte=q.get("gte"), lt=q.get("lt"), lte=q.get("lte"),
+        ctx,
+        member,
+        newest_first=order == "newest",
+        first=_limit(request),
+        after=_cursor(request),
+        gt=q.get("gt"),
+        gte=q.get("gte"),
+        lt=q.get("lt"),
+        lte=q.get("lte"),
     )
     return await serialize.feed_page(ctx, page, bare=True)
 
@@ -165,8 +180,11 @@ async def media_status(ctx: Context, request: Request) -> dict[str, Any]:
 
 async def media_file(ctx: Context, request: Request) -> Response:
     path, content_type = await media_resolvers.file_to_serve(ctx, request.path_params["media_id"])
-    return FileResponse(path, media_type=content_type, headers={"Cache-Control": "public, max-age=31536000, immutable",
-                                                                "X-Content-Type-Options": "nosniff"})
+    return FileResponse(
+        path,
+        media_type=content_type,
+        headers={"Cache-Control": "public, max-age=31536000, immutable", "X-Content-Type-Options": "nosniff"},
+    )
 
 
 def routes() -> list[Route]:

@@ -24,8 +24,12 @@ def member(row: Member) -> dict[str, Any]:
 def media(row: Any) -> dict[str, Any]:
     ready = row["status"] == "ready"
     return {
-        "id": str(row["id"]), "status": str(row["status"]).upper(), "contentType": row["content_type"],
-        "width": row["width"], "height": row["height"], "score": row["score"],
+        "id": str(row["id"]),
+        "status": str(row["status"]).upper(),
+        "contentType": row["content_type"],
+        "width": row["width"],
+        "height": row["height"],
+        "score": row["score"],
         "url": f"/media/{row['id']}" if ready else None,
         "reason": row["reason"] if row["status"] == "rejected" else None,
     }

@@ -58,8 +58,13 @@ _META_FIELDS: dict[str, GraphQLField] = {"__schema": SchemaMetaFieldDef, "__type
 
 
 class _Walk:
-    def __init__(self, schema: GraphQLSchema, document: DocumentNode, operation: OperationDefinitionNode,
-                 variables: Mapping[str, Any] | None) -> None:
+    def __init__(
+        self,
+        schema: GraphQLSchema,
+        document: DocumentNode,
+        operation: OperationDefinitionNode,
+        variables: Mapping[str, Any] | None,
+    ) -> None:
         self.schema = schema
         self.fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
         self.variables = dict(variables or {})
@@ -68,8 +73,14 @@ class _Walk:
             if name not in self.variables and isinstance(definition.default_value, IntValueNode):
                 self.variables[name] = int(definition.default_value.value)
 
-    def cost(self, parent: GraphQLNamedType | None, selections: SelectionSetNode, multiplier: int,
-             page: int | None = None, seen: frozenset[str] = frozenset()) -> int:
+    def cost(
+        self,
+        parent: GraphQLNamedType | None,
+        selections: SelectionSetNode,
+        multiplier: int,
+        page: int | None = None,
+        seen: frozenset[str] = frozenset(),
+    ) -> int:
         """`page` is the `first` of the connection whose fields these are, if any."""
         total = 0
         for node, node_parent in self._fields(parent, selections, seen):
@@ -86,8 +97,9 @@ class _Walk:
                 total += self.cost(named, node.selection_set, own, inner_page, seen)
         return total
 
-    def _fields(self, parent: GraphQLNamedType | None, selections: SelectionSetNode,
-                seen: frozenset[str]) -> Iterator[tuple[FieldNode, GraphQLNamedType | None]]:
+    def _fields(
+        self, parent: GraphQLNamedType | None, selections: SelectionSetNode, seen: frozenset[str]
+    ) -> Iterator[tuple[FieldNode, GraphQLNamedType | None]]:
         """The field nodes of a selection set, with fragments expanded in place (cycles cut)."""
         for selection in selections.selections:
             if isinstance(selection, FieldNode):
@@ -129,8 +141,9 @@ class _Walk:
         return max(value, 1)
 
 
-def operation_cost(schema: GraphQLSchema, document: DocumentNode, operation_name: str | None,
-                   variables: Mapping[str, Any] | None) -> int:
+def operation_cost(
+    schema: GraphQLSchema, document: DocumentNode, operation_name: str | None, variables: Mapping[str, Any] | None
+) -> int:
     """The cost of the operation that would run; 0 when there is none to pick."""
     operation = get_operation_ast(document, operation_name)
     if operation is None:
@@ -168,10 +181,13 @@ class QueryCost(SchemaExtension):
             metrics.GRAPHQL_COST.observe(self.cost)
             limit = self._limit()
             if self.cost > limit:
-                refuse(ec, QueryTooComplex(
-                    f"Query cost {self.cost} exceeds the maximum of {limit}; ask for fewer items per "
-                    "connection (`first`) or nest fewer connections."
-                ))
+                refuse(
+                    ec,
+                    QueryTooComplex(
+                        f"Query cost {self.cost} exceeds the maximum of {limit}; ask for fewer items per "
+                        "connection (`first`) or nest fewer connections."
+                    ),
+                )
         yield
 
     def get_results(self) -> dict[str, Any]:
@@ -185,8 +201,9 @@ class QueryCost(SchemaExtension):
 _COSTS: IdMemo[int] = IdMemo(1024)
 
 
-def _cached_cost(schema: GraphQLSchema, document: DocumentNode, operation_name: str | None,
-                 variables: Mapping[str, Any] | None) -> int:
+def _cached_cost(
+    schema: GraphQLSchema, document: DocumentNode, operation_name: str | None, variables: Mapping[str, Any] | None
+) -> int:
     try:
         key = (id(schema), id(document), operation_name, _frozen(variables))
         hash(key)

@@ -39,6 +39,11 @@ def _coded(error: GraphQLError) -> GraphQLError:
 def _with(error: GraphQLError, message: str, code: str) -> GraphQLError:
     """A new error object: the validation cache may hold the original."""
     return GraphQLError(
-        message=message, nodes=error.nodes, source=error.source, positions=error.positions,
-        path=error.path, original_error=None, extensions={"code": code},
+        message=message,
+        nodes=error.nodes,
+        source=error.source,
+        positions=error.positions,
+        path=error.path,
+        original_error=None,
+        extensions={"code": code},
     )

@@ -106,4 +106,3 @@ class OperationHooks(SchemaExtension):
             errors = without_suggestions(errors)
         result.errors = code_errors(errors)
         count_errors(result.errors)
-

@@ -188,12 +188,14 @@ class PrefetchedCompletion:
                         raise Fallback
                     plans.append(owner._plan(inner, grouped))
                 return _render(inner, value, plans[0])
+
             return complete_object
 
         def abstract(value: Any) -> Any:
             if value is None:
                 return _null(non_null)
             raise Fallback  # interfaces and unions: the normal path resolves the type
+
         return abstract
 
 
@@ -267,6 +269,7 @@ def _make_leaf(return_type: GraphQLOutputType) -> Callable[[Any], Any] | None:
         if serialized is Undefined or serialized is None:
             raise Fallback
         return serialized
+
     return complete_leaf
 
 
@@ -326,6 +329,7 @@ def _list(item: Callable[[Any], Any], non_null: bool) -> Callable[[Any], Any]:
         if not isinstance(value, list):
             raise Fallback
         return [item(v) for v in value]
+
     return complete_list
 
 

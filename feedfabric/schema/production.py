@@ -34,7 +34,14 @@ def is_production(execution_context: ExecutionContext) -> bool:
 def without_suggestions(errors: list[GraphQLError]) -> list[GraphQLError]:
     # New error objects: the validation cache may hold the originals.
     return [
-        GraphQLError(strip_suggestions(e.message), nodes=e.nodes, source=e.source, positions=e.positions,
-                     path=e.path, original_error=e.original_error, extensions=e.extensions)
+        GraphQLError(
+            strip_suggestions(e.message),
+            nodes=e.nodes,
+            source=e.source,
+            positions=e.positions,
+            path=e.path,
+            original_error=e.original_error,
+            extensions=e.extensions,
+        )
         for e in errors
     ]

@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from graphql import DocumentNode, FieldNode, FragmentDefinitionNode, FragmentSpreadNode, InlineFragmentNode, SelectionSetNode, get_operation_ast
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    InlineFragmentNode,
+    SelectionSetNode,
+    get_operation_ast,
+)
 from strawberry.extensions import SchemaExtension
 
 from feedfabric import ratelimit
@@ -62,7 +70,8 @@ class OperationRateLimit(SchemaExtension):
         member = getattr(getattr(context.viewer_result, "viewer", None), "member", None)
         client = getattr(context.request, "client", None)
         allowance = await ratelimit.spend(
-            context.resources.redis, context.settings,
+            context.resources.redis,
+            context.settings,
             ratelimit.client_key(member.id if member else None, client.host if client else None),
             root_field_count(ec.graphql_document, ec.operation_name),
         )

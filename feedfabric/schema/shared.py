@@ -38,13 +38,33 @@ from feedfabric.schema.prefetched import Fallback, PrefetchedCompletion, is_pref
 SHAREABLE: dict[str, frozenset[str]] = {
     "Subscription": frozenset({"homeTimeline"}),
     "TimelineEvent": frozenset({"post", "cursor"}),
-    "Post": frozenset({
-        "id", "content", "status", "createdAt", "updatedAt", "tags", "likeCount", "commentCount",
-        "author", "mentions", "media",
-    }),
-    "Member": frozenset({
-        "id", "externalId", "username", "displayName", "avatarUrl", "status", "followerCount", "followingCount",
-    }),
+    "Post": frozenset(
+        {
+            "id",
+            "content",
+            "status",
+            "createdAt",
+            "updatedAt",
+            "tags",
+            "likeCount",
+            "commentCount",
+            "author",
+            "mentions",
+            "media",
+        }
+    ),
+    "Member": frozenset(
+        {
+            "id",
+            "externalId",
+            "username",
+            "displayName",
+            "avatarUrl",
+            "status",
+            "followerCount",
+            "followingCount",
+        }
+    ),
     "Media": frozenset({"id", "status", "contentType", "width", "height", "url", "score", "rejectReason"}),
 }
 
@@ -58,8 +78,13 @@ class SharedEventExecutor(PrefetchedCompletion, StrawberryGraphQLCoreExecutionCo
         self.async_helpers = weak_async_helpers(self)
 
     def execute_collected_subfields(
-        self, parent_type: GraphQLObjectType, source_value: Any, path: Any, grouped_field_set: Any,
-        new_defer_usages: Any, position_context: Any,
+        self,
+        parent_type: GraphQLObjectType,
+        source_value: Any,
+        path: Any,
+        grouped_field_set: Any,
+        new_defer_usages: Any,
+        position_context: Any,
     ) -> Any:
         if not new_defer_usages and is_prefetched(source_value):
             try:
@@ -79,7 +104,8 @@ class SharedEventExecutor(PrefetchedCompletion, StrawberryGraphQLCoreExecutionCo
         ):
             return super().execute_operation(serially)
         return renders.render(
-            self.operation, self.variable_values.coerced,
+            self.operation,
+            self.variable_values.coerced,
             lambda: super(SharedEventExecutor, self).execute_operation(serially),
         )
 
@@ -90,8 +116,10 @@ def _viewer_independent(executor: StrawberryGraphQLCoreExecutionContext) -> bool
 
 
 def _shareable(
-    executor: StrawberryGraphQLCoreExecutionContext, parent: GraphQLNamedType | None,
-    selections: SelectionSetNode, seen: frozenset[str],
+    executor: StrawberryGraphQLCoreExecutionContext,
+    parent: GraphQLNamedType | None,
+    selections: SelectionSetNode,
+    seen: frozenset[str],
 ) -> bool:
     schema = executor.schema
     for selection in selections.selections:

@@ -39,9 +39,7 @@ class Subscription:
             "and sees nothing twice."
         )
     )
-    async def home_timeline(
-        self, info: ContextInfo, since: str | None = None
-    ) -> AsyncGenerator[TimelineEvent, None]:
+    async def home_timeline(self, info: ContextInfo, since: str | None = None) -> AsyncGenerator[TimelineEvent, None]:
         ctx = info.context
         live = LIVE_OPERATION.get()
         lane = Lane(live) if live is not None else None

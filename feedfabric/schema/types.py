@@ -132,15 +132,22 @@ class Member:
         lte: strawberry.ID | None = None,
     ) -> FeedConnection:
         page = await reads.member_posts(
-            info.context, self.row, newest_first=order != PostOrder.OLDEST, first=first, after=after,
-            gt=gt, gte=gte, lt=lt, lte=lte,
+            info.context,
+            self.row,
+            newest_first=order != PostOrder.OLDEST,
+            first=first,
+            after=after,
+            gt=gt,
+            gte=gte,
+            lt=lt,
+            lte=lte,
         )
         return await FeedConnection.load(info, page)
 
     @strawberry.field
     async def liked_playlist(
         self, info: ContextInfo
-    ) -> Annotated["Playlist", strawberry.lazy("feedfabric.schema.playlists")]:  # noqa: F821
+    ) -> Annotated[Playlist, strawberry.lazy("feedfabric.schema.playlists")]:  # noqa: F821
         from feedfabric.schema.playlists import liked_playlist_of
 
         return await liked_playlist_of(info, self.row)
@@ -214,7 +221,9 @@ class Post:
     @strawberry.field
     def author(self, info: ContextInfo) -> Member:
         value = self._loaded("author")
-        return value if value is not _NOT_LOADED else _wrap(Member, info.context.loaders.member.load(self.row.author_id))
+        return (
+            value if value is not _NOT_LOADED else _wrap(Member, info.context.loaders.member.load(self.row.author_id))
+        )
 
     @strawberry.field(description="Hashtags and inferred topics, lower case, without '#'.")
     def tags(self, info: ContextInfo) -> list[str]:
@@ -237,7 +246,11 @@ class Post:
         if self.row.repost_of is None:
             return None
         value = self._loaded("repostOf")
-        return value if value is not _NOT_LOADED else _wrap(Post, info.context.loaders.visible_post.load(self.row.repost_of))
+        return (
+            value
+            if value is not _NOT_LOADED
+            else _wrap(Post, info.context.loaders.visible_post.load(self.row.repost_of))
+        )
 
     @strawberry.field
     def like_count(self, info: ContextInfo) -> int:
@@ -427,8 +440,9 @@ async def _wrap_all(kind: Any, pending: Awaitable[Iterable[Any]]) -> list[Any]:
 _PAGE_FIELDS = frozenset({"author", "tags", "media", "repostOf", "likeCount", "commentCount", "viewerHasLiked"})
 
 
-def _prefetched(row: models.Post, loaded: PageExtras, wanted: frozenset[str] | set[str],
-                *, nested: bool) -> dict[str, Any]:
+def _prefetched(
+    row: models.Post, loaded: PageExtras, wanted: frozenset[str] | set[str], *, nested: bool
+) -> dict[str, Any]:
     """GraphQL field name -> value of one post, from the page's extras (only the fields the query selects).
 
     A repost's original is filled the same way (its own extras are in the page's load); its own
@@ -455,8 +469,10 @@ def _prefetched(row: models.Post, loaded: PageExtras, wanted: frozenset[str] | s
             out[name] = None  # what the field answers for a post that is no repost
         elif name == "repostOf" and nested:
             original = loaded.originals.get(row.repost_of)
-            out[name] = None if original is None else Post(
-                row=original, loaded=_prefetched(original, loaded, _PAGE_FIELDS - {"repostOf"}, nested=False)
+            out[name] = (
+                None
+                if original is None
+                else Post(row=original, loaded=_prefetched(original, loaded, _PAGE_FIELDS - {"repostOf"}, nested=False))
             )
     return out
 

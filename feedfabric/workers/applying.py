@@ -62,8 +62,9 @@ async def sweep(spec: GroupSpec, ctx: WorkerContext, since: dt.datetime | None) 
     """
     after_s = ctx.settings.consumer_sweep_after_s
     async with ctx.pool.acquire() as conn:
-        overdue = await db.overdue_events(conn, spec.name, spec.event_types, since, after_s,
-                                          first_window_s=600.0, limit=500)
+        overdue = await db.overdue_events(
+            conn, spec.name, spec.event_types, since, after_s, first_window_s=600.0, limit=500
+        )
     for row in overdue.rows:
         event = row.event()
         try:
@@ -75,8 +76,12 @@ async def sweep(spec: GroupSpec, ctx: WorkerContext, since: dt.datetime | None) 
             _log_from_outbox(spec, ctx, event, applied.at_ns)
             metrics.CONSUMER_SWEPT.labels(group=spec.name).inc()
     if overdue.rows:
-        log.warning("%s: applied %d events from the outbox that Kafka had not delivered %.0fs after publication",
-                    spec.name, len(overdue.rows), after_s)
+        log.warning(
+            "%s: applied %d events from the outbox that Kafka had not delivered %.0fs after publication",
+            spec.name,
+            len(overdue.rows),
+            after_s,
+        )
     return overdue
 
 
@@ -90,8 +95,16 @@ async def park(
             conn = await stack.enter_async_context(ctx.pool.acquire())
             await stack.enter_async_context(conn.transaction())
         await db.mark_processed(conn, spec.name, event.event_id)
-        await db.add_dead_letter(conn, spec.name, topic_name(ctx.settings, row.topic), -1, -1, row.key,
-                                 json.dumps(event.to_message(), separators=(",", ":")), error[:2000])
+        await db.add_dead_letter(
+            conn,
+            spec.name,
+            topic_name(ctx.settings, row.topic),
+            -1,
+            -1,
+            row.key,
+            json.dumps(event.to_message(), separators=(",", ":")),
+            error[:2000],
+        )
     metrics.DEAD_LETTERS.labels(group=spec.name).inc()
 
 
@@ -128,5 +141,15 @@ async def _apply_earlier(spec: GroupSpec, ctx: WorkerContext, conn: asyncpg.Conn
 
 
 def _log_from_outbox(spec: GroupSpec, ctx: WorkerContext, event: Event, at_ns: int) -> None:
-    chaos.log_effect("apply", at_ns=at_ns, group=spec.name, id=event.event_id, key=event.key, version=event.version,
-                     type=event.type, fresh=True, topic=topic_name(ctx.settings, TOPIC_OF[event.type]), source="outbox")
+    chaos.log_effect(
+        "apply",
+        at_ns=at_ns,
+        group=spec.name,
+        id=event.event_id,
+        key=event.key,
+        version=event.version,
+        type=event.type,
+        fresh=True,
+        topic=topic_name(ctx.settings, TOPIC_OF[event.type]),
+        source="outbox",
+    )

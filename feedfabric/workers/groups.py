@@ -6,9 +6,7 @@ from feedfabric.workers.base import GroupSpec
 
 
 def all_groups() -> dict[str, GroupSpec]:
-    from feedfabric.workers import fanout
-    from feedfabric.workers import embeddings, engagement, media
-    from feedfabric.workers import notifications
+    from feedfabric.workers import embeddings, engagement, fanout, media, notifications
 
     specs = [
         fanout.GROUP,

@@ -99,7 +99,9 @@ async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> 
         )
         for notification_id, recipient_id in created:
             await add_event(
-                conn, "NotificationCreated", str(recipient_id),
+                conn,
+                "NotificationCreated",
+                str(recipient_id),
                 {"notificationId": str(notification_id), "recipientId": str(recipient_id)},
                 shards=ctx.settings.outbox_shards,
             )

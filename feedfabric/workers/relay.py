@@ -145,9 +145,7 @@ class Relay:
                     pending.append((row, None))
                     continue
                 try:
-                    fut = await producer.send(
-                        topic_name(self.settings, row.topic), encode(row), key=row.key.encode()
-                    )
+                    fut = await producer.send(topic_name(self.settings, row.topic), encode(row), key=row.key.encode())
                 except Exception as exc:
                     log.warning("relay: send of outbox row %d failed: %s", row.id, exc)
                     blocked.add(row.key)
@@ -168,8 +166,16 @@ class Relay:
                 stamped.append(row.id)
                 if chaos.logging_effects() and fut is not None:
                     meta = fut.result()
-                    chaos.log_effect("produce", id=row.id, key=row.key, version=row.version, type=row.event_type,
-                                     topic=row.topic, partition=meta.partition, offset=meta.offset)
+                    chaos.log_effect(
+                        "produce",
+                        id=row.id,
+                        key=row.key,
+                        version=row.version,
+                        type=row.event_type,
+                        topic=row.topic,
+                        partition=meta.partition,
+                        offset=meta.offset,
+                    )
             if self.after_produce is not None:
                 await self.after_produce(rows)
             chaos.crash_point("relay-after-produce")
@@ -227,8 +233,12 @@ class Relay:
             epoch = await db.raise_broker_epoch(conn)
             count = await db.unpublish_since(conn, since, topics)
         self.replays += 1
-        log.warning("relay: broker lost data (%s); republishing %d rows of the retention window (broker epoch %d)",
-                    reason, count, epoch)
+        log.warning(
+            "relay: broker lost data (%s); republishing %d rows of the retention window (broker epoch %d)",
+            reason,
+            count,
+            epoch,
+        )
         kafka.forget_offsets()
         await kafka.reset_producer()
 
@@ -286,7 +296,9 @@ class _Kafka:
         described = await self._admin.describe_topics(topics)
         tps = [
             TopicPartition(t["topic"], p["partition"])
-            for t in described if t["error_code"] == 0 for p in t["partitions"]
+            for t in described
+            if t["error_code"] == 0
+            for p in t["partitions"]
         ]
         return dict(await self._offsets.end_offsets(tps)) if tps else {}
 
@@ -351,7 +363,7 @@ async def _close(client: AIOKafkaAdminClient | AIOKafkaConsumer | None) -> None:
 async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
     try:
         await asyncio.wait_for(stop.wait(), seconds)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
 
 

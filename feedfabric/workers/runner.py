@@ -30,9 +30,9 @@ import asyncpg
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
+from feedfabric import chaos, metrics
 from feedfabric.db import pipeline as db
 from feedfabric.events import Event
-from feedfabric import chaos, metrics
 from feedfabric.settings import Settings
 from feedfabric.workers import applying
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
@@ -143,8 +143,12 @@ class GroupRunner:
                 if assigned:
                     self.consumer.resume(*assigned)
                     await self.consumer.seek_to_beginning(*assigned)
-            log.warning("%s: broker epoch %d: the broker lost data; rewound %d partitions to the start",
-                        self.spec.name, epoch, len(assigned))
+            log.warning(
+                "%s: broker epoch %d: the broker lost data; rewound %d partitions to the start",
+                self.spec.name,
+                epoch,
+                len(assigned),
+            )
         self.epoch = epoch
 
     def _poll_timeout(self) -> int:
@@ -162,7 +166,9 @@ class GroupRunner:
 
     async def _handle_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]], stop: asyncio.Event) -> None:
         if self.spec.prepare is not None:
-            wanted = [e for recs in batch.values() for r in recs if (e := _decode(r)) and e.type in self.spec.event_types]
+            wanted = [
+                e for recs in batch.values() for r in recs if (e := _decode(r)) and e.type in self.spec.event_types
+            ]
             if wanted:
                 try:
                     await self.spec.prepare(self.ctx, wanted)
@@ -180,7 +186,8 @@ class GroupRunner:
                 # A rebalance during the batch may have revoked tp; highwater() asserts on an unassigned one.
                 if records and tp in self.consumer.assignment() and (high := self.consumer.highwater(tp)) is not None:
                     metrics.CONSUMER_LAG.labels(group=self.spec.name, topic=tp.topic, partition=str(tp.partition)).set(
-                        max(high - records[-1].offset - 1, 0))
+                        max(high - records[-1].offset - 1, 0)
+                    )
 
     async def _process(self, tp: TopicPartition, record: ConsumerRecord) -> bool:
         """True when the record is finished with (handled, redelivered, skipped or parked)."""
@@ -190,9 +197,19 @@ class GroupRunner:
                 await self._dead_letter(record, "undecodable payload", None)
             elif event.type in self.spec.event_types:
                 applied = await applying.apply_in_order(self.spec, self.ctx, event)
-                chaos.log_effect("apply", at_ns=applied.at_ns, group=self.spec.name, id=event.event_id, key=event.key,
-                                 version=event.version, type=event.type, fresh=applied.fresh, topic=tp.topic,
-                                 partition=tp.partition, offset=record.offset)
+                chaos.log_effect(
+                    "apply",
+                    at_ns=applied.at_ns,
+                    group=self.spec.name,
+                    id=event.event_id,
+                    key=event.key,
+                    version=event.version,
+                    type=event.type,
+                    fresh=applied.fresh,
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    offset=record.offset,
+                )
         except PermanentError as exc:
             try:
                 await self._dead_letter(record, f"{type(exc).__name__}: {exc}", event)
@@ -239,7 +256,14 @@ class GroupRunner:
             if event is not None:
                 await db.mark_processed(conn, self.spec.name, event.event_id)
         metrics.DEAD_LETTERS.labels(group=self.spec.name).inc()
-        log.warning("%s: parked %s[%d]@%d in dead letters: %s", self.spec.name, record.topic, record.partition, record.offset, error)
+        log.warning(
+            "%s: parked %s[%d]@%d in dead letters: %s",
+            self.spec.name,
+            record.topic,
+            record.partition,
+            record.offset,
+            error,
+        )
 
     async def commit(self, tps: set[TopicPartition] | None) -> None:
         """Commits finished offsets (of `tps`, or all); a failed commit only means a redelivery later."""
