@@ -11,7 +11,9 @@ operation, and it only does what must happen before parsing or after the
 result: resolving a persisted query, and timing. What belongs to one step is
 done in that step's hook, which finishes with the step: the token limit
 in `on_parse`, the validation rules in `on_validate`, a refusal in
-`on_execute`, the error handling on each result.
+`on_execute`, the error handling on each result. A document whose fragments
+expand past MAX_EXPANDED_FIELDS (feedfabric.schema.selections) is refused in
+`on_validate`, before any validation rule walks it.
 
 Every result, returned once (queries and mutations over HTTP) or streamed
 (WebSocket, one per event), gets the same treatment, in this order: field
@@ -35,7 +37,7 @@ from typing import Any
 from graphql.validation import ASTValidationRule
 from strawberry.extensions import SchemaExtension
 
-from feedfabric.errors import FeedFabricError
+from feedfabric.errors import FeedFabricError, QueryTooComplex
 from feedfabric.schema.errors import code_errors
 from feedfabric.schema.persisted import resolve_persisted_query
 from feedfabric.schema.production import (
@@ -44,6 +46,7 @@ from feedfabric.schema.production import (
     without_suggestions,
 )
 from feedfabric.schema.refusal import refuse
+from feedfabric.schema.selections import MAX_EXPANDED_FIELDS, expanded_size
 from feedfabric.schema.timing import count_errors, observe_latency
 
 Rules = tuple[type[ASTValidationRule], ...]
@@ -80,6 +83,18 @@ class OperationHooks(SchemaExtension):
 
     def on_validate(self) -> Iterator[None]:
         ec = self.execution_context
+        if self.refusal is None and ec.graphql_document is not None:
+            size = expanded_size(ec.graphql_document)
+            if size > MAX_EXPANDED_FIELDS:
+                # Refused before any rule walks it: no rules, so the validation cache's pass is one
+                # linear visit, and the refusal is answered from on_execute (where the rate limit spends).
+                self.refusal = QueryTooComplex(
+                    f"The query expands to {size} fields through its fragments; the maximum is "
+                    f"{MAX_EXPANDED_FIELDS}. Spread each fragment fewer times."
+                )
+                ec.validation_rules = ()
+                yield
+                return
         extra = self.limit_rules + PRODUCTION_RULES if is_production(ec) else self.limit_rules
         ec.validation_rules = _joined(ec.validation_rules, extra)
         yield

@@ -68,7 +68,7 @@ class Query(PlaylistQuery, MediaQuery):
                 comment = await loaders.comment.load(item["comment_id"])
                 node: Post | Comment | None = Comment(row=comment) if comment else None
             else:
-                post = await loaders.post.load(item["post_id"])
+                post = await loaders.visible_post.load(item["post_id"])
                 node = Post(row=post) if post else None
             if node is not None:
                 edges.append(MentionEdge(cursor=str(item["item_id"]), node=node))

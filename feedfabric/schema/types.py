@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Iterable
 from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any
 
 import strawberry
-from graphql import FieldNode, FragmentSpreadNode, InlineFragmentNode, SelectionSetNode
 from strawberry.types import Info
 
 from feedfabric import models
 from feedfabric.context import Context
 from feedfabric.db.post_extras import PageExtras
+from feedfabric.errors import NotFound
+from feedfabric.feeds.posts import MAX_MEDIA_PER_POST
 from feedfabric.resolvers import reads
 from feedfabric.resolvers.page_loads import load_page
+from feedfabric.schema.selections import iter_fields
 
 ContextInfo = Info[Context, None]
 # Placeholder default of the fields filled in __post_init__ from `row`; never served.
@@ -153,6 +156,14 @@ class Member:
         return await liked_playlist_of(info, self.row)
 
 
+async def visible_post(info: ContextInfo, post_id: uuid.UUID) -> Post:
+    """A non-null Post field's value: the one visibility rule (visible_posts), NOT_FOUND when it hides the post."""
+    row = await info.context.loaders.visible_post.load(post_id)
+    if row is None:
+        raise NotFound("post not found")
+    return Post(row=row)
+
+
 def member_or_none(row: models.Member | None) -> Member | None:
     return Member(row=row) if row is not None else None
 
@@ -236,7 +247,7 @@ class Post:
         rows = await info.context.loaders.member.load_many(ids)
         return [Member(row=r) for r in rows if r is not None]
 
-    @strawberry.field
+    @strawberry.field(metadata={"max_items": MAX_MEDIA_PER_POST})  # the query cost's bound (schema/cost.py)
     def media(self, info: ContextInfo) -> list[Media]:
         value = self._loaded("media")
         return value if value is not _NOT_LOADED else _wrap_all(Media, info.context.loaders.media.load(self.row.id))
@@ -286,9 +297,7 @@ class Comment:
 
     @strawberry.field
     async def post(self, info: ContextInfo) -> Post:
-        row = await info.context.loaders.post.load(self.row.post_id)
-        assert row is not None
-        return Post(row=row)
+        return await visible_post(info, self.row.post_id)
 
     @strawberry.field
     async def author(self, info: ContextInfo) -> Member:
@@ -484,25 +493,11 @@ def _node_fields(info: ContextInfo) -> set[str]:
     (arguments, directives) into objects of its own on every request, 3% of a GraphQL page's CPU."""
     raw = info._raw_info
     names: set[str] = set()
-    for node in raw.field_nodes:
-        _walk_to_nodes(raw.fragments, node.selection_set, (), names)
+    for connection in raw.field_nodes:
+        for edges, _ in iter_fields(connection.selection_set, raw.fragments):
+            if edges.name.value != "edges":
+                continue
+            for node, _ in iter_fields(edges.selection_set, raw.fragments):
+                if node.name.value == "node":
+                    names.update(field.name.value for field, _ in iter_fields(node.selection_set, raw.fragments))
     return names
-
-
-def _walk_to_nodes(
-    fragments: dict[str, Any], selection_set: SelectionSetNode | None, path: tuple[str, ...], names: set[str]
-) -> None:
-    """A module function, not a closure: a recursive closure is a reference cycle, and this one would
-    keep the request's resolve info (and its context) for the cyclic collector."""
-    for selection in selection_set.selections if selection_set is not None else ():
-        if isinstance(selection, FieldNode):
-            name = selection.name.value
-            if path == ("edges", "node"):
-                names.add(name)
-            elif len(path) < 2:
-                _walk_to_nodes(fragments, selection.selection_set, (*path, name), names)
-        elif isinstance(selection, FragmentSpreadNode):
-            fragment = fragments.get(selection.name.value)
-            _walk_to_nodes(fragments, fragment.selection_set if fragment is not None else None, path, names)
-        elif isinstance(selection, InlineFragmentNode):
-            _walk_to_nodes(fragments, selection.selection_set, path, names)
