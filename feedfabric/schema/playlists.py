@@ -91,10 +91,25 @@ class Playlist:
         self, info: ContextInfo, first: int | None = 20, after: str | None = None
     ) -> PlaylistItemConnection:
         page = await resolve.items(info.context, self.row, first, after)
-        return PlaylistItemConnection(
-            edges=[PlaylistItemEdge(cursor=_cursor(i), node=PlaylistItem(row=i)) for i in page.items],
-            page_info=PageInfo.of(page),
-        )
+        edges = [PlaylistItemEdge(cursor=_cursor(i), node=PlaylistItem(row=i)) for i in page.items]
+        return PlaylistItemConnection(edges=edges, page_info=PageInfo.of(page, edges, after))
+
+
+@strawberry.type
+class PlaylistEdge:
+    cursor: str
+    node: Playlist
+
+
+@strawberry.type
+class PlaylistConnection:
+    edges: list[PlaylistEdge]
+    page_info: PageInfo
+
+    @classmethod
+    def of(cls, page: models.Page, after: str | None) -> PlaylistConnection:
+        edges = [PlaylistEdge(cursor=str(p.id), node=Playlist(row=p)) for p in page.items]
+        return cls(edges=edges, page_info=PageInfo.of(page, edges, after))
 
 
 def _cursor(item: models.PlaylistItem) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Iterable, Sequence
 from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any
@@ -73,14 +73,28 @@ class NotificationKind(Enum):
     REPOST = "repost"
 
 
-@strawberry.type
+@strawberry.type(
+    description="Relay's PageInfo: startCursor and endCursor are the first and last edge's cursors "
+    "(null only on an empty page)."
+)
 class PageInfo:
     has_next_page: bool
+    has_previous_page: bool = strawberry.field(
+        description="Whether the page was asked for after a cursor (paging runs forward only)."
+    )
+    start_cursor: str | None
     end_cursor: str | None
 
     @classmethod
-    def of(cls, page: models.Page) -> PageInfo:
-        return cls(has_next_page=page.next_cursor is not None, end_cursor=page.next_cursor)
+    def of(cls, page: models.Page, edges: Sequence[Any], after: str | None = None) -> PageInfo:
+        """Cursors of the edges served: an item the page read but could not show still moves `endCursor`
+        on only when no edge is left (then it is the page's own next cursor, so a client never stalls)."""
+        return cls(
+            has_next_page=page.next_cursor is not None,
+            has_previous_page=bool(after),
+            start_cursor=edges[0].cursor if edges else None,
+            end_cursor=edges[-1].cursor if edges else page.next_cursor,
+        )
 
 
 @strawberry.type
@@ -145,7 +159,7 @@ class Member:
             lt=lt,
             lte=lte,
         )
-        return await FeedConnection.load(info, page)
+        return await FeedConnection.load(info, page, after)
 
     @strawberry.field
     async def liked_playlist(
@@ -154,6 +168,40 @@ class Member:
         from feedfabric.schema.playlists import liked_playlist_of
 
         return await liked_playlist_of(info, self.row)
+
+    @strawberry.field(description="Members following this member, most recent follow first.")
+    async def followers(self, info: ContextInfo, first: int | None = 20, after: str | None = None) -> MemberConnection:
+        return MemberConnection.of(await reads.followers(info.context, self.row, first, after), after)
+
+    @strawberry.field(description="Members this member follows, most recent follow first.")
+    async def following(self, info: ContextInfo, first: int | None = 20, after: str | None = None) -> MemberConnection:
+        return MemberConnection.of(await reads.following(info.context, self.row, first, after), after)
+
+    @strawberry.field(description="This member's playlists (USER kind), newest first.")
+    async def playlists(
+        self, info: ContextInfo, first: int | None = 20, after: str | None = None
+    ) -> Annotated[PlaylistConnection, strawberry.lazy("feedfabric.schema.playlists")]:  # noqa: F821
+        from feedfabric.schema.playlists import PlaylistConnection
+
+        return PlaylistConnection.of(await reads.playlists(info.context, self.row, first, after), after)
+
+
+@strawberry.type
+class MemberEdge:
+    cursor: str
+    node: Member
+
+
+@strawberry.type
+class MemberConnection:
+    edges: list[MemberEdge]
+    page_info: PageInfo
+
+    @classmethod
+    def of(cls, page: models.Page, after: str | None) -> MemberConnection:
+        """A page of feeds.members.Listed."""
+        edges = [MemberEdge(cursor=listed.cursor, node=Member(row=listed.member)) for listed in page.items]
+        return cls(edges=edges, page_info=PageInfo.of(page, edges, after))
 
 
 async def visible_post(info: ContextInfo, post_id: uuid.UUID) -> Post:
@@ -281,10 +329,8 @@ class Post:
     @strawberry.field
     async def comments(self, info: ContextInfo, first: int | None = 20, after: str | None = None) -> CommentConnection:
         page = await reads.comments(info.context, self.row.id, first, after)
-        return CommentConnection(
-            edges=[CommentEdge(cursor=str(c.id), node=Comment(row=c)) for c in page.items],
-            page_info=PageInfo.of(page),
-        )
+        edges = [CommentEdge(cursor=str(c.id), node=Comment(row=c)) for c in page.items]
+        return CommentConnection(edges=edges, page_info=PageInfo.of(page, edges, after))
 
 
 @strawberry.type
@@ -335,17 +381,14 @@ class FeedConnection:
     prefetched: strawberry.Private[bool] = False
 
     @classmethod
-    def of(cls, page: models.Page) -> FeedConnection:
-        return cls(
-            edges=[FeedEdge(cursor=str(p.id), node=Post(row=p)) for p in page.items],
-            page_info=PageInfo.of(page),
-            source=FeedSource(page.source),
-        )
+    def of(cls, page: models.Page, after: str | None = None) -> FeedConnection:
+        edges = [FeedEdge(cursor=str(p.id), node=Post(row=p)) for p in page.items]
+        return cls(edges=edges, page_info=PageInfo.of(page, edges, after), source=FeedSource(page.source))
 
     @classmethod
-    async def load(cls, info: ContextInfo, page: models.Page) -> FeedConnection:
+    async def load(cls, info: ContextInfo, page: models.Page, after: str | None = None) -> FeedConnection:
         """The page with what the query selects of its posts loaded up front, in one statement for all kinds."""
-        connection = cls.of(page)
+        connection = cls.of(page, after)
         posts = [edge.node for edge in connection.edges]
         wanted = _node_fields(info) & _PAGE_FIELDS
         if posts and wanted:

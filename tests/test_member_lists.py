@@ -1,0 +1,133 @@
+"""Member.followers, Member.following, Member.playlists and Query.followedTags: keyset pages, Relay
+PageInfo, suspended members hidden, a fixed number of statements per page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from feedfabric.schema import schema
+
+from tests.support import Api, GraphQLErrors
+from tests.test_statement_count import Counter, counted_pool  # noqa: F401 - the fixture
+
+FOLLOWERS = """query($u: String!, $first: Int, $after: String) { member(username: $u) {
+  followers(first: $first, after: $after) {
+    edges { cursor node { username followerCount viewerFollows } }
+    pageInfo { hasNextPage hasPreviousPage startCursor endCursor } } } }"""
+FOLLOWING = FOLLOWERS.replace("followers(", "following(")
+PLAYLISTS = """query($u: String!, $first: Int, $after: String) { member(username: $u) {
+  playlists(first: $first, after: $after) {
+    edges { cursor node { name owner { username } followerCount } }
+    pageInfo { hasNextPage hasPreviousPage startCursor endCursor } } } }"""
+
+
+async def all_pages(api: Api, query: str, field: str, username: str, token: str, first: int) -> list[dict[str, Any]]:
+    """Every page of the list, checking Relay's PageInfo on each."""
+    pages: list[dict[str, Any]] = []
+    after = None
+    while True:
+        data = await api.gql(query, {"u": username, "first": first, "after": after}, token=token)
+        page = data["member"][field]
+        info, edges = page["pageInfo"], page["edges"]
+        assert info["hasPreviousPage"] is (after is not None)
+        assert info["startCursor"] == (edges[0]["cursor"] if edges else None)
+        assert info["endCursor"] == (edges[-1]["cursor"] if edges else None)  # the last page's too
+        pages.append(page)
+        if not info["hasNextPage"]:
+            return pages
+        after = info["endCursor"]
+
+
+def names(pages: list[dict[str, Any]], key: str = "username") -> list[str]:
+    return [edge["node"][key] for page in pages for edge in page["edges"]]
+
+
+async def test_followers_and_following_most_recent_first_in_keyset_pages(api: Api) -> None:
+    star = await api.member("star")
+    fans = [await api.member(f"fan{i}") for i in range(5)]
+    for fan in fans:
+        await api.follow(fan, "star")
+        await api.follow(star, f"fan{fans.index(fan)}")
+    pages = await all_pages(api, FOLLOWERS, "followers", "star", fans[0], first=2)
+    assert [len(p["edges"]) for p in pages] == [2, 2, 1]
+    assert names(pages) == ["fan4", "fan3", "fan2", "fan1", "fan0"]
+    following = await all_pages(api, FOLLOWING, "following", "star", fans[0], first=3)
+    assert names(following) == ["fan4", "fan3", "fan2", "fan1", "fan0"]
+    # The cursor is a position, not a row: it stays valid when the follow it names is gone.
+    await api.gql('mutation { unfollow(externalUserId: "star") { id } }', token=fans[3])
+    rest = await api.gql(FOLLOWERS, {"u": "star", "first": 5, "after": pages[0]["pageInfo"]["endCursor"]}, token=star)
+    assert [e["node"]["username"] for e in rest["member"]["followers"]["edges"]] == ["fan2", "fan1", "fan0"]
+
+
+async def test_suspended_members_are_left_out_and_their_lists_hidden(api: Api) -> None:
+    admin = await api.member("boss", admin=True)
+    host = await api.member("host")
+    for name in ("good", "gone"):
+        token = await api.member(name)
+        await api.follow(token, "host")
+        await api.follow(host, name)
+    gone = api.token("gone")
+    await api.gql('mutation { createPlaylist(name: "mine") { id } }', token=gone)
+    await api.gql('mutation { suspendMember(externalUserId: "gone") { id } }', token=admin)
+    viewer = await api.member("onlooker")
+    followers = await all_pages(api, FOLLOWERS, "followers", "host", viewer, first=10)
+    following = await all_pages(api, FOLLOWING, "following", "host", viewer, first=10)
+    assert names(followers) == names(following) == ["good"]
+    for query, field in ((FOLLOWERS, "followers"), (FOLLOWING, "following"), (PLAYLISTS, "playlists")):
+        assert [page["edges"] for page in await all_pages(api, query, field, "gone", viewer, first=10)] == [[]]
+
+
+async def test_playlists_newest_first(api: Api) -> None:
+    owner = await api.member("curator")
+    for i in range(3):
+        await api.gql("mutation($n: String!) { createPlaylist(name: $n) { id } }", {"n": f"list{i}"}, token=owner)
+    await api.gql("{ viewer { likedPlaylist { id } } }", token=owner)  # the LIKED kind is not listed
+    pages = await all_pages(api, PLAYLISTS, "playlists", "curator", owner, first=2)
+    assert names(pages, "name") == ["list2", "list1", "list0"]
+
+
+async def test_followed_tags_alphabetical(api: Api) -> None:
+    token = await api.member("tagger")
+    for tag in ("zebra", "#Apple", "mango"):
+        await api.gql("mutation($t: String!) { followTag(tag: $t) }", {"t": tag}, token=token)
+    await api.gql('mutation { unfollowTag(tag: "mango") }', token=token)
+    assert (await api.gql("{ followedTags }", token=token))["followedTags"] == ["apple", "zebra"]
+    with pytest.raises(GraphQLErrors) as signed_out:
+        await api.gql("{ followedTags }")
+    assert signed_out.value.codes == ["UNAUTHENTICATED"]
+
+
+async def test_a_bad_cursor_is_bad_input(api: Api) -> None:
+    token = await api.member("prober")
+    for cursor in ("nope", "12.not-a-uuid", "１２.x"):
+        codes = await api.error_codes(FOLLOWERS, {"u": "prober", "after": cursor}, token=token)
+        assert codes == ["BAD_USER_INPUT"]
+
+
+async def test_list_pages_cost_the_same_statements_whatever_their_size(
+    api: Api,
+    counted_pool: tuple[Any, Counter],  # noqa: F811
+) -> None:
+    from feedfabric.context import Resources, build_context
+    from feedfabric.feeds.viewer import resolve_viewer
+
+    pool, counter = counted_pool
+    hub = await api.member("hub")
+    for i in range(12):
+        token = await api.member(f"peer{i}")
+        await api.follow(token, "hub")
+        await api.follow(hub, f"peer{i}")
+        await api.gql("mutation($n: String!) { createPlaylist(name: $n) { id } }", {"n": f"p{i}"}, token=hub)
+
+    async def statements(query: str, first: int) -> int:
+        viewer = await resolve_viewer(pool, api.settings, f"Bearer {hub}")
+        ctx = build_context(Resources(settings=api.settings, pool=pool), viewer)
+        before = counter.count
+        result = await schema.execute(query, variable_values={"u": "hub", "first": first}, context_value=ctx)
+        assert result.errors is None, result.errors
+        return counter.count - before
+
+    for query in (FOLLOWERS, FOLLOWING, PLAYLISTS):
+        await statements(query, 10)  # warm the pool's connections
+        assert await statements(query, 2) == await statements(query, 10)
