@@ -6,10 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from feedfabric.schema import schema
 
 from tests.support import Api, GraphQLErrors
-from tests.test_statement_count import Counter, counted_pool  # noqa: F401 - the fixture
 
 FOLLOWERS = """query($u: String!, $first: Int, $after: String) { member(username: $u) {
   followers(first: $first, after: $after) {
@@ -103,31 +101,3 @@ async def test_a_bad_cursor_is_bad_input(api: Api) -> None:
     for cursor in ("nope", "12.not-a-uuid", "１２.x"):
         codes = await api.error_codes(FOLLOWERS, {"u": "prober", "after": cursor}, token=token)
         assert codes == ["BAD_USER_INPUT"]
-
-
-async def test_list_pages_cost_the_same_statements_whatever_their_size(
-    api: Api,
-    counted_pool: tuple[Any, Counter],  # noqa: F811
-) -> None:
-    from feedfabric.context import Resources, build_context
-    from feedfabric.feeds.viewer import resolve_viewer
-
-    pool, counter = counted_pool
-    hub = await api.member("hub")
-    for i in range(12):
-        token = await api.member(f"peer{i}")
-        await api.follow(token, "hub")
-        await api.follow(hub, f"peer{i}")
-        await api.gql("mutation($n: String!) { createPlaylist(name: $n) { id } }", {"n": f"p{i}"}, token=hub)
-
-    async def statements(query: str, first: int) -> int:
-        viewer = await resolve_viewer(pool, api.settings, f"Bearer {hub}")
-        ctx = build_context(Resources(settings=api.settings, pool=pool), viewer)
-        before = counter.count
-        result = await schema.execute(query, variable_values={"u": "hub", "first": first}, context_value=ctx)
-        assert result.errors is None, result.errors
-        return counter.count - before
-
-    for query in (FOLLOWERS, FOLLOWING, PLAYLISTS):
-        await statements(query, 10)  # warm the pool's connections
-        assert await statements(query, 2) == await statements(query, 10)
