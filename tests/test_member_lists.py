@@ -101,3 +101,75 @@ async def test_a_bad_cursor_is_bad_input(api: Api) -> None:
     for cursor in ("nope", "12.not-a-uuid", "１２.x"):
         codes = await api.error_codes(FOLLOWERS, {"u": "prober", "after": cursor}, token=token)
         assert codes == ["BAD_USER_INPUT"]
+
+
+async def pages_of(api: Api, query: str, path: list[str], token: str, variables: dict[str, Any]) -> list[list[str]]:
+    """Cursors of every page of a connection, each page's PageInfo checked against its edges."""
+    pages: list[list[str]] = []
+    after = None
+    while True:
+        connection = await api.gql(query, {**variables, "after": after}, token=token)
+        for key in path:
+            connection = connection[key]
+        cursors = [edge["cursor"] for edge in connection["edges"]]
+        info = connection["pageInfo"]
+        assert info["hasPreviousPage"] is (after is not None)
+        assert (info["startCursor"], info["endCursor"]) == ((cursors[0], cursors[-1]) if cursors else (None, None))
+        pages.append(cursors)
+        if not info["hasNextPage"]:
+            return pages
+        after = info["endCursor"]
+
+
+PAGE_INFO = "pageInfo { hasNextPage hasPreviousPage startCursor endCursor }"
+
+
+async def test_every_connection_gives_relay_page_info(api: Api) -> None:
+    token = await api.member("relay")
+    author = await api.member("penned")
+    await api.follow(token, "penned")
+    await api.gql('mutation { addFavourite(externalUserId: "penned") { id } }', token=token)
+    playlist = (await api.gql('mutation { createPlaylist(name: "p") { id } }', token=token))["createPlaylist"]["id"]
+    posts = [await api.post(author, f"post {i} #paged @relay") for i in range(3)]
+    for post in posts:
+        await api.gql(
+            'mutation($id: ID!) { addComment(postId: $id, content: "c") { id } }', {"id": posts[0]}, token=token
+        )
+        await api.gql(
+            "mutation($p: ID!, $i: ID!) { addToPlaylist(playlistId: $p, postId: $i) { id } }",
+            {"p": playlist, "i": post},
+            token=token,
+        )
+    edges = f"edges {{ cursor }} {PAGE_INFO}"
+    connections = [
+        (f"query($after: String) {{ homeFeed(first: 2, after: $after) {{ {edges} }} }}", ["homeFeed"], {}),
+        (f"query($after: String) {{ favouritesFeed(first: 2, after: $after) {{ {edges} }} }}", ["favouritesFeed"], {}),
+        (f'query($after: String) {{ tagFeed(tag: "paged", first: 2, after: $after) {{ {edges} }} }}', ["tagFeed"], {}),
+        (f"query($after: String) {{ mentionsFeed(first: 2, after: $after) {{ {edges} }} }}", ["mentionsFeed"], {}),
+        (
+            f'query($after: String) {{ member(username: "penned") {{ posts(first: 2, after: $after) {{ {edges} }} }} }}',
+            ["member", "posts"],
+            {},
+        ),
+        (
+            f"query($id: ID!, $after: String) {{ post(id: $id) {{ comments(first: 2, after: $after) {{ {edges} }} }} }}",
+            ["post", "comments"],
+            {"id": posts[0]},
+        ),
+        (
+            f"query($id: ID!, $after: String) {{ playlist(id: $id) {{ items(first: 2, after: $after) {{ {edges} }} }} }}",
+            ["playlist", "items"],
+            {"id": playlist},
+        ),
+    ]
+    for query, path, variables in connections:
+        pages = await pages_of(api, query, path, token, variables)
+        assert [len(page) for page in pages] == [2, 1], path
+    empty = await pages_of(
+        api,
+        f"query($after: String) {{ notifications(first: 2, after: $after) {{ {edges} }} }}",
+        ["notifications"],
+        token,
+        {},
+    )
+    assert empty == [[]]

@@ -35,11 +35,9 @@ from graphql import (
 
 from feedfabric.schema.idmemo import IdMemo
 
-# Fields of a document with its fragments expanded. The largest query the
-# project's clients send (a feed page with a post fragment used for the post and
-# its repost) expands to under 200; the bound leaves room for ten such
-# operations in one document and refuses the fan-out documents long before any
-# walker notices them.
+# Fields of a document with its fragments expanded: the token limit's order of
+# magnitude, so an ordinary document never meets it and a fan-out document is
+# refused long before a walker would notice it (docs/operations.md).
 MAX_EXPANDED_FIELDS = 2_000
 
 Fragments = Mapping[str, FragmentDefinitionNode]
