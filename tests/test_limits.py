@@ -279,6 +279,20 @@ async def test_fragment_fan_out_is_refused_before_validation_and_the_loop_stays_
         assert codes(await limited.raw("{ viewer { id } }", token=token)) == ["RATE_LIMITED"]
 
 
+async def test_repeated_fields_that_would_make_validation_quadratic_are_refused(api: Api) -> None:
+    from feedfabric.schema.selections import MAX_MERGED_PAIRS, merged_pairs
+    from graphql import parse
+
+    # Under the token limit; validation compared the 450 `viewer` fields pairwise for seconds.
+    repeated = "{" + " viewer { id }" * 450 + "}"
+    assert merged_pairs(parse(repeated)) > MAX_MERGED_PAIRS
+    refused = await api.raw(repeated)
+    assert codes(refused) == ["QUERY_TOO_COMPLEX"]
+    # A field a few fragments share is fine.
+    shared = "{ viewer { id ...A ...B } } fragment A on Member { id username } fragment B on Member { id }"
+    assert codes(await api.raw(shared)) == []
+
+
 async def test_fragments_within_the_bound_are_served(api: Api) -> None:
     from feedfabric.schema.selections import MAX_EXPANDED_FIELDS, expanded_size
     from graphql import parse

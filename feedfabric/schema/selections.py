@@ -9,6 +9,9 @@ cost, the rate limit's root-field count. So the document's *expanded size*
 computed first, once per fragment, in time linear in the text, and a document
 past MAX_EXPANDED_FIELDS is refused before anything else walks it
 (feedfabric.schema.operation). Every later walk is bounded by that figure.
+A document whose same-keyed fields would make validation's field-merging
+rule compare more than MAX_MERGED_PAIRS pairs is refused there too: that
+rule is quadratic in the fields that share a response key.
 
 `iter_fields` is the walk itself, for the cost, the rate limit, shared
 rendering and the feed page's prefetch: the fields of one selection set with
@@ -39,6 +42,12 @@ from feedfabric.schema.idmemo import IdMemo
 # magnitude, so an ordinary document never meets it and a fan-out document is
 # refused long before a walker would notice it (docs/operations.md).
 MAX_EXPANDED_FIELDS = 2_000
+# Pairs of same-keyed fields (merged_pairs): graphql-core's
+# OverlappingFieldsCanBeMerged compares them pairwise, and their merged
+# sub-selections pairwise again, so 450 copies of `viewer { id }` kept
+# validation busy for seconds. An ordinary document has about one pair per
+# field (each field with itself); fragments that share fields add a few.
+MAX_MERGED_PAIRS = 5_000
 
 Fragments = Mapping[str, FragmentDefinitionNode]
 
@@ -84,6 +93,40 @@ def _collect(
 
 def _type(schema: GraphQLSchema | None, name: str, parent: GraphQLNamedType | None) -> GraphQLNamedType | None:
     return schema.get_type(name) if schema is not None else parent
+
+
+def merged_pairs(document: DocumentNode) -> int:
+    """How many pairs of same-keyed fields GraphQL's field-merging rule must compare, at most.
+
+    Fields answering under one response key merge, and so do their sub-selections: k fields under one
+    key are k * k comparisons, and the merged sub-selection of those k fields is compared the same way
+    below. Walks every definition once through its merged selection sets, so it is linear in the
+    expanded size; call it only on documents within MAX_EXPANDED_FIELDS."""
+    return _PAIRS.get(id(document), document, lambda: _merged_pairs(document))
+
+
+_PAIRS: IdMemo[int] = IdMemo(1024)
+
+
+def _merged_pairs(document: DocumentNode) -> int:
+    fragments = fragments_of(document)
+    total = 0
+    pending: list[list[SelectionSetNode]] = [
+        [d.selection_set]
+        for d in document.definitions
+        if isinstance(d, (OperationDefinitionNode, FragmentDefinitionNode))
+    ]
+    while pending:
+        groups: dict[str, list[FieldNode]] = {}
+        for selection_set in pending.pop():
+            for field, _ in iter_fields(selection_set, fragments):
+                groups.setdefault(field.alias.value if field.alias else field.name.value, []).append(field)
+        for group in groups.values():
+            total += len(group) * len(group)
+            below = [f.selection_set for f in group if f.selection_set is not None]
+            if below:
+                pending.append(below)
+    return total
 
 
 def expanded_size(document: DocumentNode) -> int:
