@@ -197,4 +197,8 @@ async def test_every_post_field_hides_held_deleted_and_suspended_posts(api: Api,
         if name not in NO_CONTROL and world.posts["shown"] not in await probe(world, "shown"):
             blind.append(name)
     assert leaks == []
+    # A notification about a comment on a post since hidden leaves the comment out, without an error.
+    body = await api.raw("{ notifications(first: 50) { edges { node { comment { id } } } } }", token=world.viewer)
+    assert "errors" not in body
+    assert sum(1 for e in body["data"]["notifications"]["edges"] if e["node"]["comment"] is not None) == 1
     assert blind == [], "these probes do not reach a visible post, so they prove nothing"

@@ -450,12 +450,14 @@ class Notification:
         row = await info.context.loaders.visible_post.load(self.row.post_id)
         return Post(row=row) if row is not None else None
 
-    @strawberry.field
+    @strawberry.field(description="Null when the comment, or the post it is on, is no longer visible to the viewer.")
     async def comment(self, info: ContextInfo) -> Comment | None:
         if self.row.comment_id is None:
             return None
         row = await info.context.loaders.comment.load(self.row.comment_id)
-        return Comment(row=row) if row is not None else None
+        if row is None or await info.context.loaders.visible_post.load(row.post_id) is None:
+            return None
+        return Comment(row=row)
 
     @strawberry.field
     def created_at(self) -> datetime:
