@@ -42,10 +42,10 @@ class OperationRateLimit(SchemaExtension):
         context = app_context(ec)
         # A document already refused (its cost, its fragments) spends from the budget as well.
         if ec.graphql_document is not None and context is not None:
-            await self._check(context)
+            await self._check(context, ec.graphql_document)
         yield
 
-    async def _check(self, context: Any) -> None:
+    async def _check(self, context: Any, document: DocumentNode) -> None:
         ec = self.execution_context
         member = getattr(getattr(context.viewer_result, "viewer", None), "member", None)
         client = getattr(context.request, "client", None)
@@ -53,7 +53,7 @@ class OperationRateLimit(SchemaExtension):
             context.resources.redis,
             context.settings,
             ratelimit.client_key(member.id if member else None, client.host if client else None),
-            root_field_count(ec.graphql_document, ec.operation_name),
+            root_field_count(document, ec.operation_name),
         )
         if allowance is None:
             return
