@@ -3,8 +3,10 @@ PageInfo, suspended members hidden, a fixed number of statements per page."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import asyncpg
 import pytest
 
 from tests.support import Api, GraphQLErrors
@@ -173,3 +175,32 @@ async def test_every_connection_gives_relay_page_info(api: Api) -> None:
         {},
     )
     assert empty == [[]]
+
+
+async def test_follow_list_pages_are_index_range_scans_without_a_sort(api: Api, pool: asyncpg.Pool) -> None:
+    """The keyset pages read the follow indexes in their order: no Sort node, whatever the list's length."""
+    from datetime import UTC, datetime
+
+    from feedfabric.db import follows as follows_db
+    from feedfabric.db import playlists as playlists_db
+    from feedfabric.ids import new_id
+
+    member, position = new_id(), (datetime.now(UTC), str(new_id()))
+    async with pool.acquire() as conn:
+        captured: list[tuple[str, tuple[Any, ...]]] = []
+
+        def capture(record: asyncpg.connection.LoggedQuery) -> None:
+            captured.append((record.query, record.args))
+
+        conn.add_query_logger(capture)
+        await follows_db.followers_page(conn, member, position, 21)
+        await follows_db.following_page(conn, member, position, 21)
+        await playlists_db.owned_page(conn, member, new_id(), 21)
+        await asyncio.sleep(0.01)  # asyncpg calls query loggers soon after, not during, the query
+        conn.remove_query_logger(capture)
+        assert len(captured) == 3
+        async with conn.transaction():
+            await conn.execute("SET LOCAL enable_seqscan = off")
+            for query, args in captured:
+                plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + query, *args))
+                assert "Index" in plan and "Sort" not in plan, plan
