@@ -180,9 +180,27 @@ def test_list_fields_multiply_what_is_under_them() -> None:
     # A list with its own `first` multiplies everything under it, connections included.
     query = '{ similarPosts(postId: "1", first: 100) { author { posts(first: 100) { edges { node { id } } } } } }'
     assert operation_cost(schema._schema, parse(query), None, None) == 100 + 100 + 100 + 10_000 + 10_000
-    # A list without `first` takes its declared maximum (4 media a post), else the page maximum (100).
-    feed = "{ homeFeed(first: 2) { edges { node { media { id } mentions { id } } } } }"
-    assert operation_cost(schema._schema, parse(feed), None, None) == 1 + 2 + 2 + 2 * 4 + 2 * 100
+    # A list without `first` takes its declared maximum (4 media, 50 mentions a post), else the page
+    # maximum (100).
+    feed = "{ homeFeed(first: 2) { edges { node { media { id } mentions { id } } } } favourites { id } }"
+    assert operation_cost(schema._schema, parse(feed), None, None) == 1 + 2 + 2 + 2 * 4 + 2 * 50 + 100
+
+
+async def test_a_post_mentions_at_most_the_bound_the_cost_assumes(api: Api) -> None:
+    from feedfabric.feeds.posts import MAX_MENTIONS_PER_POST
+
+    token = await api.member("chatty")
+    names = " ".join(f"@name{i}" for i in range(MAX_MENTIONS_PER_POST + 1))
+    assert await api.error_codes(
+        "mutation($c: String!) { createPost(input: {content: $c}) { id } }", {"c": names}, token=token
+    ) == ["BAD_USER_INPUT"]
+    within = " ".join(f"@name{i}" for i in range(MAX_MENTIONS_PER_POST))
+    assert (
+        await api.error_codes(
+            "mutation($c: String!) { createPost(input: {content: $c}) { id } }", {"c": within}, token=token
+        )
+        == []
+    )
 
 
 async def test_list_fan_out_is_refused(api: Api) -> None:

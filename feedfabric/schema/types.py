@@ -15,7 +15,7 @@ from feedfabric import models
 from feedfabric.context import Context
 from feedfabric.db.post_extras import PageExtras
 from feedfabric.errors import NotFound
-from feedfabric.feeds.posts import MAX_MEDIA_PER_POST
+from feedfabric.feeds.posts import MAX_MEDIA_PER_POST, MAX_MENTIONS_PER_POST
 from feedfabric.resolvers import reads
 from feedfabric.resolvers.page_loads import load_page
 from feedfabric.schema.selections import iter_fields
@@ -289,7 +289,7 @@ class Post:
         value = self._loaded("tags")
         return value if value is not _NOT_LOADED else info.context.loaders.tags.load(self.row.id)
 
-    @strawberry.field
+    @strawberry.field(metadata={"max_items": MAX_MENTIONS_PER_POST})  # the query cost's bound (schema/cost.py)
     async def mentions(self, info: ContextInfo) -> list[Member]:
         ids = await info.context.loaders.mentions.load(self.row.id)
         rows = await info.context.loaders.member.load_many(ids)
