@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import AsyncIterator
@@ -10,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+import strawberry
 from feedfabric.app import create_app
 from feedfabric.devstack import free_port
 from feedfabric.schema import MAX_ALIASES, MAX_DEPTH, MAX_TOKENS
@@ -169,6 +171,155 @@ async def test_every_response_reports_cost(api: Api) -> None:
     token = await api.member("mutator")
     created = await api.raw('mutation { createPost(input: {content: "hi"}) { id author { id } } }', token=token)
     assert codes(created) == [] and created["extensions"]["cost"]["requestedQueryCost"] == 2
+
+
+def test_list_fields_multiply_what_is_under_them() -> None:
+    from feedfabric.schema import schema
+    from graphql import parse
+
+    # A list with its own `first` multiplies everything under it, connections included.
+    query = '{ similarPosts(postId: "1", first: 100) { author { posts(first: 100) { edges { node { id } } } } } }'
+    assert operation_cost(schema._schema, parse(query), None, None) == 100 + 100 + 100 + 10_000 + 10_000
+    # A list without `first` takes its declared maximum (4 media, 50 mentions a post), else the page
+    # maximum (100).
+    feed = "{ homeFeed(first: 2) { edges { node { media { id } mentions { id } } } } favourites { id } }"
+    assert operation_cost(schema._schema, parse(feed), None, None) == 1 + 2 + 2 + 2 * 4 + 2 * 50 + 100
+
+
+async def test_a_post_mentions_at_most_the_bound_the_cost_assumes(api: Api) -> None:
+    from feedfabric.feeds.posts import MAX_MENTIONS_PER_POST
+
+    token = await api.member("chatty")
+    names = " ".join(f"@name{i}" for i in range(MAX_MENTIONS_PER_POST + 1))
+    assert await api.error_codes(
+        "mutation($c: String!) { createPost(input: {content: $c}) { id } }", {"c": names}, token=token
+    ) == ["BAD_USER_INPUT"]
+    within = " ".join(f"@name{i}" for i in range(MAX_MENTIONS_PER_POST))
+    assert (
+        await api.error_codes(
+            "mutation($c: String!) { createPost(input: {content: $c}) { id } }", {"c": within}, token=token
+        )
+        == []
+    )
+
+
+async def test_list_fan_out_is_refused(api: Api) -> None:
+    token = await api.member("fanout")
+    query = '{ similarPosts(postId: "1", first: 100) { author { posts(first: 100) { edges { node { id } } } } } }'
+    refused = await api.raw(query, token=token)
+    assert codes(refused) == ["QUERY_TOO_COMPLEX"]
+    assert refused["extensions"]["cost"]["requestedQueryCost"] >= 10_000
+
+
+async def test_huge_first_gets_a_coded_error_and_a_figure_json_can_carry(api: Api) -> None:
+    token = await api.member("huge")
+    response = await api.client.post(
+        "/graphql",
+        json={"query": HOME_COST, "variables": {"n": 2**63}},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    body = response.json()
+    assert codes(body) == ["QUERY_TOO_COMPLEX"]
+    assert isinstance(body["extensions"]["cost"]["requestedQueryCost"], int)
+
+
+class _ExplodingBound(int):
+    """A declared bound that breaks when the cost analysis reads it."""
+
+    def __gt__(self, other: object) -> bool:
+        raise RuntimeError("cost metadata broke")
+
+
+_RAN: list[bool] = []
+
+
+@strawberry.type
+class _Item:
+    name: str
+
+
+@strawberry.type
+class _ExplodingQuery:
+    @strawberry.field(metadata={"max_items": _ExplodingBound(5)})
+    def items(self) -> list[_Item]:
+        _RAN.append(True)
+        return [_Item(name="a")]
+
+
+def test_cost_fails_closed() -> None:
+    """An error inside the cost analysis refuses the operation; it never runs at cost 0."""
+    from feedfabric.schema.cost import QueryCost
+
+    guarded = strawberry.Schema(query=_ExplodingQuery, extensions=[QueryCost])
+    result = guarded.execute_sync("{ items { name } }")
+    assert result.data is None and not _RAN
+    assert [e.extensions["code"] for e in result.errors or []] == ["QUERY_TOO_COMPLEX"]
+
+
+# --- fragment fan-out ------------------------------------------------------------------
+
+
+def doubling_fragments(levels: int) -> str:
+    """`query { ...F<levels> }` where each fragment spreads the one below it twice: under 1 KB for 20
+    levels, 2**levels fields for a walker that follows every spread."""
+    ladder = " ".join(f"fragment F{i} on Query {{ ...F{i - 1} ...F{i - 1} }}" for i in range(1, levels + 1))
+    return f"query {{ ...F{levels} }} fragment F0 on Query {{ viewer {{ id }} }} {ladder}"
+
+
+def test_expanded_size_is_what_a_naive_walker_meets() -> None:
+    from feedfabric.schema.selections import expanded_size, iter_fields
+    from graphql import parse
+
+    # `viewer { id }` is 2 fields: the operation expands to 2 * 2**n, each fragment F_i to 2 * 2**i.
+    for levels in (1, 5, 20):
+        expected = 2 * 2**levels + sum(2 * 2**i for i in range(levels + 1))
+        assert expanded_size(parse(doubling_fragments(levels))) == expected
+    # The walk collects like GraphQL: a fragment spread twice in one selection set merges into one.
+    document = parse(doubling_fragments(20))
+    operation = document.definitions[0]
+    fragments = {d.name.value: d for d in document.definitions[1:]}  # type: ignore[attr-defined]
+    assert [node.name.value for node, _ in iter_fields(operation.selection_set, fragments)] == ["viewer"]  # type: ignore[attr-defined]
+
+
+async def test_fragment_fan_out_is_refused_before_validation_and_the_loop_stays_responsive(
+    api: Api, settings: Settings
+) -> None:
+    async with rate_limited(settings, 2) as limited:
+        token = await limited.member("fanner")
+        bomb = asyncio.create_task(limited.raw(doubling_fragments(20), token=token))
+        other = asyncio.create_task(api.raw("{ __typename }"))
+        refused, answered = await asyncio.gather(bomb, other)
+        assert codes(refused) == ["QUERY_TOO_COMPLEX"]
+        assert "fragments" in refused["errors"][0]["message"]
+        assert answered["data"] == {"__typename": "Query"}
+        # The refusal spent from the budget: one more operation fits, the next does not.
+        assert codes(await limited.raw("{ viewer { id } }", token=token)) == []
+        assert codes(await limited.raw("{ viewer { id } }", token=token)) == ["RATE_LIMITED"]
+
+
+async def test_repeated_fields_that_would_make_validation_quadratic_are_refused(api: Api) -> None:
+    from feedfabric.schema.selections import MAX_MERGED_PAIRS, merged_pairs
+    from graphql import parse
+
+    # Under the token limit; validation compared the 450 `viewer` fields pairwise for seconds.
+    repeated = "{" + " viewer { id }" * 450 + "}"
+    assert merged_pairs(parse(repeated)) > MAX_MERGED_PAIRS
+    refused = await api.raw(repeated)
+    assert codes(refused) == ["QUERY_TOO_COMPLEX"]
+    # A field a few fragments share is fine.
+    shared = "{ viewer { id ...A ...B } } fragment A on Member { id username } fragment B on Member { id }"
+    assert codes(await api.raw(shared)) == []
+
+
+async def test_fragments_within_the_bound_are_served(api: Api) -> None:
+    from feedfabric.schema.selections import MAX_EXPANDED_FIELDS, expanded_size
+    from graphql import parse
+
+    # 1,534 fields when every spread is followed (the operation's 512 and the fragments' own): under
+    # the bound, and one `viewer` once collected.
+    assert expanded_size(parse(doubling_fragments(8))) == 1534 < MAX_EXPANDED_FIELDS
+    body = await api.raw(doubling_fragments(8))
+    assert codes(body) == [] and body["data"] == {"viewer": None}
 
 
 # --- persisted queries -----------------------------------------------------------------

@@ -115,6 +115,8 @@ SCENARIO = [
     step("Follow", "bob", {"externalUserId": "alice"}),
     step("AddFavourite", "bob", {"externalUserId": "alice"}),
     step("FollowTag", "bob", {"tag": "demo"}),
+    step("FollowedTags", "bob"),
+    step("MemberLists", "bob", {"username": "alice"}),
     step("LikePost", "bob", lambda g: {"postId": g["post"]}),
     step("AddComment", "bob", lambda g: {"postId": g["post"], "content": "nice one @alice"}),
     step("Repost", "bob", lambda g: {"postId": g["post"]}),

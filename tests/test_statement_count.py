@@ -80,3 +80,38 @@ async def test_pages_of_5_and_50_posts_cost_the_same_statements(
     large, large_size = await statements_for_page(api.settings, pool, counter, maya, 50)
     assert (small_size, large_size) == (5, 50)
     assert small == large
+
+
+LIST = """query($u: String!, $first: Int) { member(username: $u) { FIELD(first: $first) {
+  edges { cursor node { NODE } } pageInfo { hasNextPage endCursor } } } }"""
+MEMBER_NODE = "username followerCount viewerFollows"
+LISTS = [
+    LIST.replace("FIELD", "followers").replace("NODE", MEMBER_NODE),
+    LIST.replace("FIELD", "following").replace("NODE", MEMBER_NODE),
+    LIST.replace("FIELD", "playlists").replace("NODE", "name owner { username } followerCount viewerFollows"),
+]
+
+
+async def test_list_pages_cost_the_same_statements_whatever_their_size(
+    api: Api,
+    counted_pool: tuple[asyncpg.Pool, Counter],
+) -> None:
+    pool, counter = counted_pool
+    hub = await api.member("hub")
+    for i in range(12):
+        token = await api.member(f"peer{i}")
+        await api.follow(token, "hub")
+        await api.follow(hub, f"peer{i}")
+        await api.gql("mutation($n: String!) { createPlaylist(name: $n) { id } }", {"n": f"p{i}"}, token=hub)
+
+    async def statements(query: str, first: int) -> int:
+        viewer = await resolve_viewer(pool, api.settings, f"Bearer {hub}")
+        ctx = build_context(Resources(settings=api.settings, pool=pool), viewer)
+        before = counter.count
+        result = await schema.execute(query, variable_values={"u": "hub", "first": first}, context_value=ctx)
+        assert result.errors is None, result.errors
+        return counter.count - before
+
+    for query in LISTS:
+        await statements(query, 10)  # warm the pool's connections
+        assert await statements(query, 2) == await statements(query, 10)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
 import asyncpg
 
@@ -62,3 +64,48 @@ async def followed_among(
         list(target_ids),
     )
     return {r["target_id"] for r in rows}
+
+
+_M = "m.id, m.external_id, m.username, m.display_name, m.avatar_url, m.status, m.last_seen_at"
+Position = tuple[datetime, str]
+"""A keyset position in a follow list: (follow time, the listed member's ID as text)."""
+
+
+async def followers_page(
+    conn: asyncpg.Connection | asyncpg.Pool, member_id: uuid.UUID, before: Position | None, limit: int
+) -> list[asyncpg.Record]:
+    """Active members following `member_id`, most recent follow first, with `followed_at` (index
+    follows_target_recent_idx: one range scan)."""
+    after = "AND (f.created_at, f.follower_id) < ($2, $3::uuid)" if before is not None else ""
+    args: list[Any] = [str(member_id), *(before or ()), limit]
+    return await conn.fetch(
+        f"""SELECT {_M}, f.created_at AS followed_at FROM follows f
+            JOIN members m ON m.id = f.follower_id AND m.status = 'active'
+            WHERE f.target_type = 'member' AND f.target_id = $1 {after}
+            ORDER BY f.created_at DESC, f.follower_id DESC LIMIT ${len(args)}""",
+        *args,
+    )
+
+
+async def following_page(
+    conn: asyncpg.Connection | asyncpg.Pool, follower_id: uuid.UUID, before: Position | None, limit: int
+) -> list[asyncpg.Record]:
+    """Active members `follower_id` follows, most recent follow first (index follows_follower_recent_idx)."""
+    after = "AND (f.created_at, f.target_id) < ($2, $3)" if before is not None else ""
+    args: list[Any] = [follower_id, *(before or ()), limit]
+    return await conn.fetch(
+        f"""SELECT {_M}, f.created_at AS followed_at FROM follows f
+            JOIN members m ON m.id = f.target_id::uuid AND m.status = 'active'
+            WHERE f.follower_id = $1 AND f.target_type = 'member' {after}
+            ORDER BY f.created_at DESC, f.target_id DESC LIMIT ${len(args)}""",
+        *args,
+    )
+
+
+async def followed_tags(conn: asyncpg.Connection | asyncpg.Pool, follower_id: uuid.UUID) -> list[str]:
+    """Alphabetical (the primary key's order)."""
+    rows = await conn.fetch(
+        "SELECT target_id FROM follows WHERE follower_id = $1 AND target_type = 'tag' ORDER BY target_id",
+        follower_id,
+    )
+    return [r["target_id"] for r in rows]

@@ -218,3 +218,15 @@ async def page(
         limit,
     )
     return [PlaylistItem.of(r) for r in rows]
+
+
+async def owned_page(conn: Executor, owner_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> list[Playlist]:
+    """A member's USER playlists, newest first (IDs are time-ordered; index playlists_owner_idx)."""
+    after = "AND id < $2" if before is not None else ""
+    args: list[object] = [owner_id, *([before] if before is not None else []), limit]
+    rows = await conn.fetch(
+        f"SELECT {_PL} FROM playlists WHERE owner_id = $1 AND kind = 'user' {after}"
+        f" ORDER BY id DESC LIMIT ${len(args)}",
+        *args,
+    )
+    return [Playlist.of(r) for r in rows]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
+
 import asyncpg
 
 from feedfabric.db import favourites as favourites_db
@@ -9,9 +12,9 @@ from feedfabric.db import follows as follows_db
 from feedfabric.db import members as members_db
 from feedfabric.db.outbox import add_event
 from feedfabric.errors import BadInput, FavouriteLimitReached, NotFound
-from feedfabric.feeds import text
+from feedfabric.feeds import paging, text
 from feedfabric.ids import new_id
-from feedfabric.models import Member
+from feedfabric.models import Member, Page
 from feedfabric.settings import Settings
 
 
@@ -105,3 +108,45 @@ async def remove_favourite(conn: asyncpg.Connection, member: Member, external_id
 async def set_suspended(conn: asyncpg.Connection, external_id: str, suspended: bool) -> Member:
     member = await target(conn, external_id)
     return await members_db.set_status(conn, member.id, "suspended" if suspended else "active")
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A member in a follow list, with the list's cursor at that member."""
+
+    member: Member
+    cursor: str
+
+
+def _lists_hidden(member: Member, viewer_id: uuid.UUID | None) -> bool:
+    """A suspended member's lists are hidden from everyone but themselves, as their posts are."""
+    return not member.active and member.id != viewer_id
+
+
+def _follow_page(rows: list[asyncpg.Record], limit: int) -> Page:
+    items = [Listed(Member.of(r), paging.position_cursor(r["followed_at"], str(r["id"]))) for r in rows[:limit]]
+    return Page(items, items[-1].cursor if len(rows) > limit else None)
+
+
+async def followers(
+    conn: asyncpg.Connection | asyncpg.Pool, member: Member, viewer_id: uuid.UUID | None, after: str | None, limit: int
+) -> Page:
+    """Active members following `member`, most recent follow first; one statement a page."""
+    before = paging.position(after)
+    if _lists_hidden(member, viewer_id):
+        return Page([], None)
+    return _follow_page(await follows_db.followers_page(conn, member.id, before, limit + 1), limit)
+
+
+async def following(
+    conn: asyncpg.Connection | asyncpg.Pool, member: Member, viewer_id: uuid.UUID | None, after: str | None, limit: int
+) -> Page:
+    """Active members `member` follows, most recent follow first; one statement a page."""
+    before = paging.position(after)
+    if _lists_hidden(member, viewer_id):
+        return Page([], None)
+    return _follow_page(await follows_db.following_page(conn, member.id, before, limit + 1), limit)
+
+
+async def followed_tags(conn: asyncpg.Connection | asyncpg.Pool, member: Member) -> list[str]:
+    return await follows_db.followed_tags(conn, member.id)

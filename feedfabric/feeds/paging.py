@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 
 from feedfabric.errors import BadInput
-from feedfabric.ids import parse_optional_id
+from feedfabric.ids import parse_id, parse_optional_id
 
 MAX_PAGE = 100
 
@@ -19,3 +20,21 @@ def page_size(first: int | None, default: int = 20) -> int:
 
 def cursor(after: str | None) -> uuid.UUID | None:
     return parse_optional_id(after or None, "cursor")
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def position_cursor(at: datetime, key: str) -> str:
+    """An opaque keyset cursor for lists ordered by (time, key): microseconds since the epoch and the key."""
+    return f"{(at - _EPOCH) // timedelta(microseconds=1)}.{key}"
+
+
+def position(after: str | None) -> tuple[datetime, str] | None:
+    """The (time, key) a position_cursor names, the key a member or item ID; BAD_USER_INPUT otherwise."""
+    if not after:
+        return None
+    micros, _, key = after.partition(".")
+    if not micros.isascii() or not micros.isdigit() or len(micros) > 18:
+        raise BadInput("cursor is not valid")
+    return _EPOCH + timedelta(microseconds=int(micros)), str(parse_id(key, "cursor"))

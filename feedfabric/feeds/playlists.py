@@ -90,6 +90,22 @@ async def items(
     return Page(page, item_cursor(page[-1]) if more else None, "postgres")
 
 
+async def owned(
+    conn: asyncpg.Connection | asyncpg.Pool,
+    owner: Member,
+    viewer_id: uuid.UUID | None,
+    after: uuid.UUID | None,
+    limit: int,
+) -> Page:
+    """A member's USER playlists, newest first, one statement a page; a suspended member's are hidden
+    from everyone but themselves, as their posts are."""
+    if not owner.active and owner.id != viewer_id:
+        return Page([], None, "postgres")
+    rows = await playlists_db.owned_page(conn, owner.id, after, limit + 1)
+    page = rows[:limit]
+    return Page(page, str(page[-1].id) if len(rows) > limit and page else None, "postgres")
+
+
 # -- writes ------------------------------------------------------------------------
 
 

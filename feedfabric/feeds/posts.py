@@ -18,12 +18,16 @@ from feedfabric.models import Member, Post
 from feedfabric.settings import Settings
 
 MAX_MEDIA_PER_POST = 4
+# Post.mentions has no `first`: the query cost multiplies it by this bound (schema/cost.py).
+MAX_MENTIONS_PER_POST = 50
 
 
 async def _write_entities(conn: asyncpg.Connection, post: Post, author: Member) -> list[uuid.UUID]:
     """Hashtags and @mentions of the text; returns the members mentioned (never the author)."""
     await posts_db.replace_hashtags(conn, post.id, text.hashtags(post.content))
     names = text.mentions(post.content)
+    if len(names) > MAX_MENTIONS_PER_POST:
+        raise BadInput(f"a post mentions at most {MAX_MENTIONS_PER_POST} members")
     found = await members_db.ids_by_usernames(conn, names) if names else {}
     mentioned = sorted(m for m in found.values() if m != author.id)
     await posts_db.replace_mentions(conn, post.id, None, mentioned)

@@ -41,9 +41,7 @@ async def like(conn: asyncpg.Connection, settings: Settings, member: Member, pos
 
 
 async def unlike(conn: asyncpg.Connection, settings: Settings, member: Member, post_id: uuid.UUID) -> Post:
-    post = await posts_db.get(conn, post_id)
-    if post is None:
-        raise NotFound("post not found")
+    post = await _visible_post(conn, post_id, member)
     if await likes_db.remove(conn, post.id, member.id):
         await playlists.on_unliked(conn, member, post.id)
         await add_event(

@@ -12,6 +12,8 @@ from feedfabric.db import members as members_db
 from feedfabric.db import notifications as notifications_db
 from feedfabric.errors import BadInput
 from feedfabric.feeds import home, lists, paging
+from feedfabric.feeds import members as members_svc
+from feedfabric.feeds import playlists as playlists_svc
 from feedfabric.ids import parse_id, parse_optional_id
 from feedfabric.models import Member, Page, Post
 
@@ -112,3 +114,25 @@ async def notifications(ctx: Context, first: int | None, after: str | None) -> t
     member = ctx.viewer.require_member()
     page = await lists.notifications(ctx.pool, member.id, paging.cursor(after), paging.page_size(first))
     return page, await notifications_db.unread_count(ctx.pool, member.id)
+
+
+def _viewer_id(ctx: Context) -> uuid.UUID | None:
+    member = ctx.viewer.member
+    return member.id if member else None
+
+
+async def followers(ctx: Context, of: Member, first: int | None, after: str | None) -> Page:
+    return await members_svc.followers(ctx.pool, of, _viewer_id(ctx), after, paging.page_size(first))
+
+
+async def following(ctx: Context, of: Member, first: int | None, after: str | None) -> Page:
+    return await members_svc.following(ctx.pool, of, _viewer_id(ctx), after, paging.page_size(first))
+
+
+async def playlists(ctx: Context, owner: Member, first: int | None, after: str | None) -> Page:
+    limit = paging.page_size(first)
+    return await playlists_svc.owned(ctx.pool, owner, _viewer_id(ctx), paging.cursor(after), limit)
+
+
+async def followed_tags(ctx: Context) -> list[str]:
+    return await members_svc.followed_tags(ctx.pool, ctx.viewer.require_member())

@@ -2,37 +2,44 @@
 
 Depth, alias and token limits bound the size of the *text*; they do not bound
 the work, because `first: 100` nested three times asks for a million nodes in
-a few dozen tokens. The cost models the work before any resolver runs:
+a few dozen tokens. The cost models the work before any resolver runs: every
+field that returns an object or a list of objects costs the number of objects
+it can return, times the number of parents it is asked for.
 
-- every field that returns an object (or a list of objects) costs 1, times
-  the product of the `first` of every connection above it;
-- a connection (a field with a `first` argument) multiplies the lists
-  directly beneath it (`edges`), and so everything under those, by its
-  `first` (the schema's default when omitted or null, at least 1); its
-  single objects such as `pageInfo` are not multiplied;
-- scalar and enum fields, and `__typename`, cost nothing.
+- A list field returns as many items as its own `first` (a list with an
+  argument, such as `similarPosts(first: 100)`), or the `first` of the
+  connection it sits directly under (`edges`), or else its fixed maximum: the
+  field's `max_items` metadata, MAX_PAGE when it declares none.
+- A connection (an object field with a `first` argument) is one object; its
+  `first` is the schema's default when omitted or null, at least 1. Its single
+  objects such as `pageInfo` are not multiplied.
+- Scalar and enum fields, and `__typename`, cost nothing.
 
 So `homeFeed(first: 20) { edges { node { id author { username } } } }` costs
-1 + 20 + 20 + 20 = 61. Every response reports the figure in
-`extensions.cost`, as Shopify's API does, so clients can see what they spend.
+1 + 20 + 20 + 20 = 61, and `similarPosts(first: 100) { author { posts(first:
+100) { edges { node { id } } } } }` costs 100 + 100 + 100 + 10,000 + 10,000.
+Every response reports the figure in `extensions.cost`, as Shopify's API does,
+so clients can see what they spend. Figures saturate at COST_CEILING, so any
+`first` a client sends still gives a figure JSON can carry.
+
+The cost fails closed: if it cannot be computed the operation is refused (and
+the failure logged), never run at cost 0.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from graphql import (
     DocumentNode,
     FieldNode,
-    FragmentDefinitionNode,
-    FragmentSpreadNode,
     GraphQLField,
     GraphQLInterfaceType,
     GraphQLNamedType,
     GraphQLObjectType,
     GraphQLSchema,
-    InlineFragmentNode,
     IntValueNode,
     OperationDefinitionNode,
     SchemaMetaFieldDef,
@@ -46,18 +53,29 @@ from graphql import (
     is_list_type,
 )
 from strawberry.extensions import SchemaExtension
+from strawberry.schema.schema_converter import GraphQLCoreConverter
 
 from feedfabric import metrics
 from feedfabric.errors import QueryTooComplex
+from feedfabric.feeds.paging import MAX_PAGE
 from feedfabric.schema.idmemo import IdMemo
 from feedfabric.schema.refusal import app_context, refuse
+from feedfabric.schema.selections import fragments_of, iter_fields
+
+log = logging.getLogger("feedfabric.graphql")
 
 DEFAULT_MAX_COST = 10_000
 DEFAULT_PAGE = 20
+COST_CEILING = 1_000_000_000
+MAX_ITEMS = "max_items"
+"""Field metadata key: the most items a list field without `first` returns."""
 _META_FIELDS: dict[str, GraphQLField] = {"__schema": SchemaMetaFieldDef, "__type": TypeMetaFieldDef}
 
 
 class _Walk:
+    """Costs selection sets per object asked for; each (selection set, type, page) once, so a
+    fragment spread in many places is costed once and the walk stays linear in the document."""
+
     def __init__(
         self,
         schema: GraphQLSchema,
@@ -66,56 +84,40 @@ class _Walk:
         variables: Mapping[str, Any] | None,
     ) -> None:
         self.schema = schema
-        self.fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
+        self.fragments = fragments_of(document)
+        self.memo: dict[tuple[int, str | None, int | None], int] = {}
         self.variables = dict(variables or {})
         for definition in operation.variable_definitions or ():
             name = definition.variable.name.value
             if name not in self.variables and isinstance(definition.default_value, IntValueNode):
                 self.variables[name] = int(definition.default_value.value)
 
-    def cost(
-        self,
-        parent: GraphQLNamedType | None,
-        selections: SelectionSetNode,
-        multiplier: int,
-        page: int | None = None,
-        seen: frozenset[str] = frozenset(),
-    ) -> int:
-        """`page` is the `first` of the connection whose fields these are, if any."""
+    def cost(self, parent: GraphQLNamedType | None, selections: SelectionSetNode, page: int | None = None) -> int:
+        """The cost of these selections on one object; `page` is the `first` of the connection they are on."""
+        key = (id(selections), parent.name if parent is not None else None, page)
+        known = self.memo.get(key)
+        if known is not None:
+            return known
+        self.memo[key] = COST_CEILING  # a cycle (refused by validation) costs the most
         total = 0
-        for node, node_parent in self._fields(parent, selections, seen):
+        for node, node_parent in iter_fields(selections, self.fragments, parent, self.schema):
             field = self._field(node_parent, node.name.value)
-            if field is None:
+            if field is None or not is_composite_type(get_named_type(field.type)):
                 continue
-            named = get_named_type(field.type)
-            if not is_composite_type(named):
-                continue
-            own = multiplier * page if page is not None and is_list_type(get_nullable_type(field.type)) else multiplier
-            total += own
-            if node.selection_set is not None:
-                inner_page = self._first(node, field) if "first" in field.args else None
-                total += self.cost(named, node.selection_set, own, inner_page, seen)
+            total = min(total + self._field_cost(node, field, page), COST_CEILING)
+        self.memo[key] = total
         return total
 
-    def _fields(
-        self, parent: GraphQLNamedType | None, selections: SelectionSetNode, seen: frozenset[str]
-    ) -> Iterator[tuple[FieldNode, GraphQLNamedType | None]]:
-        """The field nodes of a selection set, with fragments expanded in place (cycles cut)."""
-        for selection in selections.selections:
-            if isinstance(selection, FieldNode):
-                yield selection, parent
-            elif isinstance(selection, InlineFragmentNode):
-                on = self.schema.get_type(selection.type_condition.name.value) if selection.type_condition else parent
-                for field_node, _ in self._fields(on, selection.selection_set, seen):
-                    yield field_node, on
-            elif isinstance(selection, FragmentSpreadNode):
-                name = selection.name.value
-                fragment = self.fragments.get(name)
-                if fragment is None or name in seen:
-                    continue
-                on = self.schema.get_type(fragment.type_condition.name.value)
-                for field_node, _ in self._fields(on, fragment.selection_set, seen | {name}):
-                    yield field_node, on
+    def _field_cost(self, node: FieldNode, field: GraphQLField, page: int | None) -> int:
+        paged = "first" in field.args
+        if is_list_type(get_nullable_type(field.type)):
+            items = self._first(node, field) if paged else page if page is not None else _max_items(field)
+            inner_page = None
+        else:
+            items = 1
+            inner_page = self._first(node, field) if paged else None
+        under = self.cost(get_named_type(field.type), node.selection_set, inner_page) if node.selection_set else 0
+        return min(items * (1 + under), COST_CEILING)
 
     @staticmethod
     def _field(parent: GraphQLNamedType | None, name: str) -> GraphQLField | None:
@@ -138,7 +140,13 @@ class _Walk:
             value = field.args["first"].default_value
         if isinstance(value, bool) or not isinstance(value, int):
             value = DEFAULT_PAGE
-        return max(value, 1)
+        return min(max(value, 1), COST_CEILING)
+
+
+def _max_items(field: GraphQLField) -> int:
+    definition = (field.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
+    declared = (getattr(definition, "metadata", None) or {}).get(MAX_ITEMS)
+    return declared if isinstance(declared, int) and declared > 0 else MAX_PAGE
 
 
 def operation_cost(
@@ -149,7 +157,7 @@ def operation_cost(
     if operation is None:
         return 0
     walk = _Walk(schema, document, operation, variables)
-    return walk.cost(schema.get_root_type(operation.operation), operation.selection_set, 1)
+    return walk.cost(schema.get_root_type(operation.operation), operation.selection_set)
 
 
 class QueryCost(SchemaExtension):
@@ -165,19 +173,27 @@ class QueryCost(SchemaExtension):
         context = app_context(self.execution_context)
         return context.settings.graphql_max_cost if context is not None else DEFAULT_MAX_COST
 
-    def _compute(self) -> int:
+    def _compute(self) -> int | None:
+        """None when the cost cannot be computed (logged): the operation is then refused."""
         ec = self.execution_context
         if ec.graphql_document is None:
             return 0
         try:
             return _cached_cost(ec.schema._schema, ec.graphql_document, ec.operation_name, ec.variables)
-        except Exception:  # noqa: BLE001 - an unpickable or odd document simply has no cost to report
-            return 0
+        except Exception:
+            log.exception("query cost failed; the operation is refused")
+            return None
 
     def on_execute(self) -> Iterator[None]:
         ec = self.execution_context
         if ec.result is None:
-            self.cost = self._compute()
+            cost = self._compute()
+            if cost is None:
+                self.cost = 0
+                refuse(ec, QueryTooComplex("The query's cost could not be computed, so it is not run."))
+                yield
+                return
+            self.cost = cost
             metrics.GRAPHQL_COST.observe(self.cost)
             limit = self._limit()
             if self.cost > limit:
@@ -192,7 +208,8 @@ class QueryCost(SchemaExtension):
 
     def get_results(self) -> dict[str, Any]:
         if self.cost is None:
-            self.cost = self._compute() if not self.execution_context.pre_execution_errors else 0
+            computed = self._compute() if not self.execution_context.pre_execution_errors else 0
+            self.cost = computed or 0
         return {"cost": {"requestedQueryCost": self.cost, "maximumAvailable": self._limit()}}
 
 

@@ -11,7 +11,9 @@ operation, and it only does what must happen before parsing or after the
 result: resolving a persisted query, and timing. What belongs to one step is
 done in that step's hook, which finishes with the step: the token limit
 in `on_parse`, the validation rules in `on_validate`, a refusal in
-`on_execute`, the error handling on each result.
+`on_execute`, the error handling on each result. A document whose fragments
+expand past MAX_EXPANDED_FIELDS (feedfabric.schema.selections) is refused in
+`on_validate`, before any validation rule walks it.
 
 Every result, returned once (queries and mutations over HTTP) or streamed
 (WebSocket, one per event), gets the same treatment, in this order: field
@@ -32,10 +34,11 @@ from collections.abc import AsyncIterator, Iterator
 from functools import lru_cache
 from typing import Any
 
+from graphql import DocumentNode
 from graphql.validation import ASTValidationRule
 from strawberry.extensions import SchemaExtension
 
-from feedfabric.errors import FeedFabricError
+from feedfabric.errors import FeedFabricError, QueryTooComplex
 from feedfabric.schema.errors import code_errors
 from feedfabric.schema.persisted import resolve_persisted_query
 from feedfabric.schema.production import (
@@ -44,6 +47,12 @@ from feedfabric.schema.production import (
     without_suggestions,
 )
 from feedfabric.schema.refusal import refuse
+from feedfabric.schema.selections import (
+    MAX_EXPANDED_FIELDS,
+    MAX_MERGED_PAIRS,
+    expanded_size,
+    merged_pairs,
+)
 from feedfabric.schema.timing import count_errors, observe_latency
 
 Rules = tuple[type[ASTValidationRule], ...]
@@ -54,6 +63,23 @@ def _joined(base: Rules, extra: Rules) -> Rules:
     """One tuple per combination of rules, shared by every operation: an operation (a subscription's,
     for its whole life) keeps its rules, and the validation cache compares them on every lookup."""
     return base + extra
+
+
+def _shape_refusal(document: DocumentNode) -> FeedFabricError | None:
+    """Documents whose shape makes validation itself expensive (feedfabric.schema.selections)."""
+    size = expanded_size(document)
+    if size > MAX_EXPANDED_FIELDS:
+        return QueryTooComplex(
+            f"The query expands to {size} fields through its fragments; the maximum is "
+            f"{MAX_EXPANDED_FIELDS}. Spread each fragment fewer times."
+        )
+    pairs = merged_pairs(document)
+    if pairs > MAX_MERGED_PAIRS:
+        return QueryTooComplex(
+            f"The query selects the same fields so many times that checking they merge takes {pairs} "
+            f"comparisons; the maximum is {MAX_MERGED_PAIRS}. Select each field once."
+        )
+    return None
 
 
 class OperationHooks(SchemaExtension):
@@ -80,6 +106,14 @@ class OperationHooks(SchemaExtension):
 
     def on_validate(self) -> Iterator[None]:
         ec = self.execution_context
+        if self.refusal is None and ec.graphql_document is not None:
+            self.refusal = _shape_refusal(ec.graphql_document)
+            if self.refusal is not None:
+                # Refused before any rule walks it: no rules, so the validation cache's pass is one
+                # linear visit, and the refusal is answered from on_execute (where the rate limit spends).
+                ec.validation_rules = ()
+                yield
+                return
         extra = self.limit_rules + PRODUCTION_RULES if is_production(ec) else self.limit_rules
         ec.validation_rules = _joined(ec.validation_rules, extra)
         yield

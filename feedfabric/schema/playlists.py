@@ -13,7 +13,7 @@ import strawberry
 
 from feedfabric import models
 from feedfabric.resolvers import playlists as resolve
-from feedfabric.schema.types import ContextInfo, Member, PageInfo, Post
+from feedfabric.schema.types import ContextInfo, Member, PageInfo, Post, visible_post
 
 
 @strawberry.enum
@@ -32,11 +32,8 @@ class PlaylistItem:
 
     @strawberry.field
     async def post(self, info: ContextInfo) -> Post:
-        loaders = info.context.loaders
         # Pages list only items the viewer may see; a mutation's result may name a post hidden since.
-        row = await loaders.visible_post.load(self.row.post_id) or await loaders.post.load(self.row.post_id)
-        assert row is not None
-        return Post(row=row)
+        return await visible_post(info, self.row.post_id)
 
     @strawberry.field(description="The item's fractional (LexoRank-style) sort key.")
     def rank(self) -> str:
@@ -94,10 +91,25 @@ class Playlist:
         self, info: ContextInfo, first: int | None = 20, after: str | None = None
     ) -> PlaylistItemConnection:
         page = await resolve.items(info.context, self.row, first, after)
-        return PlaylistItemConnection(
-            edges=[PlaylistItemEdge(cursor=_cursor(i), node=PlaylistItem(row=i)) for i in page.items],
-            page_info=PageInfo.of(page),
-        )
+        edges = [PlaylistItemEdge(cursor=_cursor(i), node=PlaylistItem(row=i)) for i in page.items]
+        return PlaylistItemConnection(edges=edges, page_info=PageInfo.of(page, edges, after))
+
+
+@strawberry.type
+class PlaylistEdge:
+    cursor: str
+    node: Playlist
+
+
+@strawberry.type
+class PlaylistConnection:
+    edges: list[PlaylistEdge]
+    page_info: PageInfo
+
+    @classmethod
+    def of(cls, page: models.Page, after: str | None) -> PlaylistConnection:
+        edges = [PlaylistEdge(cursor=str(p.id), node=Playlist(row=p)) for p in page.items]
+        return cls(edges=edges, page_info=PageInfo.of(page, edges, after))
 
 
 def _cursor(item: models.PlaylistItem) -> str:

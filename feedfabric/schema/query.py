@@ -42,19 +42,19 @@ class Query(PlaylistQuery, MediaQuery):
 
     @strawberry.field(description="Following feed: GET /userfeed/home.")
     async def home_feed(self, info: ContextInfo, first: int | None = 20, after: str | None = None) -> FeedConnection:
-        return await FeedConnection.load(info, await reads.home_feed(info.context, first, after))
+        return await FeedConnection.load(info, await reads.home_feed(info.context, first, after), after)
 
     @strawberry.field(description="GET /userfeed/favourites.")
     async def favourites_feed(
         self, info: ContextInfo, first: int | None = 20, after: str | None = None
     ) -> FeedConnection:
-        return await FeedConnection.load(info, await reads.favourites_feed(info.context, first, after))
+        return await FeedConnection.load(info, await reads.favourites_feed(info.context, first, after), after)
 
     @strawberry.field(description="GET /userfeed/tags/{tag}/posts: hashtag or inferred topic.")
     async def tag_feed(
         self, info: ContextInfo, tag: str, first: int | None = 20, after: str | None = None
     ) -> FeedConnection:
-        return await FeedConnection.load(info, await reads.tag_feed(info.context, tag, first, after))
+        return await FeedConnection.load(info, await reads.tag_feed(info.context, tag, first, after), after)
 
     @strawberry.field(description="GET /userfeed/mentions: posts and comments that @mention the viewer.")
     async def mentions_feed(
@@ -68,11 +68,11 @@ class Query(PlaylistQuery, MediaQuery):
                 comment = await loaders.comment.load(item["comment_id"])
                 node: Post | Comment | None = Comment(row=comment) if comment else None
             else:
-                post = await loaders.post.load(item["post_id"])
+                post = await loaders.visible_post.load(item["post_id"])
                 node = Post(row=post) if post else None
             if node is not None:
                 edges.append(MentionEdge(cursor=str(item["item_id"]), node=node))
-        return MentionConnection(edges=edges, page_info=PageInfo.of(page))
+        return MentionConnection(edges=edges, page_info=PageInfo.of(page, edges, after))
 
     @strawberry.field(description="GET /favourites: most recently added first.")
     async def favourites(self, info: ContextInfo) -> list[Member]:
@@ -83,8 +83,9 @@ class Query(PlaylistQuery, MediaQuery):
         self, info: ContextInfo, first: int | None = 20, after: str | None = None
     ) -> NotificationConnection:
         page, unread = await reads.notifications(info.context, first, after)
-        return NotificationConnection(
-            edges=[NotificationEdge(cursor=str(n.id), node=Notification(row=n)) for n in page.items],
-            page_info=PageInfo.of(page),
-            unread_count=unread,
-        )
+        edges = [NotificationEdge(cursor=str(n.id), node=Notification(row=n)) for n in page.items]
+        return NotificationConnection(edges=edges, page_info=PageInfo.of(page, edges, after), unread_count=unread)
+
+    @strawberry.field(description="Tags the viewer follows, alphabetical.")
+    async def followed_tags(self, info: ContextInfo) -> list[str]:
+        return await reads.followed_tags(info.context)

@@ -3,7 +3,8 @@
 One HTTP request can carry many operations: twenty aliases of a root field, or
 a batch of documents. So every root field of the operation that runs (aliases
 and fragment-spread fields included) counts one, and each operation of a
-batch is checked on its own.
+batch is checked on its own. An operation refused before execution (too
+costly, or fragments fanning out) spends its share all the same.
 """
 
 from __future__ import annotations
@@ -11,19 +12,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from graphql import (
-    DocumentNode,
-    FieldNode,
-    FragmentDefinitionNode,
-    FragmentSpreadNode,
-    InlineFragmentNode,
-    SelectionSetNode,
-    get_operation_ast,
-)
+from graphql import DocumentNode, get_operation_ast
 from strawberry.extensions import SchemaExtension
 
 from feedfabric import ratelimit
 from feedfabric.schema.refusal import app_context, refuse
+from feedfabric.schema.selections import fragments_of, iter_fields
 
 
 def root_field_count(document: DocumentNode, operation_name: str | None) -> int:
@@ -31,22 +25,7 @@ def root_field_count(document: DocumentNode, operation_name: str | None) -> int:
     operation = get_operation_ast(document, operation_name)
     if operation is None:
         return 1
-    fragments = {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
-    return max(_count(fragments, operation.selection_set, frozenset()), 1)
-
-
-def _count(fragments: dict[str, FragmentDefinitionNode], selections: SelectionSetNode, seen: frozenset[str]) -> int:
-    total = 0
-    for selection in selections.selections:
-        if isinstance(selection, FieldNode):
-            total += 1
-        elif isinstance(selection, InlineFragmentNode):
-            total += _count(fragments, selection.selection_set, seen)
-        elif isinstance(selection, FragmentSpreadNode):
-            name = selection.name.value
-            if name in fragments and name not in seen:
-                total += _count(fragments, fragments[name].selection_set, seen | {name})
-    return total
+    return max(sum(1 for _ in iter_fields(operation.selection_set, fragments_of(document))), 1)
 
 
 class OperationRateLimit(SchemaExtension):
@@ -61,11 +40,12 @@ class OperationRateLimit(SchemaExtension):
     async def on_execute(self) -> AsyncIterator[None]:
         ec = self.execution_context
         context = app_context(ec)
-        if ec.result is None and ec.graphql_document is not None and context is not None:
-            await self._check(context)
+        # A document already refused (its cost, its fragments) spends from the budget as well.
+        if ec.graphql_document is not None and context is not None:
+            await self._check(context, ec.graphql_document)
         yield
 
-    async def _check(self, context: Any) -> None:
+    async def _check(self, context: Any, document: DocumentNode) -> None:
         ec = self.execution_context
         member = getattr(getattr(context.viewer_result, "viewer", None), "member", None)
         client = getattr(context.request, "client", None)
@@ -73,12 +53,12 @@ class OperationRateLimit(SchemaExtension):
             context.resources.redis,
             context.settings,
             ratelimit.client_key(member.id if member else None, client.host if client else None),
-            root_field_count(ec.graphql_document, ec.operation_name),
+            root_field_count(document, ec.operation_name),
         )
         if allowance is None:
             return
         self.status = allowance.as_extension()
-        if allowance.refusal is not None:
+        if allowance.refusal is not None and ec.result is None:
             refuse(ec, allowance.refusal)
 
     def get_results(self) -> dict[str, Any]:

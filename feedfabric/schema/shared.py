@@ -17,11 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from graphql import (
-    FieldNode,
-    FragmentSpreadNode,
     GraphQLNamedType,
     GraphQLObjectType,
-    InlineFragmentNode,
     OperationType,
     SelectionSetNode,
     get_named_type,
@@ -31,6 +28,7 @@ from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from feedfabric.realtime.render import SharedRenders
 from feedfabric.schema.acyclic import weak_async_helpers
 from feedfabric.schema.prefetched import Fallback, PrefetchedCompletion, is_prefetched
+from feedfabric.schema.selections import iter_fields
 
 # Fields whose value is the same for every viewer who receives the item (the
 # delivery already filtered who may see it). Anything else makes the selection
@@ -112,37 +110,22 @@ class SharedEventExecutor(PrefetchedCompletion, StrawberryGraphQLCoreExecutionCo
 
 def _viewer_independent(executor: StrawberryGraphQLCoreExecutionContext) -> bool:
     root = executor.schema.subscription_type
-    return root is not None and _shareable(executor, root, executor.operation.selection_set, frozenset())
+    return root is not None and _shareable(executor, root, executor.operation.selection_set)
 
 
 def _shareable(
     executor: StrawberryGraphQLCoreExecutionContext,
     parent: GraphQLNamedType | None,
     selections: SelectionSetNode,
-    seen: frozenset[str],
 ) -> bool:
-    schema = executor.schema
-    for selection in selections.selections:
-        if isinstance(selection, FieldNode):
-            name = selection.name.value
-            if name == "__typename":
-                continue
-            if not isinstance(parent, GraphQLObjectType) or name not in SHAREABLE.get(parent.name, ()):
-                return False
-            if selection.selection_set is not None:
-                child = get_named_type(parent.fields[name].type)
-                if not _shareable(executor, child, selection.selection_set, seen):
-                    return False
-        elif isinstance(selection, InlineFragmentNode):
-            on = schema.get_type(selection.type_condition.name.value) if selection.type_condition else parent
-            if not _shareable(executor, on, selection.selection_set, seen):
-                return False
-        elif isinstance(selection, FragmentSpreadNode):
-            name = selection.name.value
-            fragment = executor.fragment_definitions.get(name)
-            if fragment is None or name in seen:
-                return False
-            on = schema.get_type(fragment.type_condition.name.value)
-            if not _shareable(executor, on, fragment.selection_set, seen | {name}):
+    for selection, on in iter_fields(selections, executor.fragment_definitions, parent, executor.schema):
+        name = selection.name.value
+        if name == "__typename":
+            continue
+        if not isinstance(on, GraphQLObjectType) or name not in SHAREABLE.get(on.name, ()):
+            return False
+        if selection.selection_set is not None:
+            child = get_named_type(on.fields[name].type)
+            if not _shareable(executor, child, selection.selection_set):
                 return False
     return True

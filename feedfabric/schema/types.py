@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable
+import uuid
+from collections.abc import Awaitable, Iterable, Sequence
 from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any
 
 import strawberry
-from graphql import FieldNode, FragmentSpreadNode, InlineFragmentNode, SelectionSetNode
 from strawberry.types import Info
 
 from feedfabric import models
 from feedfabric.context import Context
 from feedfabric.db.post_extras import PageExtras
+from feedfabric.errors import NotFound
+from feedfabric.feeds.posts import MAX_MEDIA_PER_POST, MAX_MENTIONS_PER_POST
 from feedfabric.resolvers import reads
 from feedfabric.resolvers.page_loads import load_page
+from feedfabric.schema.selections import iter_fields
 
 ContextInfo = Info[Context, None]
 # Placeholder default of the fields filled in __post_init__ from `row`; never served.
@@ -70,14 +73,28 @@ class NotificationKind(Enum):
     REPOST = "repost"
 
 
-@strawberry.type
+@strawberry.type(
+    description="Relay's PageInfo: startCursor and endCursor are the first and last edge's cursors "
+    "(null only on an empty page)."
+)
 class PageInfo:
     has_next_page: bool
+    has_previous_page: bool = strawberry.field(
+        description="Whether the page was asked for after a cursor (paging runs forward only)."
+    )
+    start_cursor: str | None
     end_cursor: str | None
 
     @classmethod
-    def of(cls, page: models.Page) -> PageInfo:
-        return cls(has_next_page=page.next_cursor is not None, end_cursor=page.next_cursor)
+    def of(cls, page: models.Page, edges: Sequence[Any], after: str | None = None) -> PageInfo:
+        """Cursors of the edges served: an item the page read but could not show still moves `endCursor`
+        on only when no edge is left (then it is the page's own next cursor, so a client never stalls)."""
+        return cls(
+            has_next_page=page.next_cursor is not None,
+            has_previous_page=bool(after),
+            start_cursor=edges[0].cursor if edges else None,
+            end_cursor=edges[-1].cursor if edges else page.next_cursor,
+        )
 
 
 @strawberry.type
@@ -142,7 +159,7 @@ class Member:
             lt=lt,
             lte=lte,
         )
-        return await FeedConnection.load(info, page)
+        return await FeedConnection.load(info, page, after)
 
     @strawberry.field
     async def liked_playlist(
@@ -151,6 +168,48 @@ class Member:
         from feedfabric.schema.playlists import liked_playlist_of
 
         return await liked_playlist_of(info, self.row)
+
+    @strawberry.field(description="Members following this member, most recent follow first.")
+    async def followers(self, info: ContextInfo, first: int | None = 20, after: str | None = None) -> MemberConnection:
+        return MemberConnection.of(await reads.followers(info.context, self.row, first, after), after)
+
+    @strawberry.field(description="Members this member follows, most recent follow first.")
+    async def following(self, info: ContextInfo, first: int | None = 20, after: str | None = None) -> MemberConnection:
+        return MemberConnection.of(await reads.following(info.context, self.row, first, after), after)
+
+    @strawberry.field(description="This member's playlists (USER kind), newest first.")
+    async def playlists(
+        self, info: ContextInfo, first: int | None = 20, after: str | None = None
+    ) -> Annotated[PlaylistConnection, strawberry.lazy("feedfabric.schema.playlists")]:  # noqa: F821
+        from feedfabric.schema.playlists import PlaylistConnection
+
+        return PlaylistConnection.of(await reads.playlists(info.context, self.row, first, after), after)
+
+
+@strawberry.type
+class MemberEdge:
+    cursor: str
+    node: Member
+
+
+@strawberry.type
+class MemberConnection:
+    edges: list[MemberEdge]
+    page_info: PageInfo
+
+    @classmethod
+    def of(cls, page: models.Page, after: str | None) -> MemberConnection:
+        """A page of feeds.members.Listed."""
+        edges = [MemberEdge(cursor=listed.cursor, node=Member(row=listed.member)) for listed in page.items]
+        return cls(edges=edges, page_info=PageInfo.of(page, edges, after))
+
+
+async def visible_post(info: ContextInfo, post_id: uuid.UUID) -> Post:
+    """A non-null Post field's value: the one visibility rule (visible_posts), NOT_FOUND when it hides the post."""
+    row = await info.context.loaders.visible_post.load(post_id)
+    if row is None:
+        raise NotFound("post not found")
+    return Post(row=row)
 
 
 def member_or_none(row: models.Member | None) -> Member | None:
@@ -230,13 +289,13 @@ class Post:
         value = self._loaded("tags")
         return value if value is not _NOT_LOADED else info.context.loaders.tags.load(self.row.id)
 
-    @strawberry.field
+    @strawberry.field(metadata={"max_items": MAX_MENTIONS_PER_POST})  # the query cost's bound (schema/cost.py)
     async def mentions(self, info: ContextInfo) -> list[Member]:
         ids = await info.context.loaders.mentions.load(self.row.id)
         rows = await info.context.loaders.member.load_many(ids)
         return [Member(row=r) for r in rows if r is not None]
 
-    @strawberry.field
+    @strawberry.field(metadata={"max_items": MAX_MEDIA_PER_POST})  # the query cost's bound (schema/cost.py)
     def media(self, info: ContextInfo) -> list[Media]:
         value = self._loaded("media")
         return value if value is not _NOT_LOADED else _wrap_all(Media, info.context.loaders.media.load(self.row.id))
@@ -270,10 +329,8 @@ class Post:
     @strawberry.field
     async def comments(self, info: ContextInfo, first: int | None = 20, after: str | None = None) -> CommentConnection:
         page = await reads.comments(info.context, self.row.id, first, after)
-        return CommentConnection(
-            edges=[CommentEdge(cursor=str(c.id), node=Comment(row=c)) for c in page.items],
-            page_info=PageInfo.of(page),
-        )
+        edges = [CommentEdge(cursor=str(c.id), node=Comment(row=c)) for c in page.items]
+        return CommentConnection(edges=edges, page_info=PageInfo.of(page, edges, after))
 
 
 @strawberry.type
@@ -286,9 +343,7 @@ class Comment:
 
     @strawberry.field
     async def post(self, info: ContextInfo) -> Post:
-        row = await info.context.loaders.post.load(self.row.post_id)
-        assert row is not None
-        return Post(row=row)
+        return await visible_post(info, self.row.post_id)
 
     @strawberry.field
     async def author(self, info: ContextInfo) -> Member:
@@ -326,17 +381,14 @@ class FeedConnection:
     prefetched: strawberry.Private[bool] = False
 
     @classmethod
-    def of(cls, page: models.Page) -> FeedConnection:
-        return cls(
-            edges=[FeedEdge(cursor=str(p.id), node=Post(row=p)) for p in page.items],
-            page_info=PageInfo.of(page),
-            source=FeedSource(page.source),
-        )
+    def of(cls, page: models.Page, after: str | None = None) -> FeedConnection:
+        edges = [FeedEdge(cursor=str(p.id), node=Post(row=p)) for p in page.items]
+        return cls(edges=edges, page_info=PageInfo.of(page, edges, after), source=FeedSource(page.source))
 
     @classmethod
-    async def load(cls, info: ContextInfo, page: models.Page) -> FeedConnection:
+    async def load(cls, info: ContextInfo, page: models.Page, after: str | None = None) -> FeedConnection:
         """The page with what the query selects of its posts loaded up front, in one statement for all kinds."""
-        connection = cls.of(page)
+        connection = cls.of(page, after)
         posts = [edge.node for edge in connection.edges]
         wanted = _node_fields(info) & _PAGE_FIELDS
         if posts and wanted:
@@ -398,12 +450,14 @@ class Notification:
         row = await info.context.loaders.visible_post.load(self.row.post_id)
         return Post(row=row) if row is not None else None
 
-    @strawberry.field
+    @strawberry.field(description="Null when the comment, or the post it is on, is no longer visible to the viewer.")
     async def comment(self, info: ContextInfo) -> Comment | None:
         if self.row.comment_id is None:
             return None
         row = await info.context.loaders.comment.load(self.row.comment_id)
-        return Comment(row=row) if row is not None else None
+        if row is None or await info.context.loaders.visible_post.load(row.post_id) is None:
+            return None
+        return Comment(row=row)
 
     @strawberry.field
     def created_at(self) -> datetime:
@@ -484,25 +538,11 @@ def _node_fields(info: ContextInfo) -> set[str]:
     (arguments, directives) into objects of its own on every request, 3% of a GraphQL page's CPU."""
     raw = info._raw_info
     names: set[str] = set()
-    for node in raw.field_nodes:
-        _walk_to_nodes(raw.fragments, node.selection_set, (), names)
+    for connection in raw.field_nodes:
+        for edges, _ in iter_fields(connection.selection_set, raw.fragments):
+            if edges.name.value != "edges":
+                continue
+            for node, _ in iter_fields(edges.selection_set, raw.fragments):
+                if node.name.value == "node":
+                    names.update(field.name.value for field, _ in iter_fields(node.selection_set, raw.fragments))
     return names
-
-
-def _walk_to_nodes(
-    fragments: dict[str, Any], selection_set: SelectionSetNode | None, path: tuple[str, ...], names: set[str]
-) -> None:
-    """A module function, not a closure: a recursive closure is a reference cycle, and this one would
-    keep the request's resolve info (and its context) for the cyclic collector."""
-    for selection in selection_set.selections if selection_set is not None else ():
-        if isinstance(selection, FieldNode):
-            name = selection.name.value
-            if path == ("edges", "node"):
-                names.add(name)
-            elif len(path) < 2:
-                _walk_to_nodes(fragments, selection.selection_set, (*path, name), names)
-        elif isinstance(selection, FragmentSpreadNode):
-            fragment = fragments.get(selection.name.value)
-            _walk_to_nodes(fragments, fragment.selection_set if fragment is not None else None, path, names)
-        elif isinstance(selection, InlineFragmentNode):
-            _walk_to_nodes(fragments, selection.selection_set, path, names)
