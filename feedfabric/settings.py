@@ -74,6 +74,7 @@ class Settings(BaseSettings):
     rate_limit_window_seconds: int = Field(60, ge=1)
     persisted_query_ttl_seconds: int = Field(7 * 86_400, ge=60)
     ws_allowed_origins: str = ""  # comma-separated origins allowed to open cross-origin WebSockets
+    cors_allowed_origins: str = ""  # comma-separated origins allowed to call /graphql and REST from a browser
     max_subscriptions_per_connection: int = Field(10, ge=1)
     # Live items queued per subscriber; a subscriber this far behind is disconnected as too slow.
     realtime_queue_size: int = Field(256, ge=1)
@@ -90,6 +91,10 @@ class Settings(BaseSettings):
         if not self.feedfabric_jwt_secret:
             raise RuntimeError("FEEDFABRIC_JWT_SECRET is not set")
         return self.feedfabric_jwt_secret
+
+    @property
+    def cors_origins(self) -> list[str]:
+        return [o.strip().rstrip("/") for o in self.cors_allowed_origins.split(",") if o.strip()]
 
     @property
     def inactive_after_seconds(self) -> int:

@@ -32,8 +32,11 @@ from collections.abc import AsyncIterator, Iterator
 from functools import lru_cache
 from typing import Any
 
+from graphql.error import GraphQLError
 from graphql.validation import ASTValidationRule
 from strawberry.extensions import SchemaExtension
+from strawberry.types import ExecutionContext
+from strawberry.types.graphql import OperationType
 
 from feedfabric.errors import FeedFabricError
 from feedfabric.schema.errors import code_errors
@@ -43,10 +46,23 @@ from feedfabric.schema.production import (
     is_production,
     without_suggestions,
 )
-from feedfabric.schema.refusal import refuse
+from feedfabric.schema.refusal import app_context, refuse, refuse_before_execution
 from feedfabric.schema.timing import count_errors, observe_latency
+from feedfabric.schema.variables import variable_errors
 
 Rules = tuple[type[ASTValidationRule], ...]
+
+SUBSCRIPTION_OVER_HTTP = (
+    "Subscriptions are served over the WebSocket at /graphql (graphql-transport-ws or graphql-ws), not over HTTP."
+)
+
+
+def _on_websocket(execution_context: ExecutionContext) -> bool:
+    """Whether the operation came over a socket; outside the app (plain schema tests) it counts as one."""
+    context = app_context(execution_context)
+    if context is None:
+        return True
+    return getattr(context.request, "scope", {}).get("type") == "websocket"
 
 
 @lru_cache(maxsize=16)
@@ -85,8 +101,19 @@ class OperationHooks(SchemaExtension):
         yield
 
     def on_execute(self) -> Iterator[None]:
+        ec = self.execution_context
         if self.refusal is not None:
-            refuse(self.execution_context, self.refusal)
+            refuse(ec, self.refusal)
+            yield
+            return
+        subscription = ec.operation_type is OperationType.SUBSCRIPTION
+        if subscription and not _on_websocket(ec):
+            refuse_before_execution(ec, [GraphQLError(SUBSCRIPTION_OVER_HTTP, extensions={"code": "BAD_USER_INPUT"})])
+        elif errors := variable_errors(ec, hide_suggestions=is_production(ec)):
+            coded = [GraphQLError(e.message, extensions={"code": "BAD_USER_INPUT"}) for e in errors]
+            if subscription:  # a stream has no result slot: Strawberry makes the raised error its one result
+                raise coded[0]
+            refuse_before_execution(ec, coded)
         yield
 
     def on_stream_result(self, result: Any) -> Iterator[None]:
