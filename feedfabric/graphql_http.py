@@ -13,7 +13,9 @@ such answer is `{"errors": [{"message", "extensions": {"code"}}]}`, and:
   legacy `application/json` keeps 200;
 - batches are not served (one operation per request; docs/operations.md).
 
-Only the view's public methods are overridden (`__call__`, `parse_json`,
+A persisted query's hash is resolved to its text here too, before Strawberry
+parses anything (feedfabric.schema.persisted). Only the view's public methods
+are overridden (`__call__`, `parse_json`, `execute_operation`,
 `execute_single`, `process_result`, `render_graphql_ide`); the mixin goes
 before `strawberry.asgi.GraphQL` in the app's view class.
 """
@@ -27,12 +29,14 @@ from cross_web import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.types import Receive, Scope, Send
-from strawberry.http import GraphQLHTTPResponse
+from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
 from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from feedfabric import jsonwire
+from feedfabric.errors import FeedFabricError
+from feedfabric.schema import persisted
 
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
 _REQUEST_ERROR_STATUS = "graphql_request_error_status"
@@ -43,17 +47,22 @@ _CODE_BY_STATUS = {404: "NOT_FOUND", 405: "BAD_USER_INPUT", 429: "RATE_LIMITED"}
 class RequestRefused(HTTPException):
     """An HTTP-level refusal with headers of its own (405's `Allow`)."""
 
-    def __init__(self, status_code: int, reason: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, status_code: int, reason: str, headers: dict[str, str] | None = None, *, code: str | None = None
+    ) -> None:
         super().__init__(status_code, reason)
         self.headers = headers or {}
+        self.code = code
 
 
 def wants_graphql_response(request: Request) -> bool:
     return GRAPHQL_RESPONSE_JSON in request.headers.get("accept", "")
 
 
-def error_response(request: Request, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    code = _CODE_BY_STATUS.get(status, "BAD_USER_INPUT")
+def error_response(
+    request: Request, status: int, message: str, headers: dict[str, str] | None = None, code: str | None = None
+) -> Response:
+    code = code or _CODE_BY_STATUS.get(status, "BAD_USER_INPUT")
     body = {"errors": [{"message": message, "extensions": {"code": code}}]}
     media_type = GRAPHQL_RESPONSE_JSON if wants_graphql_response(request) else "application/json"
     return Response(jsonwire.dumps_text(body), status_code=status, headers=headers, media_type=media_type)
@@ -78,7 +87,7 @@ class GraphQLOverHTTP:
             try:
                 response = await self.run(request)  # type: ignore[attr-defined]
             except RequestRefused as refused:
-                response = error_response(request, refused.status_code, refused.reason, refused.headers)
+                response = error_response(request, refused.status_code, refused.reason, refused.headers, refused.code)
             except HTTPException as error:
                 response = error_response(request, error.status_code, error.reason)
             else:
@@ -96,6 +105,26 @@ class GraphQLOverHTTP:
         if not isinstance(parsed, dict | list):
             raise HTTPException(400, "Expected a JSON object.")
         return parsed
+
+    async def execute_operation(  # noqa: PLR0917
+        self,
+        request: Request,
+        request_adapter: Any,
+        request_data: GraphQLRequestData | list[GraphQLRequestData],
+        context: Any,
+        root_value: Any,
+        sub_response: Any,
+    ) -> Any:
+        """A persisted query's hash becomes its stored text here, before Strawberry parses anything
+        (feedfabric.schema.persisted)."""
+        if isinstance(request_data, GraphQLRequestData) and hasattr(context, "resources"):
+            try:
+                request_data = await persisted.resolve_request(context, request_data)
+            except FeedFabricError as error:
+                raise RequestRefused(error.status, error.message, code=error.code) from None
+        return await super().execute_operation(  # type: ignore[misc]
+            request, request_adapter, request_data, context, root_value, sub_response
+        )
 
     async def execute_single(self, *args: Any, **kwargs: Any) -> ExecutionResult:
         try:

@@ -8,10 +8,12 @@ limit, each its own extension) were about 6 kB of every idle subscription:
 the suspended generators, the context-manager objects and the exit stack
 that holds them, and the extension instances. Here one hook spans the
 operation, and it only does what must happen before parsing or after the
-result: resolving a persisted query, and timing. What belongs to one step is
+result: noting a persisted query to register, and timing. What belongs to one step is
 done in that step's hook, which finishes with the step: the token limit
-in `on_parse`, the validation rules in `on_validate`, a refusal in
-`on_execute`, the error handling on each result.
+in `on_parse`, the validation rules in `on_validate`, in `on_execute` a
+refusal (a malformed persisted query, a subscription over HTTP, variables
+that do not coerce) or else the persisted query's registration, and the
+error handling on each result.
 
 Every result, returned once (queries and mutations over HTTP) or streamed
 (WebSocket, one per event), gets the same treatment, in this order: field
@@ -40,7 +42,7 @@ from strawberry.types.graphql import OperationType
 
 from feedfabric.errors import FeedFabricError
 from feedfabric.schema.errors import code_errors
-from feedfabric.schema.persisted import resolve_persisted_query
+from feedfabric.schema.persisted import Registration
 from feedfabric.schema.production import (
     PRODUCTION_RULES,
     is_production,
@@ -79,11 +81,16 @@ class OperationHooks(SchemaExtension):
         self.limit_rules = limit_rules
         self.max_tokens = max_tokens
         self.refusal: FeedFabricError | None = None
+        self.registration: Registration | None = None
         self.streamed = False
 
     async def on_operation(self) -> AsyncIterator[None]:
         started = time.perf_counter()
-        self.refusal = await resolve_persisted_query(self.execution_context)
+        if app_context(self.execution_context) is not None:
+            try:
+                self.registration = Registration.requested(self.execution_context)
+            except FeedFabricError as refusal:
+                self.refusal = refusal
         yield
         if not self.streamed:  # a streamed result was handled as it went out (on_stream_result)
             result = self.execution_context.result
@@ -100,7 +107,7 @@ class OperationHooks(SchemaExtension):
         ec.validation_rules = _joined(ec.validation_rules, extra)
         yield
 
-    def on_execute(self) -> Iterator[None]:
+    async def on_execute(self) -> AsyncIterator[None]:
         ec = self.execution_context
         if self.refusal is not None:
             refuse(ec, self.refusal)
@@ -114,6 +121,10 @@ class OperationHooks(SchemaExtension):
             if subscription:  # a stream has no result slot: Strawberry makes the raised error its one result
                 raise coded[0]
             refuse_before_execution(ec, coded)
+        elif self.registration is not None:  # parsed and validated: the text may be stored
+            refusal = await self.registration.store(app_context(ec))
+            if refusal is not None:
+                refuse(ec, refusal)
         yield
 
     def on_stream_result(self, result: Any) -> Iterator[None]:
