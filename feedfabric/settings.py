@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     media_max_bytes: int = Field(20_000_000, ge=1024)
     media_max_pixels: int = Field(50_000_000, ge=1)
     media_max_side: int = Field(2048, ge=16)
+    # Worker memory one image may take to decode and rebuild (feedfabric.media's estimate); larger
+    # images are rejected as too_many_pixels before any pixel is decoded.
+    media_decode_max_bytes: int = Field(200_000_000, ge=1_000_000)
+    # Stored media bytes per member (pending originals and rebuilt files); past it, QUOTA_EXCEEDED.
+    media_quota_bytes: int = Field(1_000_000_000, ge=0)
     # similarPosts compares against at most this many of the newest embedded posts.
     similar_scan_limit: int = Field(5_000, ge=1)
     # worker-embeddings: model replicas encoding in parallel, one CPU thread each.
