@@ -9,6 +9,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
@@ -121,6 +122,19 @@ async def _too_large(scope: Scope, receive: Receive, send: Send) -> None:
     await response(scope, receive, send)
 
 
+_HTTP_CODES = {404: "resource.not_found", 405: "request.method_not_allowed", 413: "request.too_large"}
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no route, a method a route does not take) in the REST error shape, not
+    plain text; a 405 keeps its `Allow` header."""
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "request.invalid")
+    return jsonwire.JSONResponse(
+        {"error": {"code": code, "message": exc.detail}}, status_code=exc.status_code, headers=exc.headers
+    )
+
+
 async def healthz(request: Request) -> Response:
     return jsonwire.JSONResponse({"status": "ok"})
 
@@ -189,6 +203,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Mount("/static/vendor", StaticFiles(directory=vendor.STATIC, check_dir=False), name="vendor"),
         ],
         lifespan=lifespan,
+        exception_handlers={StarletteHTTPException: http_error},
     )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, upload_bytes=settings.media_max_bytes)
     app.add_middleware(metrics.TrackWebSockets)

@@ -149,3 +149,22 @@ async def test_rest_upload_with_two_file_parts_is_a_400(api: Api) -> None:
     response = await api.rest("POST", "/media", token=token, files=files)
     assert response.status_code == 400, response.text
     assert response.json()["error"]["code"] == "request.invalid"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "code"),
+    [
+        ("GET", "/no-such-route", 404, "resource.not_found"),
+        ("OPTIONS", "/userfeed/home", 405, "request.method_not_allowed"),
+        ("DELETE", "/userfeed/home", 405, "request.method_not_allowed"),
+        ("GET", "/static/vendor/no-such-file.js", 404, "resource.not_found"),
+    ],
+)
+async def test_routing_refusals_are_json_in_the_rest_shape(
+    api: Api, method: str, path: str, status: int, code: str
+) -> None:
+    response = await api.client.request(method, path)
+    assert response.status_code == status
+    assert response.json()["error"]["code"] == code
+    if status == 405:
+        assert "GET" in response.headers["allow"]
