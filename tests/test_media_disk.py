@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -200,3 +202,20 @@ def test_a_large_jpeg_decodes_at_a_reduced_scale_within_the_budget() -> None:
     big = out.getvalue()  # 48 MP: fully decoded it alone would be 48 MB, plus its copy
     result = media.process_image(big, media.Limits(decode_bytes=70_000_000))
     assert isinstance(result, media.Processed) and max(result.width, result.height) == 2048
+
+
+async def test_the_sweep_deletes_originals_of_decided_uploads_and_old_orphans(
+    pool: asyncpg.Pool, settings: Settings
+) -> None:
+    owner = await f.member(pool)
+    pending = await uploads.store_upload(pool, settings, owner, jpeg())
+    decided = await uploads.store_upload(pool, settings, owner, jpeg())
+    async with transaction(pool) as conn:  # decided by a version that kept its original
+        await media_db.mark_rejected(conn, decided, "corrupt")
+    folder = media.original_path(settings.feedfabric_data_dir, pending).parent
+    young_orphan, old_orphan = folder / str(uuid.uuid4()), folder / str(uuid.uuid4())
+    young_orphan.write_bytes(b"in flight")
+    old_orphan.write_bytes(b"failed long ago")
+    os.utime(old_orphan, (time.time() - 7200, time.time() - 7200))
+    assert await uploads.sweep_originals(pool, settings) == 2
+    assert sorted(p.name for p in folder.iterdir()) == sorted([str(pending), young_orphan.name])

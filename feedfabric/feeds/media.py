@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -150,3 +151,46 @@ def _source_bytes(settings: Settings, media_id: uuid.UUID) -> bytes | None:
         except FileNotFoundError:
             continue
     return None
+
+
+ORPHAN_AFTER_S = 3600.0
+
+
+async def sweep_originals(pool: asyncpg.Pool, settings: Settings, *, orphan_after_s: float = ORPHAN_AFTER_S) -> int:
+    """Deletes originals nothing will read again; returns how many.
+
+    That is the original of an upload that is no longer pending (left by a
+    version that kept originals, or by a crash between the commit and the
+    delete), and a file with no row at all once it is older than
+    `orphan_after_s` (its upload's transaction failed; a younger one may be
+    an upload whose row is about to commit). For `feedfabric maintain`.
+    """
+    folder = media.original_path(settings.feedfabric_data_dir, uuid.uuid4()).parent
+    files = await asyncio.to_thread(lambda: list(folder.iterdir()) if folder.is_dir() else [])
+    by_id: dict[uuid.UUID, Path] = {}
+    for path in files:
+        try:
+            by_id[uuid.UUID(path.name)] = path
+        except ValueError:
+            continue
+    if not by_id:
+        return 0
+    async with pool.acquire() as conn:
+        rows = await media_db.get_media(conn, list(by_id))
+    cutoff = time.time() - orphan_after_s
+    doomed = [
+        path
+        for media_id, path in by_id.items()
+        if (media_id in rows and rows[media_id]["status"] != "pending")
+        or (media_id not in rows and _mtime(path) < cutoff)
+    ]
+    for path in doomed:
+        path.unlink(missing_ok=True)
+    return len(doomed)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return float("inf")
