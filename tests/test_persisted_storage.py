@@ -96,3 +96,9 @@ def test_the_in_process_copy_is_bounded_in_bytes() -> None:
     lru.put(f"{99:064x}", "short")  # replacing an entry gives its bytes back
     assert lru.bytes == 9 * 1_000 + 64 + 5
     assert MAX_STORED_BYTES < LRU_BYTES
+
+
+async def test_an_oversized_text_already_in_redis_is_treated_as_unknown(api: Api, redis: aioredis.Redis) -> None:
+    blob = "{ __typename }" + " " * MAX_STORED_BYTES
+    await redis.set("pq:" + pq(blob)["persistedQuery"]["sha256Hash"], blob)  # stored by an older version
+    assert codes(await send(api, {"extensions": pq(blob)})) == ["PERSISTED_QUERY_NOT_FOUND"]

@@ -114,7 +114,8 @@ class PersistedQueryStore:
             except Exception:  # noqa: BLE001 - Redis is an accelerator; the client will resend the text
                 log.warning("persisted queries: Redis unavailable for lookup")
                 return None
-            if raw is not None:
+            # Longer texts were stored before the bound: treated as unknown, never kept in process.
+            if raw is not None and len(raw) <= MAX_STORED_BYTES:
                 text = raw.decode() if isinstance(raw, bytes) else str(raw)
                 self.lru.put(sha, text)
                 return text
