@@ -78,7 +78,7 @@ _PLANS: IdMemo[_Plan] = IdMemo(1024)
 
 def _plan(operation: OperationDefinitionNode) -> _Plan:
     checks = []
-    for definition in operation.variable_definitions:
+    for definition in operation.variable_definitions or ():
         type_node = definition.type
         nullable = not isinstance(type_node, NonNullTypeNode)
         if isinstance(type_node, NonNullTypeNode):
