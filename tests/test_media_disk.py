@@ -79,6 +79,7 @@ async def test_usage_counts_pending_originals_then_rebuilt_files_and_never_rejec
     await process(pool, settings, media_id)
     async with pool.acquire() as conn:
         row = await media_db.get_one(conn, media_id)
+    assert row is not None
     assert await media_db.usage(pool, owner) == row["byte_size"] != len(data)
     bad = await uploads.store_upload(pool, settings, owner, b"<html>not a photo</html>")
     await process(pool, settings, bad)

@@ -47,5 +47,7 @@ def test_quick_check_agrees_with_full_coercion(values: dict[str, Any]) -> None:
     document = parse(QUERY)
     variables = {**BASE, **values}
     context = SimpleNamespace(schema=schema, graphql_document=document, operation_name=None, variables=variables)
-    full = get_variable_values(_input_schema(_sdl(schema)), get_operation_ast(document).variable_definitions, variables)
+    operation = get_operation_ast(document)
+    assert operation is not None and operation.variable_definitions
+    full = get_variable_values(_input_schema(_sdl(schema)), operation.variable_definitions, variables)
     assert bool(variable_errors(context, hide_suggestions=True)) == isinstance(full, list)  # type: ignore[arg-type]
