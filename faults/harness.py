@@ -199,7 +199,7 @@ class Case:
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=devstack._die_with_parent(signal.SIGKILL),
+            preexec_fn=devstack.die_with_parent(signal.SIGKILL),
         )
         proc = Proc(name, popen, log)
         self.procs.append(proc)

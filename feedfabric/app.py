@@ -9,22 +9,24 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
-from strawberry.http import GraphQLHTTPResponse
-from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET, UnsetType
 
-from feedfabric import health, jsonwire, metrics, playground
+from feedfabric import health, jsonwire, metrics, playground, vendor
 from feedfabric.breaker import CircuitBreaker
 from feedfabric.context import Context, Resources, build_context
 from feedfabric.db.pool import create_pool
 from feedfabric.feeds.feedlog import FeedLog
 from feedfabric.feeds.viewer import resolve_viewer
+from feedfabric.graphql_http import GraphQLOverHTTP
 from feedfabric.logging import RequestIdMiddleware, configure_logging
 from feedfabric.realtime import sockets
 from feedfabric.realtime.consumer import start_realtime
@@ -35,7 +37,7 @@ from feedfabric.settings import Settings, load_settings
 log = logging.getLogger("feedfabric.app")
 
 
-class FeedFabricGraphQL(GraphQL[Context, None]):
+class FeedFabricGraphQL(GraphQLOverHTTP, GraphQL[Context, None]):
     graphql_transport_ws_handler_class = sockets.TransportWSHandler
     graphql_ws_handler_class = sockets.LegacyGraphQLWSHandler
     websocket_adapter_class = sockets.WebSocketAdapter  # type: ignore[assignment]
@@ -62,21 +64,16 @@ class FeedFabricGraphQL(GraphQL[Context, None]):
         viewer = await resolve_viewer(resources.pool, resources.settings, header)
         return build_context(resources, viewer, request=request, response=response, connection_params=params)
 
-    async def process_result(self, request: Request, result: ExecutionResult) -> GraphQLHTTPResponse:
-        """Parse and validation errors end before the error coding (feedfabric.schema.operation) sees them:
-        code them here."""
-        response = await super().process_result(request, result)
-        for error in response.get("errors") or []:
-            extensions = error.setdefault("extensions", {})
-            extensions.setdefault("code", "BAD_USER_INPUT")
-        return response
+
+UPLOAD_PATH = "/media"
 
 
 class BodyLimit:
     """Refuses request bodies over the limit before anything reads them (413).
 
     Multipart bodies carry photos and get the upload limit (plus room for the
-    form's other parts); everything else gets the request limit.
+    form's other parts), as does REST's `POST /media` whatever its content
+    type (the raw photo as the body); everything else gets the request limit.
     """
 
     def __init__(self, app: ASGIApp, max_bytes: int, upload_bytes: int) -> None:
@@ -89,8 +86,10 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
-        multipart = headers.get(b"content-type", b"").startswith(b"multipart/form-data")
-        limit = self.upload_bytes if multipart else self.max_bytes
+        upload = headers.get(b"content-type", b"").startswith(b"multipart/form-data") or (
+            scope["path"] == UPLOAD_PATH and scope["method"] == "POST"
+        )
+        limit = self.upload_bytes if upload else self.max_bytes
         declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > limit):
             await _too_large(scope, receive, send)
@@ -121,6 +120,19 @@ async def _too_large(scope: Scope, receive: Receive, send: Send) -> None:
         {"error": {"code": "request.too_large", "message": "request body too large"}}, status_code=413
     )
     await response(scope, receive, send)
+
+
+_HTTP_CODES = {404: "resource.not_found", 405: "request.method_not_allowed", 413: "request.too_large"}
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no route, a method a route does not take) in the REST error shape, not
+    plain text; a 405 keeps its `Allow` header."""
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "request.invalid")
+    return jsonwire.JSONResponse(
+        {"error": {"code": code, "message": exc.detail}}, status_code=exc.status_code, headers=exc.headers
+    )
 
 
 async def healthz(request: Request) -> Response:
@@ -187,10 +199,25 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Route("/graphql", graphql),
             WebSocketRoute("/graphql", graphql),
             *playground.routes(settings),
+            # GraphiQL's scripts and styles, from the package (feedfabric.vendor): no CDN.
+            Mount("/static/vendor", StaticFiles(directory=vendor.STATIC, check_dir=False), name="vendor"),
         ],
         lifespan=lifespan,
+        exception_handlers={StarletteHTTPException: http_error},
     )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, upload_bytes=settings.media_max_bytes)
     app.add_middleware(metrics.TrackWebSockets)
     app.add_middleware(RequestIdMiddleware)
+    origins = settings.cors_origins
+    if origins:
+        # Bearer tokens, not cookies: no credentials. Without origins there is no middleware at all:
+        # browsers then allow no other origin, and same-origin requests pay nothing for it.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "POST", "PUT", "DELETE"],
+            allow_headers=["authorization", "content-type", "x-request-id"],
+            expose_headers=["x-request-id", "ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "retry-after"],
+            max_age=600,
+        )
     return app

@@ -82,11 +82,20 @@ DEV_CHILDREN: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def cmd_dev(args: argparse.Namespace) -> None:
     from feedfabric import devstack
     from feedfabric.auth import issue_token
     from feedfabric.db.migrate import migrate
 
+    # Any signal that can be caught ends `dev` through the `finally` below, which stops every child;
+    # one that cannot (SIGKILL) still takes them along: each dies with its parent (PR_SET_PDEATHSIG).
+    # uvicorn handles SIGINT and SIGTERM while it serves and re-raises them after shutting down.
+    for caught in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(caught, _exit_on_signal)
     data_dir = Path(args.data_dir)
     stack = devstack.start(data_dir)
     env = {**os.environ, **stack.env}
@@ -106,7 +115,15 @@ def cmd_dev(args: argparse.Namespace) -> None:
 
             asyncio.run(load_demo(load_settings()))
         for _name, argv in DEV_CHILDREN:
-            children.append(subprocess.Popen([sys.executable, "-m", "feedfabric", *argv], env=env))
+            children.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "feedfabric", *argv],
+                    env=env,
+                    # Killed outright, as in a crash, which they are built to survive: a graceful stop
+                    # can take long, and with the parent gone nothing would escalate it.
+                    preexec_fn=devstack.die_with_parent(signal.SIGKILL),
+                )
+            )
         base = f"http://127.0.0.1:{args.port}"
         token = issue_token(env["FEEDFABRIC_JWT_SECRET"], args.token_for, ttl=7 * 86400)
         print(
@@ -131,6 +148,8 @@ def cmd_dev(args: argparse.Namespace) -> None:
             **serve_options(),
         )  # as cmd_api
     finally:
+        for caught in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(caught, signal.SIG_IGN)  # a second signal must not cut the cleanup short
         for child in children:
             child.send_signal(signal.SIGTERM)
         for child in children:

@@ -75,7 +75,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _die_with_parent(sig: int) -> Callable[[], None]:
+def die_with_parent(sig: int) -> Callable[[], None]:
     def prepare() -> None:
         if sys.platform.startswith("linux"):
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -106,7 +106,7 @@ def _spawn(args: list[str], log: Path, sig: int, **kwargs: object) -> subprocess
         stdout=out,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
-        preexec_fn=_die_with_parent(sig),
+        preexec_fn=die_with_parent(sig),
         **kwargs,
     )
 

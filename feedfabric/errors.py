@@ -59,3 +59,9 @@ class QueryTooComplex(FeedFabricError):
     code = "QUERY_TOO_COMPLEX"
     rest_code = "query.too_complex"
     status = 400
+
+
+class QuotaExceeded(FeedFabricError):
+    code = "QUOTA_EXCEEDED"
+    rest_code = "media.quota_exceeded"
+    status = 409

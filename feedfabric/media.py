@@ -6,8 +6,16 @@ path helpers at the bottom. The steps, in order, each a reason to reject:
 - scan: empty, over `max_bytes` (`too_large`), more than `max_pixels` pixels
   in the header (`too_many_pixels`; called `decompression_bomb` when a small
   file claims them, over 100 pixels per byte, or when Pillow's own
-  DecompressionBombError fires), and a decode that runs out of data
-  (`truncated`) or fails otherwise (`corrupt`).
+  DecompressionBombError fires), more memory to decode and rebuild than
+  `decode_bytes` (`too_many_pixels`, see below), and a decode that runs out
+  of data (`truncated`) or fails otherwise (`corrupt`).
+- decode budget: the worker's memory for one image is bounded before any
+  pixel is decoded. A JPEG is first set to decode at a reduced scale (draft
+  mode); then the pixels still to decode, times the bytes Pillow keeps per
+  pixel in the decoded mode (1 for L, P and 1-bit, else up to 4) plus 4 for
+  the rebuilt RGB(A) copy, must fit in `decode_bytes` (default 200 MB: a PNG
+  of about 25 megapixels in colour, 40 in grey or palette; any JPEG within
+  `max_pixels`, since draft mode decodes it near the output size).
 - sniff: the real type from magic bytes, JPEG, PNG, WebP or GIF only
   (`unsupported_type`); the declared type and file name never count. Pillow
   is then told to use only that decoder.
@@ -48,6 +56,7 @@ class Limits:
     max_bytes: int = 20_000_000
     max_pixels: int = 50_000_000
     max_side: int = 2048
+    decode_bytes: int = 200_000_000
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,12 @@ def process_image(data: bytes, limits: Limits = Limits()) -> Processed | Rejecte
             return Rejected(reason, f"{width}x{height} is over the limit of {limits.max_pixels} pixels")
         if kind == "jpeg":
             image.draft(image.mode, _draft_box(width, height, limits.max_side))
+        needed = decode_bytes(image.size, image.mode)
+        if needed > limits.decode_bytes:
+            return Rejected(
+                "too_many_pixels",
+                f"{width}x{height} needs about {needed} bytes to decode, over the budget of {limits.decode_bytes}",
+            )
         try:
             image.seek(0)
             image.load()
@@ -115,6 +130,17 @@ def process_image(data: bytes, limits: Limits = Limits()) -> Processed | Rejecte
                 return Rejected("truncated", f"the {kind} file ends early")
             return Rejected("corrupt", f"unreadable {kind}: {type(exc).__name__}")
         return _rebuild(image, kind, limits)
+
+
+# Bytes Pillow keeps per pixel by mode (RGB is stored in 4); modes not listed take 4.
+_PIXEL_BYTES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16B": 2, "I;16L": 2}
+
+
+def decode_bytes(size: tuple[int, int], mode: str) -> int:
+    """Peak memory to decode an image of this size and mode and rebuild it: the decoded pixels plus one
+    RGB(A) copy (the conversion or the resize's)."""
+    width, height = size
+    return width * height * (_PIXEL_BYTES.get(mode, 4) + 4)
 
 
 def _draft_box(width: int, height: int, max_side: int) -> tuple[int, int]:

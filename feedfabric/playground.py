@@ -7,10 +7,16 @@ mounted only when that folder exists (a source checkout or `pip install -e`).
 `GET /dev/members` and `GET /dev/token?externalId=...` let the playground sign
 in as any member. They exist only when FEEDFABRIC_DEV_MODE is on (`feedfabric
 dev` sets it) and never in production: otherwise the paths are plain 404s.
+Even then they answer only a request from a loopback address whose `Host` is
+a loopback name (localhost, 127.0.0.1, [::1]): a web page elsewhere cannot
+reach them by DNS rebinding, nor another machine through a forwarded port
+(403 `auth.forbidden`).
 """
 
 from __future__ import annotations
 
+import ipaddress
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from starlette.requests import Request
@@ -34,8 +40,36 @@ def routes(settings: Settings) -> list[BaseRoute]:
     if PLAYGROUND_DIR.is_dir():
         found.append(Mount("/playground", StaticFiles(directory=PLAYGROUND_DIR, html=True), name="playground"))
     if settings.feedfabric_dev_mode and not settings.feedfabric_production:
-        found += [Route("/dev/members", dev_members, methods=["GET"]), Route("/dev/token", dev_token, methods=["GET"])]
+        found += [
+            Route("/dev/members", loopback_only(dev_members), methods=["GET"]),
+            Route("/dev/token", loopback_only(dev_token), methods=["GET"]),
+        ]
     return found
+
+
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def on_loopback(request: Request) -> bool:
+    """The request names a loopback host and comes from a loopback address."""
+    host = request.url.hostname or ""
+    client = request.client.host if request.client else ""
+    try:
+        client_is_loopback = ipaddress.ip_address(client).is_loopback
+    except ValueError:
+        client_is_loopback = False
+    return host.strip("[]").lower() in LOOPBACK_HOSTS and client_is_loopback
+
+
+def loopback_only(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    async def guarded(request: Request) -> Response:
+        if not on_loopback(request):
+            return JSONResponse(
+                {"error": {"code": "auth.forbidden", "message": "dev sign-in answers only on a loopback host"}}, 403
+            )
+        return await endpoint(request)
+
+    return guarded
 
 
 async def dev_members(request: Request) -> Response:

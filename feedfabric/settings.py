@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     media_max_bytes: int = Field(20_000_000, ge=1024)
     media_max_pixels: int = Field(50_000_000, ge=1)
     media_max_side: int = Field(2048, ge=16)
+    # Worker memory one image may take to decode and rebuild (feedfabric.media's estimate); larger
+    # images are rejected as too_many_pixels before any pixel is decoded.
+    media_decode_max_bytes: int = Field(200_000_000, ge=1_000_000)
+    # Stored media bytes per member (pending originals and rebuilt files); past it, QUOTA_EXCEEDED.
+    media_quota_bytes: int = Field(1_000_000_000, ge=0)
     # similarPosts compares against at most this many of the newest embedded posts.
     similar_scan_limit: int = Field(5_000, ge=1)
     # worker-embeddings: model replicas encoding in parallel, one CPU thread each.
@@ -74,6 +79,7 @@ class Settings(BaseSettings):
     rate_limit_window_seconds: int = Field(60, ge=1)
     persisted_query_ttl_seconds: int = Field(7 * 86_400, ge=60)
     ws_allowed_origins: str = ""  # comma-separated origins allowed to open cross-origin WebSockets
+    cors_allowed_origins: str = ""  # comma-separated origins allowed to call /graphql and REST from a browser
     max_subscriptions_per_connection: int = Field(10, ge=1)
     # Live items queued per subscriber; a subscriber this far behind is disconnected as too slow.
     realtime_queue_size: int = Field(256, ge=1)
@@ -90,6 +96,10 @@ class Settings(BaseSettings):
         if not self.feedfabric_jwt_secret:
             raise RuntimeError("FEEDFABRIC_JWT_SECRET is not set")
         return self.feedfabric_jwt_secret
+
+    @property
+    def cors_origins(self) -> list[str]:
+        return [o.strip().rstrip("/") for o in self.cors_allowed_origins.split(",") if o.strip()]
 
     @property
     def inactive_after_seconds(self) -> int:

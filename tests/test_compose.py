@@ -170,6 +170,13 @@ def test_redis_keeps_full_timelines_compact(compose: dict[str, Any]) -> None:
     assert int(command[command.index("--zset-max-listpack-value") + 1]) >= 36  # a UUID
 
 
+def test_redis_memory_is_bounded_and_evicts_what_can_be_rebuilt(compose: dict[str, Any]) -> None:
+    command = [str(part) for part in services(compose)["redis"]["command"]]
+    assert re.fullmatch(r"\d+(mb|gb)", command[command.index("--maxmemory") + 1])
+    # Timelines carry no TTL, so a volatile-* policy could evict nothing and writes would fail when full.
+    assert command[command.index("--maxmemory-policy") + 1] == "allkeys-lru"
+
+
 def test_dockerfile() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert re.search(r"^FROM python:3\.11-slim\b", dockerfile, flags=re.M)

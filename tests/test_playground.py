@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import httpx
+import pytest
 from feedfabric.app import create_app
 from feedfabric.auth import decode_token
 from feedfabric.settings import Settings
@@ -33,6 +35,7 @@ async def test_dev_routes_are_off_in_production_even_in_dev_mode(settings: Setti
 async def test_dev_token_signs_in_as_an_existing_member(settings: Settings) -> None:
     dev = settings.model_copy(update={"feedfabric_dev_mode": True})
     async with make_api(dev) as api:
+        api.client.base_url = httpx.URL("http://localhost:8000")
         await api.member("alice")
         await api.gql(
             'mutation { upsertProfile(username: "demo_admin", displayName: "Demo Admin") { id } }',
@@ -50,3 +53,31 @@ async def test_dev_token_signs_in_as_an_existing_member(settings: Settings) -> N
 
         missing = await api.client.get("/dev/token", params={"externalId": "nobody"})
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "member.not_found"
+
+
+@pytest.mark.parametrize(
+    ("host", "client", "answered"),
+    [
+        ("localhost:8000", "127.0.0.1", True),
+        ("127.0.0.1:8000", "127.0.0.1", True),
+        ("[::1]:8000", "::1", True),
+        ("attacker.example:8000", "127.0.0.1", False),  # DNS rebinding: a page elsewhere, the browser on loopback
+        ("192.168.1.20:8000", "127.0.0.1", False),
+        ("localhost:8000", "192.168.1.7", False),  # another machine through a forwarded port
+    ],
+)
+async def test_dev_sign_in_answers_only_loopback_hosts(
+    settings: Settings, host: str, client: str, answered: bool
+) -> None:
+    dev = settings.model_copy(update={"feedfabric_dev_mode": True})
+    app = create_app(dev)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, client=(client, 50000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
+            api = Api(http, dev)
+            await api.member("alice")
+            for path in ("/dev/token?externalId=alice", "/dev/members"):
+                response = await http.get(path, headers={"host": host})
+                assert (response.status_code == 200) is answered, (path, response.text)
+                if not answered:
+                    assert response.status_code == 403 and response.json()["error"]["code"] == "auth.forbidden"

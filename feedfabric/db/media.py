@@ -19,6 +19,17 @@ async def create_pending(conn: asyncpg.Connection, media_id: uuid.UUID, owner_id
     )
 
 
+async def locked_usage(conn: asyncpg.Connection, owner_id: uuid.UUID) -> int:
+    """The member's stored media bytes, their usage row locked until the transaction ends: uploads by one
+    member check their quota one at a time (media_usage, kept by a trigger on media)."""
+    await conn.execute("INSERT INTO media_usage (owner_id) VALUES ($1) ON CONFLICT DO NOTHING", owner_id)
+    return int(await conn.fetchval("SELECT bytes FROM media_usage WHERE owner_id = $1 FOR UPDATE", owner_id))
+
+
+async def usage(conn: asyncpg.Connection | asyncpg.Pool, owner_id: uuid.UUID) -> int:
+    return int(await conn.fetchval("SELECT coalesce(max(bytes), 0) FROM media_usage WHERE owner_id = $1", owner_id))
+
+
 async def get_one(conn: asyncpg.Connection, media_id: uuid.UUID, *, for_update: bool = False) -> asyncpg.Record | None:
     lock = " FOR UPDATE" if for_update else ""
     return await conn.fetchrow(f"SELECT {_COLUMNS} FROM media WHERE id = $1{lock}", media_id)

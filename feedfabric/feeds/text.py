@@ -12,12 +12,25 @@ USERNAME = re.compile(r"^[A-Za-z0-9_]{1,30}$")
 TAG = re.compile(r"^[a-z0-9_]{1,50}$")
 
 
+# C0 and C1 controls but tab and newline (ESC starts terminal escapes, BEL rings), DEL, and the bidi
+# embeddings, overrides and isolates that reorder what a reader sees (Trojan Source, CVE-2021-42574).
+# Carriage returns become newlines first; NUL is refused outright.
+_CONTROL = re.compile("[\x01-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def strip_controls(value: str) -> str:
+    if "\r" in value:
+        value = value.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROL.sub("", value)
+
+
 def clean_text(value: str, what: str, *, max_length: int, allow_empty: bool = False) -> str:
+    """User text as stored: controls stripped (newlines and tabs kept), trimmed, bounded."""
     if not isinstance(value, str):
         raise BadInput(f"{what} must be text")
     if "\x00" in value:
         raise BadInput(f"{what} must not contain NUL bytes")
-    value = value.strip()
+    value = strip_controls(value).strip()
     if not value and not allow_empty:
         raise BadInput(f"{what} must not be empty")
     if len(value) > max_length:

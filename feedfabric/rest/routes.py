@@ -6,6 +6,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route
@@ -67,7 +68,8 @@ def _limit(request: Request) -> int:
     raw = request.query_params.get("limit")
     if raw is None:
         return 20
-    if not raw.isdigit():
+    # isdigit() alone passes "²" and other digits int() refuses.
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 6:
         raise BadInput("limit must be a whole number from 1 to 100")
     return int(raw)
 
@@ -164,7 +166,10 @@ async def upload_media(ctx: Context, request: Request) -> dict[str, Any]:
     """POST /media: multipart with a `file` part, or the raw bytes as the body."""
     limit = ctx.settings.media_max_bytes
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
-        form = await request.form(max_files=1, max_fields=4)
+        try:
+            form = await request.form(max_files=1, max_fields=4)
+        except HTTPException as refused:  # more parts than one file, or a malformed body
+            raise BadInput(f"send one photo as the multipart part `file` ({refused.detail})") from None
         data = await media_resolvers.read_upload(form.get("file"), limit)
     else:
         data = await request.body()

@@ -67,10 +67,11 @@ def build_schema() -> strawberry.Schema:
         extensions=[
             # Order matters (docs/operations.md): OperationHooks (the only on_operation hook: a
             # subscription keeps each one suspended for its whole life) times everything and sees
-            # coded errors, fills in persisted queries before parsing, sets the token limit before
-            # the parser cache and the limit and production rules before the validation cache, and
-            # refuses an unknown persisted query first; cost, then the rate limit, run last, on
-            # validated documents.
+            # coded errors, sets the token limit before the parser cache and the limit and production
+            # rules before the validation cache, and from on_execute refuses what is wrong as sent
+            # (a subscription over HTTP, variables that do not coerce) or registers a persisted query
+            # (a hash is resolved to its text by the HTTP view, feedfabric.graphql_http); cost, then
+            # the rate limit, run last, on validated documents with valid variables.
             partial(OperationHooks, _LIMIT_RULES, MAX_TOKENS),
             lambda: ParserCache(maxsize=256),
             lambda: ValidationCache(maxsize=256),

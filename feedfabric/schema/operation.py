@@ -8,12 +8,14 @@ limit, each its own extension) were about 6 kB of every idle subscription:
 the suspended generators, the context-manager objects and the exit stack
 that holds them, and the extension instances. Here one hook spans the
 operation, and it only does what must happen before parsing or after the
-result: resolving a persisted query, and timing. What belongs to one step is
+result: noting a persisted query to register, and timing. What belongs to one step is
 done in that step's hook, which finishes with the step: the token limit
-in `on_parse`, the validation rules in `on_validate`, a refusal in
-`on_execute`, the error handling on each result. A document whose fragments
-expand past MAX_EXPANDED_FIELDS (feedfabric.schema.selections) is refused in
-`on_validate`, before any validation rule walks it.
+in `on_parse`, the validation rules in `on_validate` (a document whose fragments
+expand past MAX_EXPANDED_FIELDS, feedfabric.schema.selections, is refused there,
+before any validation rule walks it), in `on_execute` a refusal (a document of
+that shape, a malformed persisted query, a subscription over HTTP, variables
+that do not coerce) or else the persisted query's registration, and the
+error handling on each result.
 
 Every result, returned once (queries and mutations over HTTP) or streamed
 (WebSocket, one per event), gets the same treatment, in this order: field
@@ -35,18 +37,21 @@ from functools import lru_cache
 from typing import Any
 
 from graphql import DocumentNode
+from graphql.error import GraphQLError
 from graphql.validation import ASTValidationRule
 from strawberry.extensions import SchemaExtension
+from strawberry.types import ExecutionContext
+from strawberry.types.graphql import OperationType
 
 from feedfabric.errors import FeedFabricError, QueryTooComplex
 from feedfabric.schema.errors import code_errors
-from feedfabric.schema.persisted import resolve_persisted_query
+from feedfabric.schema.persisted import Registration
 from feedfabric.schema.production import (
     PRODUCTION_RULES,
     is_production,
     without_suggestions,
 )
-from feedfabric.schema.refusal import refuse
+from feedfabric.schema.refusal import app_context, refuse, refuse_before_execution
 from feedfabric.schema.selections import (
     MAX_EXPANDED_FIELDS,
     MAX_MERGED_PAIRS,
@@ -54,8 +59,21 @@ from feedfabric.schema.selections import (
     merged_pairs,
 )
 from feedfabric.schema.timing import count_errors, observe_latency
+from feedfabric.schema.variables import variable_errors
 
 Rules = tuple[type[ASTValidationRule], ...]
+
+SUBSCRIPTION_OVER_HTTP = (
+    "Subscriptions are served over the WebSocket at /graphql (graphql-transport-ws or graphql-ws), not over HTTP."
+)
+
+
+def _on_websocket(execution_context: ExecutionContext) -> bool:
+    """Whether the operation came over a socket; outside the app (plain schema tests) it counts as one."""
+    context = app_context(execution_context)
+    if context is None:
+        return True
+    return getattr(context.request, "scope", {}).get("type") == "websocket"
 
 
 @lru_cache(maxsize=16)
@@ -89,11 +107,16 @@ class OperationHooks(SchemaExtension):
         self.limit_rules = limit_rules
         self.max_tokens = max_tokens
         self.refusal: FeedFabricError | None = None
+        self.registration: Registration | None = None
         self.streamed = False
 
     async def on_operation(self) -> AsyncIterator[None]:
         started = time.perf_counter()
-        self.refusal = await resolve_persisted_query(self.execution_context)
+        if app_context(self.execution_context) is not None:
+            try:
+                self.registration = Registration.requested(self.execution_context)
+            except FeedFabricError as refusal:
+                self.refusal = refusal
         yield
         if not self.streamed:  # a streamed result was handled as it went out (on_stream_result)
             result = self.execution_context.result
@@ -118,9 +141,24 @@ class OperationHooks(SchemaExtension):
         ec.validation_rules = _joined(ec.validation_rules, extra)
         yield
 
-    def on_execute(self) -> Iterator[None]:
+    async def on_execute(self) -> AsyncIterator[None]:
+        ec = self.execution_context
         if self.refusal is not None:
-            refuse(self.execution_context, self.refusal)
+            refuse(ec, self.refusal)
+            yield
+            return
+        subscription = ec.operation_type is OperationType.SUBSCRIPTION
+        if subscription and not _on_websocket(ec):
+            refuse_before_execution(ec, [GraphQLError(SUBSCRIPTION_OVER_HTTP, extensions={"code": "BAD_USER_INPUT"})])
+        elif errors := variable_errors(ec, hide_suggestions=is_production(ec)):
+            coded = [GraphQLError(e.message, extensions={"code": "BAD_USER_INPUT"}) for e in errors]
+            if subscription:  # a stream has no result slot: Strawberry makes the raised error its one result
+                raise coded[0]
+            refuse_before_execution(ec, coded)
+        elif self.registration is not None:  # parsed and validated: the text may be stored
+            refusal = await self.registration.store(app_context(ec))
+            if refusal is not None:
+                refuse(ec, refusal)
         yield
 
     def on_stream_result(self, result: Any) -> Iterator[None]:

@@ -6,31 +6,51 @@ PERSISTED_QUERY_NOT_FOUND and the client retries once with the query, which is
 then stored. Repeated operations then cost a hash on the wire, and because the
 text is identical every time the parser and validation caches always hit.
 
-Texts live in Redis (shared by every API replica) with an in-process LRU
-beside it, so registration keeps working while Redis is down; the LRU sits in
-the app's Resources, not in this module. Applied by feedfabric.schema.operation.
+Two steps, each where it belongs:
+
+- Looking a hash up happens before Strawberry sees the request
+  (`resolve_request`, called by the HTTP view's `execute_operation`): the
+  stored text becomes the request's query, so the operation is parsed,
+  validated and run as if it had been sent; an unknown hash never reaches the
+  schema. Persisted queries are an HTTP feature (the socket protocols always
+  carry the query).
+- Registering a text happens only once its operation has parsed (under the
+  same token cap as any query) and validated, and has spent one unit of the
+  client's rate limit (`Registration`, from feedfabric.schema.operation's
+  `on_execute`). Texts over MAX_STORED_BYTES run but are not stored, so a
+  document padded with comments cannot make a large entry.
+
+Texts live in Redis (shared by every API replica, `pq:<hash>` with
+PERSISTED_QUERY_TTL_SECONDS) with an in-process LRU beside it bounded in bytes
+(LRU_BYTES), so registration keeps working while Redis is down; the LRU sits
+in the app's Resources, not in this module.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import re
 from collections import OrderedDict
 from typing import Any
 
+from strawberry.http import GraphQLRequestData
 from strawberry.types import ExecutionContext
 
+from feedfabric import ratelimit
 from feedfabric.errors import BadInput, FeedFabricError
-from feedfabric.schema.refusal import app_context
 
 log = logging.getLogger("feedfabric.persisted")
 
-LRU_SIZE = 1000
+# A stored text: the longest a document within the token cap (feedfabric.schema.MAX_TOKENS, 2,000)
+# reasonably is, at ten bytes a token.
+MAX_STORED_BYTES = 20_000
+# The in-process copy: at most this many bytes of texts (and hashes) per API process.
+LRU_BYTES = 4_000_000
 REDIS_PREFIX = "pq:"
+EXTENSION = "persistedQuery"
 _HASH = re.compile(r"^[0-9a-f]{64}$")
-# Parsed and validated in place of the missing query, so the refusal is answered from on_execute.
-_PLACEHOLDER = "query PersistedQueryNotFound { __typename }"
 _EXTRAS_KEY = "persisted_queries"
 
 
@@ -44,84 +64,141 @@ def query_hash(query: str) -> str:
     return hashlib.sha256(query.encode("utf-8")).hexdigest()
 
 
+class ByteBoundedLRU:
+    """Texts by hash, least recently used dropped first once their bytes pass `max_bytes`."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._entries: OrderedDict[str, str] = OrderedDict()
+
+    def get(self, sha: str) -> str | None:
+        text = self._entries.get(sha)
+        if text is not None:
+            self._entries.move_to_end(sha)
+        return text
+
+    def put(self, sha: str, text: str) -> None:
+        previous = self._entries.pop(sha, None)
+        if previous is not None:
+            self.bytes -= _size(sha, previous)
+        self._entries[sha] = text
+        self.bytes += _size(sha, text)
+        while self.bytes > self.max_bytes and self._entries:
+            old_sha, old_text = self._entries.popitem(last=False)
+            self.bytes -= _size(old_sha, old_text)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def _size(sha: str, text: str) -> int:
+    return len(sha) + len(text.encode("utf-8"))
+
+
 class PersistedQueryStore:
     """Redis first, the local LRU as fallback and for whatever Redis could not take."""
 
-    def __init__(self, redis: Any | None, ttl_seconds: int, lru: OrderedDict[str, str]) -> None:
+    def __init__(self, redis: Any | None, ttl_seconds: int, lru: ByteBoundedLRU) -> None:
         self.redis = redis
         self.ttl_seconds = ttl_seconds
         self.lru = lru
 
     async def get(self, sha: str) -> str | None:
-        if sha in self.lru:
-            self.lru.move_to_end(sha)
-            return self.lru[sha]
+        text = self.lru.get(sha)
+        if text is not None:
+            return text
         if self.redis is not None:
             try:
                 raw = await self.redis.get(REDIS_PREFIX + sha)
             except Exception:  # noqa: BLE001 - Redis is an accelerator; the client will resend the text
                 log.warning("persisted queries: Redis unavailable for lookup")
                 return None
-            if raw is not None:
+            # Longer texts were stored before the bound: treated as unknown, never kept in process.
+            if raw is not None and len(raw) <= MAX_STORED_BYTES:
                 text = raw.decode() if isinstance(raw, bytes) else str(raw)
-                self._remember(sha, text)
+                self.lru.put(sha, text)
                 return text
         return None
 
     async def put(self, sha: str, query: str) -> None:
-        self._remember(sha, query)
+        self.lru.put(sha, query)
         if self.redis is not None:
             try:
                 await self.redis.set(REDIS_PREFIX + sha, query, ex=self.ttl_seconds)
             except Exception:  # noqa: BLE001
                 log.warning("persisted queries: Redis unavailable for store; kept locally")
 
-    def _remember(self, sha: str, query: str) -> None:
-        self.lru[sha] = query
-        self.lru.move_to_end(sha)
-        while len(self.lru) > LRU_SIZE:
-            self.lru.popitem(last=False)
-
 
 def store_for(context: Any) -> PersistedQueryStore:
     resources = context.resources
-    lru = resources.extras.setdefault(_EXTRAS_KEY, OrderedDict())
+    lru = resources.extras.get(_EXTRAS_KEY)
+    if lru is None:
+        lru = resources.extras[_EXTRAS_KEY] = ByteBoundedLRU(LRU_BYTES)
     return PersistedQueryStore(resources.redis, resources.settings.persisted_query_ttl_seconds, lru)
 
 
-async def resolve_persisted_query(execution_context: ExecutionContext) -> FeedFabricError | None:
-    """Puts the text of `extensions.persistedQuery` in place of the missing query, before parsing.
-
-    Returns the refusal to answer instead (an unknown hash, a malformed request); the query is then
-    a placeholder that parses and validates, and the caller refuses the operation from `on_execute`.
-    """
-    ec = execution_context
-    persisted = (ec.operation_extensions or {}).get("persistedQuery")
-    context = app_context(ec)
-    if persisted is None or context is None:
-        return None
-    refusal = await _resolve(ec, persisted, store_for(context))
-    if refusal is not None:
-        ec.query = _PLACEHOLDER
-        ec.graphql_document = None
-        # The client's operationName names an operation the placeholder does not have.
-        ec._provided_operation_name = None  # noqa: SLF001
-    return refusal
-
-
-async def _resolve(ec: ExecutionContext, persisted: Any, store: PersistedQueryStore) -> FeedFabricError | None:
+def _requested_hash(persisted: Any) -> str:
     if not isinstance(persisted, dict) or persisted.get("version") != 1:
-        return BadInput("Unsupported persistedQuery: expected {version: 1, sha256Hash}.")
+        raise BadInput("Unsupported persistedQuery: expected {version: 1, sha256Hash}.")
     sha = persisted.get("sha256Hash")
     if not isinstance(sha, str) or not _HASH.match(sha):
-        return BadInput("persistedQuery.sha256Hash must be 64 lowercase hex digits.")
-    if ec.query:
-        if query_hash(ec.query) != sha:
-            return BadInput("provided sha does not match query")
-        await store.put(sha, ec.query)
-        return None
-    text = await store.get(sha)
+        raise BadInput("persistedQuery.sha256Hash must be 64 lowercase hex digits.")
+    return sha
+
+
+async def resolve_request(context: Any, request: GraphQLRequestData) -> GraphQLRequestData:
+    """The request with its stored text as the query, for a hash sent without one.
+
+    Raises PersistedQueryNotFound for an unknown hash and BadInput for a malformed extension. A request
+    carrying its query is returned as it is (registration happens after validation). The resolved
+    request no longer carries the extension, so running it registers nothing.
+    """
+    extensions = request.extensions or {}
+    if EXTENSION not in extensions or request.query:
+        return request
+    sha = _requested_hash(extensions[EXTENSION])
+    text = await store_for(context).get(sha)
     if text is None:
-        return PersistedQueryNotFound("PersistedQueryNotFound")
-    ec.query = text
-    return None
+        raise PersistedQueryNotFound("PersistedQueryNotFound")
+    rest = {k: v for k, v in extensions.items() if k != EXTENSION}
+    return dataclasses.replace(request, query=text, extensions=rest)
+
+
+@dataclasses.dataclass(frozen=True)
+class Registration:
+    """A query sent with its hash, to be stored once its operation has validated."""
+
+    sha: str
+    query: str
+
+    @classmethod
+    def requested(cls, execution_context: ExecutionContext) -> Registration | None:
+        """The registration the operation asks for; BadInput for a malformed extension or a hash that
+        is not the query's."""
+        ec = execution_context
+        extensions = ec.operation_extensions or {}
+        if EXTENSION not in extensions or not ec.query:
+            return None
+        sha = _requested_hash(extensions[EXTENSION])
+        if query_hash(ec.query) != sha:
+            raise BadInput("provided sha does not match query")
+        return cls(sha, ec.query)
+
+    async def store(self, context: Any) -> FeedFabricError | None:
+        """Spends one operation of the client's rate limit, then stores the text (unless too long).
+        Returns the rate limit's refusal instead, storing nothing."""
+        viewer = getattr(context.viewer_result, "viewer", None)
+        member = getattr(viewer, "member", None)
+        client = getattr(context.request, "client", None)
+        allowance = await ratelimit.spend(
+            context.resources.redis,
+            context.settings,
+            ratelimit.client_key(member.id if member else None, client.host if client else None),
+            1,
+        )
+        if allowance is not None and allowance.refusal is not None:
+            return allowance.refusal
+        if len(self.query.encode("utf-8")) <= MAX_STORED_BYTES:
+            await store_for(context).put(self.sha, self.query)
+        return None

@@ -29,6 +29,14 @@ def refuse(execution_context: ExecutionContext, error: FeedFabricError) -> None:
     execution_context.result = ExecutionResult(data=None, errors=[graphql_error])
 
 
+def refuse_before_execution(execution_context: ExecutionContext, errors: list[GraphQLError]) -> None:
+    """Ends any operation, a subscription's included, with these errors as its one result: for
+    requests that are wrong as sent (a subscription over HTTP, invalid variables). Marked as
+    pre-execution errors, so no guard works on the refused operation (nor reports a cost for it)."""
+    execution_context.pre_execution_errors = errors
+    execution_context.result = ExecutionResult(data=None, errors=errors)
+
+
 def app_context(execution_context: ExecutionContext) -> Any | None:
     """The FeedFabric Context when the schema runs inside the app; None elsewhere (plain schema tests)."""
     context = execution_context.context
