@@ -213,11 +213,13 @@ async def test_list_fan_out_is_refused(api: Api) -> None:
 
 async def test_huge_first_gets_a_coded_error_and_a_figure_json_can_carry(api: Api) -> None:
     token = await api.member("huge")
-    response = await api.client.post(
-        "/graphql",
-        json={"query": HOME_COST, "variables": {"n": 2**63}},
-        headers={"Authorization": f"Bearer {token}"},
+    headers = {"Authorization": f"Bearer {token}"}
+    beyond_int = await api.client.post(
+        "/graphql", json={"query": HOME_COST, "variables": {"n": 2**63}}, headers=headers
     )
+    assert codes(beyond_int.json()) == ["BAD_USER_INPUT"]
+    nested = '{ similarPosts(postId: "1", first: 2147483647) { author { posts(first: 2147483647) { edges { node { id } } } } } }'
+    response = await api.client.post("/graphql", json={"query": nested}, headers=headers)
     body = response.json()
     assert codes(body) == ["QUERY_TOO_COMPLEX"]
     assert isinstance(body["extensions"]["cost"]["requestedQueryCost"], int)
