@@ -38,6 +38,11 @@ class Settings(BaseSettings):
     # so it also bounds how long each group's record of applied events must be kept.
     kafka_retention_hours: int = Field(168, ge=1)
 
+    # Parked payloads kept for inspection and replay by hand (`feedfabric maintain` deletes older ones).
+    dead_letter_retention_days: int = Field(30, ge=1)
+    # How often each worker process runs one pass of `feedfabric maintain` (0: never).
+    maintain_interval_seconds: float = Field(3600.0, ge=0)
+
     @property
     def processed_events_retention_hours(self) -> int:
         """Twice the longer of the broker's and the outbox's retention: Kafka drops a segment only
