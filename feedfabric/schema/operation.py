@@ -44,6 +44,7 @@ from feedfabric.schema.production import (
     without_suggestions,
 )
 from feedfabric.schema.refusal import refuse
+from feedfabric.schema.replica_reads import after_operation, before_execute
 from feedfabric.schema.timing import count_errors, observe_latency
 
 Rules = tuple[type[ASTValidationRule], ...]
@@ -72,6 +73,7 @@ class OperationHooks(SchemaExtension):
         if not self.streamed:  # a streamed result was handled as it went out (on_stream_result)
             result = self.execution_context.result
             self._answer(getattr(result, "initial_result", None) or result)
+        await after_operation(self.execution_context)  # the member's next reads see this mutation's writes
         observe_latency(self.execution_context, started)
 
     def on_parse(self) -> Iterator[None]:
@@ -87,6 +89,7 @@ class OperationHooks(SchemaExtension):
     def on_execute(self) -> Iterator[None]:
         if self.refusal is not None:
             refuse(self.execution_context, self.refusal)
+        before_execute(self.execution_context)  # a mutation reads back what it wrote: from the primary
         yield
 
     def on_stream_result(self, result: Any) -> Iterator[None]:
