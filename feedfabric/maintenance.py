@@ -34,7 +34,7 @@ MAX_BATCHES = 1_000
 
 
 async def _outbox(conn: asyncpg.Connection, settings: Settings) -> int:
-    return await _drain(lambda: db.prune(conn, settings.processed_events_retention_hours, BATCH))
+    return await _drain(lambda: db.prune(conn, settings.outbox_retention_hours, BATCH))
 
 
 async def _processed_events(conn: asyncpg.Connection, settings: Settings) -> int:
