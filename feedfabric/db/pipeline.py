@@ -93,20 +93,27 @@ async def forget_idle_keys(conn: asyncpg.Connection, after: str, limit: int = 10
     writer holds (an event being added) are skipped, and the writer finds the row gone only after this
     commits, so it starts the new count.
     """
-    rows = await conn.fetch(
-        "WITH span AS (SELECT key FROM outbox_keys WHERE key > $1 ORDER BY key LIMIT $2),"
-        " idle AS (SELECT k.key FROM outbox_keys k WHERE k.key IN (SELECT key FROM span)"
-        "  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.key = k.key) FOR UPDATE SKIP LOCKED),"
-        " counters AS (DELETE FROM outbox_keys k USING idle WHERE k.key = idle.key RETURNING 1),"
-        " applied AS (DELETE FROM consumer_key_versions v USING idle WHERE v.key = idle.key RETURNING 1)"
-        " SELECT (SELECT max(key) FROM span) AS last, (SELECT count(*) FROM span) AS seen,"
-        " (SELECT count(*) FROM counters) + (SELECT count(*) FROM applied) AS deleted",
+    # The span's bounds first, so each statement below reads one key range by index rather than the table.
+    span = await conn.fetchrow(
+        "SELECT max(key) AS last, count(*) AS seen FROM (SELECT key FROM outbox_keys WHERE key > $1 ORDER BY key"
+        " LIMIT $2) s",
         after,
         limit,
     )
-    row = rows[0]
-    last = row["last"] if int(row["seen"]) == limit else None
-    return int(row["deleted"]), last
+    if span is None or span["last"] is None:
+        return 0, None
+    deleted = await conn.fetchval(
+        "WITH idle AS (SELECT k.key FROM outbox_keys k WHERE k.key > $1 AND k.key <= $2"
+        "  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.key = k.key) FOR UPDATE SKIP LOCKED),"
+        " counters AS (DELETE FROM outbox_keys k USING idle WHERE k.key = idle.key"
+        "  AND k.key > $1 AND k.key <= $2 RETURNING 1),"
+        " applied AS (DELETE FROM consumer_key_versions v USING idle WHERE v.key = idle.key"
+        "  AND v.key > $1 AND v.key <= $2 RETURNING 1)"
+        " SELECT (SELECT count(*) FROM counters) + (SELECT count(*) FROM applied)",
+        after,
+        span["last"],
+    )
+    return int(deleted), span["last"] if int(span["seen"]) == limit else None
 
 
 async def forget_orphan_key_versions(conn: asyncpg.Connection, limit: int = 10_000) -> int:
