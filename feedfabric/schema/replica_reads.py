@@ -16,7 +16,10 @@ from feedfabric.context import Context, note_write
 
 def _mutation_context(ec: ExecutionContext) -> Context | None:
     context = ec.context
-    if not isinstance(context, Context) or context.resources.reads is None or ec.graphql_document is None:
+    if not isinstance(context, Context) or ec.graphql_document is None:
+        return None
+    reads = context.resources.reads
+    if reads is None or reads.replica is None:
         return None
     try:
         is_mutation = ec.operation_type == OperationType.MUTATION
