@@ -218,3 +218,33 @@ def test_the_maintain_command_prints_what_each_step_removed(settings: Settings) 
     assert "processed_events: 1 removed" in done.stdout
     for step in STEPS:
         assert f"{step.name}: " in done.stdout
+
+
+async def test_keys_forgotten_while_writers_add_events_keep_one_version_sequence(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """Writers adding events to keys whose old events are being forgotten: every key with an event in the
+    outbox keeps its counter, at the highest version it gave, and no version is given twice."""
+    keys = [f"hot-{i}" for i in range(30)]
+    await _events(pool, settings, *keys, *keys)
+    await _age_outbox(pool, settings.outbox_retention_hours + 1, keys)
+
+    async def writer(key: str) -> None:
+        for _ in range(5):
+            async with pool.acquire() as conn, conn.transaction():
+                await add_event(conn, "PostUpdated", key, {}, shards=settings.outbox_shards)
+            await asyncio.sleep(0)
+
+    async def passes() -> None:
+        for _ in range(5):
+            await maintain(pool, settings)
+
+    await asyncio.gather(passes(), *(writer(k) for k in keys))
+    await maintain(pool, settings)
+    broken = await pool.fetch(
+        "SELECT o.key, max(o.aggregate_version) AS top, count(*) AS n, count(DISTINCT o.aggregate_version) AS d,"
+        " k.version FROM outbox o LEFT JOIN outbox_keys k USING (key) GROUP BY o.key, k.version"
+        " HAVING k.version IS DISTINCT FROM max(o.aggregate_version) OR count(*) <> count(DISTINCT o.aggregate_version)"
+    )
+    assert [dict(r) for r in broken] == []
+    assert await pool.fetchval("SELECT count(*) FROM outbox WHERE key LIKE 'hot-%'") == 5 * len(keys)
