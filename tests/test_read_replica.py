@@ -221,3 +221,14 @@ async def test_a_write_mark_is_shared_through_redis_and_ends_when_the_replica_re
         await eventually(back_on_replica)
     finally:
         await standby.close()
+
+
+async def test_the_api_starts_and_serves_from_the_primary_when_the_replica_never_answers(
+    settings: Settings, database_url: str
+) -> None:
+    nowhere = f"postgresql://postgres@127.0.0.1:{devstack.free_port()}/{database_url.rpartition('/')[2]}"
+    async with make_api(with_replica(settings, nowhere)) as api:
+        writer, reader = await api.member("writer"), await api.member("reader")
+        await api.post(writer, "served")
+        assert await contents(api, reader, "writer") == ["served"]
+        assert (await api.rest("GET", "/userfeed", token=writer)).status_code == 200
