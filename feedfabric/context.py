@@ -99,13 +99,21 @@ async def route_reads(ctx: Context) -> None:
     reads = ctx.resources.reads
     if reads is None or reads.replica is None:
         return
-    member = ctx.viewer_result.viewer.member if ctx.viewer_result.error is None else None
-    ctx.read_from = await reads.pool_for(member.id if member else None)
+    ctx.read_from = await reads.pool_for(_writer_key(ctx))
 
 
 async def note_write(ctx: Context) -> None:
     """After a member's write committed: their next reads, on any instance, see it."""
     reads = ctx.resources.reads
-    member = ctx.viewer_result.viewer.member if ctx.viewer_result.error is None else None
-    if reads is not None and member is not None:
-        await reads.wrote(member.id)
+    key = _writer_key(ctx)
+    if reads is not None and key is not None:
+        await reads.wrote(key)
+
+
+def _writer_key(ctx: Context) -> str | None:
+    """Whom a write mark is for: the token's subject, so a member's first write (creating their profile,
+    when no member existed to name) counts as theirs too. None: anonymous, or a refused token."""
+    if ctx.viewer_result.error is not None:
+        return None
+    claims = ctx.viewer_result.viewer.claims
+    return claims.external_id if claims is not None else None

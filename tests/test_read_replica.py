@@ -139,6 +139,21 @@ async def test_others_read_the_lagging_replica_while_the_writer_sees_their_post_
         await eventually(lambda: _sees(api, reader, "writer", "my own post"))
 
 
+async def test_a_new_member_sees_their_profile_and_first_post_at_once(
+    settings: Settings, database_url: str, replica_url: str, replica: Replica
+) -> None:
+    async with make_api(with_replica(settings, replica_url)) as api:
+        someone = await api.member("someone")
+        await caught_up(database_url, replica_url)
+        await set_replay(replica, paused=True)
+        newcomer = await api.member("newcomer")  # no member existed when this write began
+        assert await contents(api, newcomer, "newcomer") == []  # found: their profile, read from the primary
+        await api.post(newcomer, "hello")
+        assert await contents(api, newcomer, "newcomer") == ["hello"]
+        # Someone else reads the replica, where the newcomer does not exist yet.
+        assert (await api.gql(MEMBER_POSTS, {"u": "newcomer"}, token=someone))["member"] is None
+
+
 async def _sees(api: Api, token: str, username: str, content: str) -> bool:
     try:
         return content in await contents(api, token, username)
@@ -200,7 +215,7 @@ async def test_a_write_mark_is_shared_through_redis_and_ends_when_the_replica_re
     """Two routers stand for two API instances: the writer wrote through one, reads through the other."""
     standby = await asyncpg.create_pool(replica_url, min_size=1, max_size=2)
     one, two = (ReadRouting(pool, standby, redis, max_lag_s=60, marked_for_s=30) for _ in range(2))
-    writer, someone = uuid.uuid4(), uuid.uuid4()
+    writer, someone = f"w-{uuid.uuid4()}", f"s-{uuid.uuid4()}"
     try:
         await caught_up(database_url, replica_url)
         for router in (one, two):

@@ -26,7 +26,6 @@ import collections
 import contextlib
 import logging
 import time
-import uuid
 from dataclasses import dataclass, field
 
 import asyncpg
@@ -36,6 +35,7 @@ from redis.exceptions import RedisError
 log = logging.getLogger("feedfabric.replica")
 
 POLL_S = 0.1
+# Keyed by the token's subject (the member's external ID): a member's first write creates the member.
 _MARK = "ryw:{}"
 # Per-process marks kept at most this many (the oldest go first; Redis still holds them).
 _LOCAL_MARKS = 100_000
@@ -63,7 +63,7 @@ class ReadRouting:
     replayed: int = 0
     lag_s: float = 0.0
     answering: bool = False
-    _marks: collections.OrderedDict[uuid.UUID, tuple[int, float]] = field(default_factory=collections.OrderedDict)
+    _marks: collections.OrderedDict[str, tuple[int, float]] = field(default_factory=collections.OrderedDict)
     _ahead_since: collections.deque[tuple[float, int]] = field(default_factory=collections.deque)
     _task: asyncio.Task[None] | None = None
 
@@ -82,7 +82,7 @@ class ReadRouting:
                 await self._task
             self._task = None
 
-    async def pool_for(self, member_id: uuid.UUID | None) -> asyncpg.Pool:
+    async def pool_for(self, member_id: str | None) -> asyncpg.Pool:
         """The replica, unless it is unusable or `member_id` wrote something it has not replayed yet."""
         if self.replica is None or not self.replica_usable:
             return self.primary
@@ -93,7 +93,7 @@ class ReadRouting:
             return self.replica
         return self.primary
 
-    async def wrote(self, member_id: uuid.UUID | None) -> None:
+    async def wrote(self, member_id: str | None) -> None:
         """Called after a member's write committed: their reads go to the primary until the replica has it."""
         if self.replica is None or member_id is None:
             return
@@ -108,7 +108,7 @@ class ReadRouting:
             except (RedisError, OSError) as error:
                 log.warning("replica: could not share a write mark (%s); other instances may read stale", error)
 
-    async def _mark_of(self, member_id: uuid.UUID) -> int | None:
+    async def _mark_of(self, member_id: str) -> int | None:
         """The member's write position still to be honoured; a huge one when Redis cannot tell."""
         local = self._marks.get(member_id)
         if local is not None:
