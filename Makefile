@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml feedfabric/vendor.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# The CPU build of torch from this machine's disk; a range would pull a CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[embedded,ml,test]'
+	$(BIN)/pip install -q -e '.[embedded,ml,test,bench]'
 	# Browser assets (GraphiQL, charts) from the npm registry, pinned in feedfabric/vendor.json.
 	$(BIN)/python -m feedfabric.vendor
 	touch $(STAMP)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import shutil
 import tempfile
@@ -29,7 +30,8 @@ def services() -> Iterator[dict[str, str]]:
 
 
 def fresh_database(url: str) -> str:
-    """A new migrated database beside the configured one, so a benchmark never touches real data."""
+    """A new migrated database beside the configured one, so a benchmark never touches real data; dropped when
+    the benchmark exits (on a server of its own the whole data folder goes with `services`)."""
     base, _, _ = url.rpartition("/")
     name = f"bench_{uuid.uuid4().hex[:12]}"
 
@@ -42,7 +44,22 @@ def fresh_database(url: str) -> str:
         await migrate(f"{base}/{name}")
 
     asyncio.run(create())
+    atexit.register(drop_database, base, name)
     return f"{base}/{name}"
+
+
+def drop_database(base: str, name: str) -> None:
+    async def drop() -> None:
+        admin = await asyncpg.connect(f"{base}/postgres", timeout=5)
+        try:
+            await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        finally:
+            await admin.close()
+
+    try:
+        asyncio.run(drop())
+    except (OSError, asyncpg.PostgresError):
+        pass  # the server went first (a private devstack, whose folder is already gone)
 
 
 def redis_cli() -> str:

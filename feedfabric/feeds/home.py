@@ -53,10 +53,17 @@ class HomeFeedService:
     pool: asyncpg.Pool
     redis: aioredis.Redis | None
     breaker: CircuitBreaker
+    # Pages and hydration, which may lag (a replica: feedfabric.db.replica); the timeline's bookkeeping and
+    # rebuild requests use `pool`, the primary.
+    read_pool: asyncpg.Pool | None = None
+
+    @property
+    def reads(self) -> asyncpg.Pool:
+        return self.read_pool or self.pool
 
     async def read(self, viewer: Viewer, member: Member, before: uuid.UUID | None, limit: int) -> Page:
         if self.redis is None or viewer.returning or not self.breaker.allows:
-            return await postgres_page(self.pool, member.id, before, limit)
+            return await postgres_page(self.reads, member.id, before, limit)
         try:
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for runs the read in a task of its own.
             async with asyncio.timeout(self.settings.redis_timeout_ms / 1000 * 4):
@@ -64,9 +71,9 @@ class HomeFeedService:
         except (RedisError, OSError, TimeoutError) as error:
             self.breaker.failed()
             log.warning("redis unavailable for the home feed, serving from postgres: %s", type(error).__name__)
-            return await postgres_page(self.pool, member.id, before, limit)
+            return await postgres_page(self.reads, member.id, before, limit)
         self.breaker.succeeded()
-        return page if page is not None else await postgres_page(self.pool, member.id, before, limit)
+        return page if page is not None else await postgres_page(self.reads, member.id, before, limit)
 
     async def _from_redis(
         self, redis: aioredis.Redis, member: Member, before: uuid.UUID | None, limit: int
@@ -96,11 +103,11 @@ class HomeFeedService:
             if not rounds:
                 # The followed celebrities' posts, never pushed, come with the first batch, and so do the
                 # extras of both: a page its first round fills needs no other statement.
-                first = await timelines.first_round(self.pool, self.settings, member.id, ids, before, wanted)
+                first = await timelines.first_round(self.reads, self.settings, member.id, ids, before, wanted)
                 found = {p.id: p for p in first.found}
                 pulled, extras = first.pulled, first.extras
             else:
-                found = await posts_db.visible_by_ids(self.pool, ids, member.id) if ids else {}
+                found = await posts_db.visible_by_ids(self.reads, ids, member.id) if ids else {}
             rounds += 1
             visible += [found[i] for i in ids if i in found]
             if ids:
@@ -113,7 +120,7 @@ class HomeFeedService:
         if exhausted and len(items) < wanted:
             # Past the oldest entry Redis keeps: Postgres continues the page.
             boundary = cursor
-            older = await posts_db.home_page(self.pool, member.id, boundary, wanted)
+            older = await posts_db.home_page(self.reads, member.id, boundary, wanted)
             merged = {p.id: p for p in older}
             merged.update({p.id: p for p in items})
             items = sorted(merged.values(), key=lambda p: p.id, reverse=True)[:wanted]

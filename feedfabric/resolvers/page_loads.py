@@ -25,4 +25,4 @@ async def load_page(ctx: Context, page: Page) -> PageExtras:
     if known is not None and all(p.id in known.extras for p in page.items):
         return known
     member = ctx.viewer_result.viewer.member  # the viewer the loaders would use (never raises)
-    return await post_extras.page_extras(ctx.pool, [p.id for p in page.items], member.id if member else None)
+    return await post_extras.page_extras(ctx.read_pool, [p.id for p in page.items], member.id if member else None)

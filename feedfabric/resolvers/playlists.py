@@ -18,7 +18,7 @@ item_cursor = playlists_svc.item_cursor
 
 async def playlist(ctx: Context, playlist_id: str) -> Playlist | None:
     ctx.viewer  # a refused token is an error even here
-    return await playlists_svc.get(ctx.pool, parse_id(playlist_id, "playlist id"))
+    return await playlists_svc.get(ctx.read_pool, parse_id(playlist_id, "playlist id"))
 
 
 async def items(ctx: Context, playlist_row: Playlist, first: int | None, after: str | None) -> Page:
@@ -26,7 +26,7 @@ async def items(ctx: Context, playlist_row: Playlist, first: int | None, after: 
     limit = paging.page_size(first)
     cursor = playlists_svc.parse_item_cursor(after)
     viewer_id = viewer.member.id if viewer.member else None
-    return await playlists_svc.items(ctx.pool, playlist_row.id, viewer_id, cursor, limit)
+    return await playlists_svc.items(ctx.read_pool, playlist_row.id, viewer_id, cursor, limit)
 
 
 async def create(ctx: Context, name: str) -> Playlist:

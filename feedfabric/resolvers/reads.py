@@ -30,9 +30,9 @@ async def member(ctx: Context, username: str | None, external_id: str | None) ->
         if value is not None and ("\x00" in value or len(value) > 200):
             raise BadInput("not a valid member reference")
     found = (
-        await members_db.by_username(ctx.pool, username)
+        await members_db.by_username(ctx.read_pool, username)
         if username is not None
-        else await members_db.by_external_id(ctx.pool, external_id or "")
+        else await members_db.by_external_id(ctx.read_pool, external_id or "")
     )
     return found
 
@@ -47,7 +47,8 @@ async def home_feed(ctx: Context, first: int | None, after: str | None) -> Page:
     member = viewer.require_member()
     before, limit = paging.cursor(after), paging.page_size(first)
     r = ctx.resources
-    page = await home.HomeFeedService(r.settings, r.pool, r.redis, r.breaker).read(viewer, member, before, limit)
+    service = home.HomeFeedService(r.settings, r.pool, r.redis, r.breaker, read_pool=ctx.read_pool)
+    page = await service.read(viewer, member, before, limit)
     metrics.HOME_FEED_PAGES.labels(source=page.source).inc()
     if r.feed_log is not None:
         r.feed_log.record(member.id, "following", page)
@@ -56,7 +57,7 @@ async def home_feed(ctx: Context, first: int | None, after: str | None) -> Page:
 
 async def favourites_feed(ctx: Context, first: int | None, after: str | None) -> Page:
     member = ctx.viewer.require_member()
-    page = await lists.favourites(ctx.pool, member.id, paging.cursor(after), paging.page_size(first))
+    page = await lists.favourites(ctx.read_pool, member.id, paging.cursor(after), paging.page_size(first))
     if ctx.resources.feed_log is not None:
         ctx.resources.feed_log.record(member.id, "favourites", page)
     return page
@@ -65,12 +66,12 @@ async def favourites_feed(ctx: Context, first: int | None, after: str | None) ->
 async def tag_feed(ctx: Context, tag: str, first: int | None, after: str | None) -> Page:
     viewer = ctx.viewer
     viewer_id = viewer.member.id if viewer.member else None
-    return await lists.tag(ctx.pool, tag, viewer_id, paging.cursor(after), paging.page_size(first))
+    return await lists.tag(ctx.read_pool, tag, viewer_id, paging.cursor(after), paging.page_size(first))
 
 
 async def mentions_feed(ctx: Context, first: int | None, after: str | None) -> Page:
     member = ctx.viewer.require_member()
-    return await lists.mentions(ctx.pool, member.id, paging.cursor(after), paging.page_size(first))
+    return await lists.mentions(ctx.read_pool, member.id, paging.cursor(after), paging.page_size(first))
 
 
 async def member_posts(
@@ -87,7 +88,7 @@ async def member_posts(
 ) -> Page:
     viewer = ctx.viewer
     return await lists.member_posts(
-        ctx.pool,
+        ctx.read_pool,
         author.id,
         viewer.member.id if viewer.member else None,
         newest_first=newest_first,
@@ -102,18 +103,18 @@ async def member_posts(
 
 async def comments(ctx: Context, post_id: uuid.UUID, first: int | None, after: str | None) -> Page:
     limit = paging.page_size(first)
-    return lists.cut(await comments_db.page(ctx.pool, post_id, paging.cursor(after), limit + 1), limit)
+    return lists.cut(await comments_db.page(ctx.read_pool, post_id, paging.cursor(after), limit + 1), limit)
 
 
 async def favourites(ctx: Context) -> list[Member]:
     member = ctx.viewer.require_member()
-    return await favourites_db.listed(ctx.pool, member.id)
+    return await favourites_db.listed(ctx.read_pool, member.id)
 
 
 async def notifications(ctx: Context, first: int | None, after: str | None) -> tuple[Page, int]:
     member = ctx.viewer.require_member()
-    page = await lists.notifications(ctx.pool, member.id, paging.cursor(after), paging.page_size(first))
-    return page, await notifications_db.unread_count(ctx.pool, member.id)
+    page = await lists.notifications(ctx.read_pool, member.id, paging.cursor(after), paging.page_size(first))
+    return page, await notifications_db.unread_count(ctx.read_pool, member.id)
 
 
 def _viewer_id(ctx: Context) -> uuid.UUID | None:
@@ -122,17 +123,17 @@ def _viewer_id(ctx: Context) -> uuid.UUID | None:
 
 
 async def followers(ctx: Context, of: Member, first: int | None, after: str | None) -> Page:
-    return await members_svc.followers(ctx.pool, of, _viewer_id(ctx), after, paging.page_size(first))
+    return await members_svc.followers(ctx.read_pool, of, _viewer_id(ctx), after, paging.page_size(first))
 
 
 async def following(ctx: Context, of: Member, first: int | None, after: str | None) -> Page:
-    return await members_svc.following(ctx.pool, of, _viewer_id(ctx), after, paging.page_size(first))
+    return await members_svc.following(ctx.read_pool, of, _viewer_id(ctx), after, paging.page_size(first))
 
 
 async def playlists(ctx: Context, owner: Member, first: int | None, after: str | None) -> Page:
     limit = paging.page_size(first)
-    return await playlists_svc.owned(ctx.pool, owner, _viewer_id(ctx), paging.cursor(after), limit)
+    return await playlists_svc.owned(ctx.read_pool, owner, _viewer_id(ctx), paging.cursor(after), limit)
 
 
 async def followed_tags(ctx: Context) -> list[str]:
-    return await members_svc.followed_tags(ctx.pool, ctx.viewer.require_member())
+    return await members_svc.followed_tags(ctx.read_pool, ctx.viewer.require_member())

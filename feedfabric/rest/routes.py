@@ -12,7 +12,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
 from feedfabric import ratelimit
-from feedfabric.context import Context, Resources, build_context
+from feedfabric.context import Context, Resources, build_context, note_write, route_reads
 from feedfabric.errors import BadInput, FeedFabricError
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.jsonwire import JSONResponse
@@ -50,7 +50,12 @@ def endpoint(handler: Handler, *, rate_limited: bool = True) -> Callable[[Reques
                     if allowance.refusal is not None:
                         raise allowance.refusal
             ctx = build_context(resources, viewer, request=request)
+            reading = request.method in ("GET", "HEAD")
+            if reading:
+                await route_reads(ctx)
             result = await handler(ctx, request)
+            if not reading:
+                await note_write(ctx)  # the member's next reads, on any instance, see this write
             if isinstance(result, Response):
                 result.headers.update(headers)
                 return result

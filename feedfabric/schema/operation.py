@@ -52,6 +52,7 @@ from feedfabric.schema.production import (
     without_suggestions,
 )
 from feedfabric.schema.refusal import app_context, refuse, refuse_before_execution
+from feedfabric.schema.replica_reads import after_operation, before_execute
 from feedfabric.schema.selections import (
     MAX_EXPANDED_FIELDS,
     MAX_MERGED_PAIRS,
@@ -121,6 +122,7 @@ class OperationHooks(SchemaExtension):
         if not self.streamed:  # a streamed result was handled as it went out (on_stream_result)
             result = self.execution_context.result
             self._answer(getattr(result, "initial_result", None) or result)
+        await after_operation(self.execution_context)  # the member's next reads see this mutation's writes
         observe_latency(self.execution_context, started)
 
     def on_parse(self) -> Iterator[None]:
@@ -159,6 +161,7 @@ class OperationHooks(SchemaExtension):
             refusal = await self.registration.store(app_context(ec))
             if refusal is not None:
                 refuse(ec, refusal)
+        before_execute(ec)  # a mutation reads back what it wrote: from the primary
         yield
 
     def on_stream_result(self, result: Any) -> Iterator[None]:

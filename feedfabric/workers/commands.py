@@ -83,6 +83,25 @@ def cmd_replay(args: argparse.Namespace) -> None:
     print(f"{count} events since {args.since.isoformat()} will be published again")
 
 
+def cmd_maintain(args: argparse.Namespace) -> None:
+    from feedfabric.db.pool import create_pool
+    from feedfabric.logging import configure_logging
+    from feedfabric.maintenance import maintain
+
+    settings = _settings("database_url")
+    configure_logging(settings)
+
+    async def run() -> dict[str, int]:
+        pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
+        try:
+            return await maintain(pool, settings)
+        finally:
+            await pool.close()
+
+    for step, removed in asyncio.run(run()).items():
+        print(f"{step}: {removed} removed")
+
+
 def cmd_verify(args: argparse.Namespace) -> None:
     from feedfabric.verify import main
 
@@ -99,6 +118,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     replay = sub.add_parser("replay", help="republish events stamped since a time (consumers are idempotent)")
     replay.add_argument("--since", required=True, type=parse_since, help="ISO 8601 time, or an age such as 2h")
     replay.set_defaults(func=cmd_replay)
+
+    sub.add_parser("maintain", help="one pass of retention over the bookkeeping tables").set_defaults(func=cmd_maintain)
 
     verify = sub.add_parser("verify", help="check every Redis timeline against Postgres (exit 1 if any is wrong)")
     verify.add_argument("--repair", action="store_true", help="rebuild the timelines found wrong")

@@ -19,6 +19,7 @@ group has still not applied (a broker can lose records it acknowledged).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -312,6 +313,8 @@ async def run_groups(settings: Settings, specs: Sequence[GroupSpec], stop: async
                 await spec.setup(ctx)
             runners.append(GroupRunner(spec, ctx))
         tasks = [asyncio.create_task(r.run(stop), name=r.group_id) for r in runners]
+        if settings.maintain_interval_seconds > 0:
+            tasks.append(asyncio.create_task(_maintain_periodically(pool, settings, stop), name="maintain"))
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
@@ -322,3 +325,19 @@ async def run_groups(settings: Settings, specs: Sequence[GroupSpec], stop: async
     finally:
         await redis.aclose()
         await pool.close()
+
+
+async def _maintain_periodically(pool: asyncpg.Pool, settings: Settings, stop: asyncio.Event) -> None:
+    """One pass of `feedfabric maintain` every MAINTAIN_INTERVAL_SECONDS, the first one interval after start
+    (so a restarting worker does not run it each time); a failed pass is logged and tried at the next."""
+    from feedfabric.maintenance import maintain
+
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), settings.maintain_interval_seconds)
+        if stop.is_set():
+            return
+        try:
+            await maintain(pool, settings)
+        except Exception:
+            log.exception("maintain: pass failed; the next runs in %.0fs", settings.maintain_interval_seconds)
