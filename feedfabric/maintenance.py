@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from feedfabric.db import pipeline as db
+from feedfabric.feeds.media import sweep_originals
 from feedfabric.settings import Settings
 
 log = logging.getLogger("feedfabric.maintain")
@@ -82,6 +83,7 @@ STEPS: list[RetentionStep] = [
     RetentionStep("processed_events", _processed_events),
     RetentionStep("outbox_keys", _idle_keys),
     RetentionStep("dead_letters", _dead_letters),
+    RetentionStep("media_originals", sweep_originals),
 ]
 
 

@@ -218,5 +218,6 @@ async def test_the_sweep_deletes_originals_of_decided_uploads_and_old_orphans(
     young_orphan.write_bytes(b"in flight")
     old_orphan.write_bytes(b"failed long ago")
     os.utime(old_orphan, (time.time() - 7200, time.time() - 7200))
-    assert await uploads.sweep_originals(pool, settings) == 2
+    async with pool.acquire() as conn:
+        assert await uploads.sweep_originals(conn, settings) == 2
     assert sorted(p.name for p in folder.iterdir()) == sorted([str(pending), young_orphan.name])

@@ -156,14 +156,16 @@ def _source_bytes(settings: Settings, media_id: uuid.UUID) -> bytes | None:
 ORPHAN_AFTER_S = 3600.0
 
 
-async def sweep_originals(pool: asyncpg.Pool, settings: Settings, *, orphan_after_s: float = ORPHAN_AFTER_S) -> int:
+async def sweep_originals(
+    conn: asyncpg.Connection, settings: Settings, *, orphan_after_s: float = ORPHAN_AFTER_S
+) -> int:
     """Deletes originals nothing will read again; returns how many.
 
     That is the original of an upload that is no longer pending (left by a
     version that kept originals, or by a crash between the commit and the
     delete), and a file with no row at all once it is older than
     `orphan_after_s` (its upload's transaction failed; a younger one may be
-    an upload whose row is about to commit). For `feedfabric maintain`.
+    an upload whose row is about to commit). A step of `feedfabric maintain`.
     """
     folder = media.original_path(settings.feedfabric_data_dir, uuid.uuid4()).parent
     files = await asyncio.to_thread(lambda: list(folder.iterdir()) if folder.is_dir() else [])
@@ -175,8 +177,7 @@ async def sweep_originals(pool: asyncpg.Pool, settings: Settings, *, orphan_afte
             continue
     if not by_id:
         return 0
-    async with pool.acquire() as conn:
-        rows = await media_db.get_media(conn, list(by_id))
+    rows = await media_db.get_media(conn, list(by_id))
     cutoff = time.time() - orphan_after_s
     doomed = [
         path
