@@ -14,6 +14,8 @@ class Settings(BaseSettings):
 
     database_url: str | None = None
     redis_url: str | None = None
+    # REDIS_URL names one node of a Redis Cluster (feedfabric.redisclient).
+    redis_cluster: bool = False
     kafka_bootstrap_servers: str | None = None
     feedfabric_jwt_secret: str | None = None
 

@@ -42,6 +42,7 @@ import redis.asyncio as aioredis
 
 from feedfabric.db import verify_queries as q
 from feedfabric.feeds import timelines
+from feedfabric.redisclient import create_redis
 from feedfabric.settings import Settings
 
 PAGE = 100
@@ -157,7 +158,7 @@ async def verify(
     settings: Settings, *, fix: bool = False, external_id: str | None = None, page_size: int = PAGE, keep: int = 50
 ) -> Report:
     conn = await asyncpg.connect(settings.database_url or "")
-    redis = aioredis.from_url(settings.redis_url or "")
+    redis = create_redis(settings)
     report = Report()
     try:
         report.floor = await timelines.serving_floor(conn, redis)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import asyncpg
+import pytest
 import redis.asyncio as aioredis
 from feedfabric.feeds import timelines
 from feedfabric.ids import id_millis, new_id
@@ -29,6 +30,7 @@ async def _text_form(redis: aioredis.Redis, member: str, posts: list[uuid.UUID])
     await redis.zadd(timelines.feed_key(member), {str(p): id_millis(p) for p in posts})
 
 
+@pytest.mark.redis_cluster
 async def test_a_timeline_mixing_text_and_raw_entries_reads_newest_first_with_text_cursors(
     redis: aioredis.Redis,
 ) -> None:
@@ -70,6 +72,7 @@ async def test_a_500_entry_timeline_takes_at_most_13_kb(redis: aioredis.Redis) -
     assert await redis.memory_usage(timelines.feed_key(member)) <= 13_000
 
 
+@pytest.mark.redis_cluster
 async def test_read_page_follows_the_cursor_and_reports_a_missing_one(redis: aioredis.Redis) -> None:
     member = str(uuid.uuid4())
     posts = [new_id() for _ in range(5)]
@@ -86,6 +89,7 @@ async def test_read_page_follows_the_cursor_and_reports_a_missing_one(redis: aio
     assert not await timelines.has_timeline(redis, str(uuid.uuid4()))
 
 
+@pytest.mark.redis_cluster
 async def test_rebuild_holds_own_followed_and_tagged_posts_but_not_celebrities(
     settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
 ) -> None:

@@ -7,6 +7,7 @@ import uuid
 from datetime import timedelta
 
 import asyncpg
+import pytest
 import redis.asyncio as aioredis
 from feedfabric import verify
 from feedfabric.db.pool import transaction
@@ -54,6 +55,7 @@ async def test_a_pushed_timeline_verifies_clean(api: Api, pool: asyncpg.Pool, re
     assert report.timelines == 3 and report.entries == 4 + 3 + 1  # maya, theo, ines
 
 
+@pytest.mark.redis_cluster
 async def test_missing_extra_and_misordered_entries_are_reported_and_repaired(
     api: Api, pool: asyncpg.Pool, redis: aioredis.Redis, settings: Settings
 ) -> None:

@@ -44,12 +44,12 @@ from dataclasses import dataclass
 
 import asyncpg
 import redis.asyncio as aioredis
-from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from feedfabric import chaos
 from feedfabric.db import timeline_queries as q
 from feedfabric.ids import id_millis
+from feedfabric.redisclient import is_cluster
 from feedfabric.settings import Settings
 
 KEY_PREFIX = "feed:"
@@ -149,7 +149,15 @@ def score_of(post_id: uuid.UUID) -> int:
 
 
 def _is_cluster(redis: object) -> bool:
-    return isinstance(redis, RedisCluster)
+    return is_cluster(redis)
+
+
+def shard_of(redis: object, member_id: uuid.UUID | str) -> str:
+    """Which Redis serves a member's timeline: "" on one server, the node's name on a cluster, so a
+    node that is down costs the reads of its own slots only (breaker.CircuitBreaker.shard)."""
+    if not _is_cluster(redis):
+        return ""
+    return str(redis.get_node_from_key(feed_key(member_id)).name)  # type: ignore[attr-defined]
 
 
 async def push(redis: aioredis.Redis, member_ids: Sequence[str], post_id: uuid.UUID, max_length: int) -> None:
