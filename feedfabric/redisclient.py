@@ -14,10 +14,15 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import RedisClusterException, RedisError
 
 from feedfabric.settings import Settings
 
 Client = aioredis.Redis | RedisCluster
+
+# What a failing Redis raises: the cluster client's own errors (no node reachable, a slot no node
+# serves) are not RedisErrors.
+REDIS_ERRORS: tuple[type[Exception], ...] = (RedisError, RedisClusterException)
 
 
 def create_redis(settings: Settings, *, url: str | None = None, timeout_ms: int | None = None, **options: Any) -> Any:

@@ -7,8 +7,10 @@ import uuid
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
+from feedfabric import devstack
 from feedfabric.feeds import timelines
 from feedfabric.ids import id_millis, new_id
+from feedfabric.redisclient import create_redis
 from feedfabric.settings import Settings
 
 from tests import factories as f
@@ -122,3 +124,21 @@ async def test_full_timeline_stays_a_compact_listpack(redis: aioredis.Redis) -> 
     key = timelines.feed_key(member)
     assert await redis.zcard(key) == 500
     assert await redis.object("encoding", key) in (b"ziplist", b"listpack")
+
+
+async def test_a_cluster_node_refusing_keys_it_does_not_serve_still_gets_each_timeline_written(
+    redis_cluster: devstack.RedisClusterNodes,
+) -> None:
+    redis = create_redis(Settings(redis_url=redis_cluster.url, redis_cluster=True))
+    try:
+        await redis.initialize()
+        members = [str(uuid.uuid4()) for _ in range(30)]
+        keys = [timelines.feed_key(m) for m in members]
+        wrong = next(n for n in redis.get_primaries() if n.name != redis.get_node_from_key(keys[0]).name)
+        post = new_id()
+        # As while slots move: the batch goes to a node that does not serve all of it.
+        await timelines.push_on_node(redis, wrong, keys, timelines.encode_member(post), 500)
+        for member in members:
+            assert await timelines.timeline_ids(redis, member) == [str(post)]
+    finally:
+        await redis.aclose()

@@ -41,15 +41,16 @@ import hashlib
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from feedfabric import chaos
 from feedfabric.db import timeline_queries as q
 from feedfabric.ids import id_millis
-from feedfabric.redisclient import is_cluster
+from feedfabric.redisclient import REDIS_ERRORS, is_cluster
 from feedfabric.settings import Settings
 
 KEY_PREFIX = "feed:"
@@ -97,14 +98,22 @@ def decode_entry(member: bytes | str, score: float) -> tuple[str, bool]:
 # server loops, so the client sends one small command per batch instead of
 # two per follower (redis-py packing, not Redis, was the bottleneck). The trim
 # runs only when the add made the set outgrow its length (ZCARD is O(1)).
+#
+# On a Redis Cluster the keys come after the three arguments instead (none
+# declared, so the call is routed to the node given, not by key): one call per
+# node for the keys of all its slots, which Redis allows a script as long as
+# every key is local to that node (it refuses the call otherwise, and the
+# caller falls back to a pipeline).
 _PUSH_LUA = """
 local max = tonumber(ARGV[3])
-for i = 1, #KEYS do
-  if redis.call('ZADD', KEYS[i], ARGV[1], ARGV[2]) == 1 and redis.call('ZCARD', KEYS[i]) > max then
-    redis.call('ZREMRANGEBYRANK', KEYS[i], 0, -(max + 1))
+local function push(key)
+  if redis.call('ZADD', key, ARGV[1], ARGV[2]) == 1 and redis.call('ZCARD', key) > max then
+    redis.call('ZREMRANGEBYRANK', key, 0, -(max + 1))
   end
 end
-return #KEYS
+for i = 1, #KEYS do push(KEYS[i]) end
+for i = 4, #ARGV do push(ARGV[i]) end
+return #KEYS + #ARGV - 3
 """
 
 # A page newest first after a cursor, in one round trip and one consistent view.
@@ -157,7 +166,10 @@ def shard_of(redis: object, member_id: uuid.UUID | str) -> str:
     node that is down costs the reads of its own slots only (breaker.CircuitBreaker.shard)."""
     if not _is_cluster(redis):
         return ""
-    return str(redis.get_node_from_key(feed_key(member_id)).name)  # type: ignore[attr-defined]
+    try:
+        return str(redis.get_node_from_key(feed_key(member_id)).name)  # type: ignore[attr-defined]
+    except REDIS_ERRORS:
+        return ""  # the slot map is not known yet (before the client's first command): the shared breaker
 
 
 async def push(redis: aioredis.Redis, member_ids: Sequence[str], post_id: uuid.UUID, max_length: int) -> None:
@@ -169,9 +181,26 @@ async def push(redis: aioredis.Redis, member_ids: Sequence[str], post_id: uuid.U
     if not _is_cluster(redis):
         await PUSH(redis, keys, (RAW_SCORE, member, max_length))
         return
-    # Keys of one script call must share a slot, and a batch's keys are spread
-    # over all of them: the cluster pipeline groups the pairs by node and sends
-    # each node its share in one round trip, the nodes in parallel.
+    await redis.initialize()  # the slot map (a no-op once known)
+    by_node: dict[str, tuple[Any, list[str]]] = {}
+    for key in keys:
+        node = redis.get_node_from_key(key)
+        by_node.setdefault(node.name, (node, []))[1].append(key)
+    await asyncio.gather(*(push_on_node(redis, node, part, member, max_length) for node, part in by_node.values()))
+
+
+async def push_on_node(redis: Any, node: Any, keys: list[str], member: bytes, max_length: int) -> None:
+    """One script call on the node that serves every one of `keys`; a pipeline (one command per key,
+    each routed by its slot) when the node refuses it, as while slots move between nodes."""
+    args = (RAW_SCORE, member, max_length, *keys)
+    try:
+        try:
+            await redis.execute_command("EVALSHA", PUSH.sha, 0, *args, target_nodes=node)
+        except NoScriptError:
+            await redis.execute_command("EVAL", PUSH.source, 0, *args, target_nodes=node)
+        return
+    except ResponseError:
+        pass
     pipe = redis.pipeline(transaction=False)
     for key in keys:
         pipe.zadd(key, {member: RAW_SCORE})
