@@ -246,6 +246,7 @@ async def fan_out(
         )
 
     pushed = 1
+    author_text = str(post.author_id)
     current: asyncio.Task[q.AudiencePage] | None = page(_FIRST_ID)
     try:
         while current is not None:
@@ -253,7 +254,7 @@ async def fan_out(
             current = None
             if batch.scanned >= settings.fanout_batch_size and batch.last is not None:
                 current = page(batch.last)
-            audience = [m for m in batch.active if m != str(post.author_id)]
+            audience = [m for m in batch.active if m != author_text]
             await push(redis, audience, post.id, settings.feed_max_length)
             pushed += len(audience)
             chaos.crash_point("fanout-batch")
