@@ -111,14 +111,12 @@ async def load(database_url: str, redis_url: str, args: argparse.Namespace) -> l
             records=[(m, n, n, n.title()) for m, n in zip(member_ids, names)],
             columns=["id", "external_id", "username", "display_name"],
         )
-        # A million follows: counted once below rather than row by row by the trigger.
-        await conn.execute("ALTER TABLE follows DISABLE TRIGGER follows_member_stats")
+        # A million follows in one COPY: the statement-level trigger counts them per member once.
         await conn.copy_records_to_table(
             "follows",
             records=((f, "member", str(t)) for f, ts in follows.items() for t in ts),
             columns=["follower_id", "target_type", "target_id"],
         )
-        await conn.execute("ALTER TABLE follows ENABLE TRIGGER follows_member_stats")
         await conn.copy_records_to_table(
             "posts", records=post_rows, columns=["id", "author_id", "content", "created_at"]
         )
@@ -129,13 +127,6 @@ async def load(database_url: str, redis_url: str, args: argparse.Namespace) -> l
         )
         likes = {(rng.choice(all_posts), rng.choice(member_ids)) for _ in range(args.likes)}
         await conn.copy_records_to_table("likes", records=list(likes), columns=["post_id", "member_id"])
-        await conn.execute(
-            """INSERT INTO member_stats (member_id, followers, following)
-               SELECT m.id,
-                      (SELECT count(*) FROM follows f WHERE f.target_type = 'member' AND f.target_id = m.id::text),
-                      (SELECT count(*) FROM follows f WHERE f.follower_id = m.id)
-               FROM members m ON CONFLICT (member_id) DO NOTHING"""
-        )
         # VACUUM as well as ANALYZE: the first reads of COPYed rows set their hint bits, dirtying every
         # page they touch, and autovacuum then rewrites the visibility map; both landed in the first runs.
         await conn.execute("VACUUM (ANALYZE)")
@@ -159,7 +150,7 @@ async def load(database_url: str, redis_url: str, args: argparse.Namespace) -> l
                 ids.sort(reverse=True)
                 newest = ids[: settings.feed_max_length]
                 if newest:
-                    pipe.zadd(timelines.feed_key(member), {i: timelines.score_of(uuid.UUID(i)) for i in newest})
+                    pipe.zadd(timelines.feed_key(member), timelines.entries(newest))
                 if n % 250 == 0:
                     await pipe.execute()
             await pipe.execute()

@@ -97,7 +97,7 @@ def make_app(database_url: str, redis_url: str, members: dict[str, tuple[str, st
             assert row is not None and row.active
         if "ratelimit" in steps:
             await ratelimit.spend(redis, settings, ratelimit.client_key(member, None), 1)
-        ids = [i.decode() for i in await redis.zrevrange(f"feed:{member}", 0, 20)]
+        ids = [timelines.decode_member(i) for i in await redis.zrevrange(timelines.feed_key(member), 0, 20)]
         if "first-round" in steps:
             first = await timelines.first_round(
                 pool, settings, uuid.UUID(member), [uuid.UUID(i) for i in ids], None, 21

@@ -29,7 +29,7 @@ import redis.asyncio as aioredis  # noqa: E402
 from faults import checker  # noqa: E402
 from faults.harness import Client, Record, open_case, quiesce, retrying, setup_graph  # noqa: E402
 from feedfabric import devstack  # noqa: E402
-from feedfabric.feeds.timelines import feed_key  # noqa: E402
+from feedfabric.feeds.timelines import encode_member, feed_key  # noqa: E402
 
 
 def pct(values: list[float], q: float) -> float:
@@ -89,7 +89,7 @@ async def load(seconds: float, members: int, writers: int, readers: int, root: P
 
         async def sample(post_id: str, follower: str, sent: float) -> None:
             while time.monotonic() - sent < 30:
-                if await redis.zscore(feed_key(follower), post_id) is not None:
+                if await redis.zscore(feed_key(follower), encode_member(post_id)) is not None:
                     latencies.append(time.monotonic() - sent)
                     return
                 await asyncio.sleep(0.002)

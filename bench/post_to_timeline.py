@@ -24,7 +24,7 @@ import asyncpg  # noqa: E402
 import redis.asyncio as aioredis  # noqa: E402
 from feedfabric.db.outbox import add_event  # noqa: E402
 from feedfabric.db.pool import create_pool  # noqa: E402
-from feedfabric.feeds.timelines import feed_key  # noqa: E402
+from feedfabric.feeds.timelines import decode_member, feed_key  # noqa: E402
 from feedfabric.ids import id_millis, new_id  # noqa: E402
 
 from bench._stack import fresh_database, services  # noqa: E402
@@ -52,7 +52,7 @@ async def write_post(pool: asyncpg.Pool, author: uuid.UUID) -> tuple[str, float]
 async def watch(redis: aioredis.Redis, key: str, seen: dict[str, float], stop: asyncio.Event) -> None:
     while not stop.is_set():
         for raw in await redis.zrevrange(key, 0, 63):
-            seen.setdefault(raw.decode(), time.monotonic())
+            seen.setdefault(decode_member(raw), time.monotonic())
         await asyncio.sleep(0.001)
 
 

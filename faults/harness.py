@@ -471,7 +471,7 @@ async def quiesce(case: Case, timeout: float = 90.0) -> float:
 async def probe(case: Case, client: Client, who: str, timeout: float = 90.0) -> float:
     """Seconds until a post written now (retried until the API takes it) is in its author's Redis timeline."""
     import redis.asyncio as aioredis
-    from feedfabric.feeds.timelines import feed_key
+    from feedfabric.feeds.timelines import encode_member, feed_key
 
     started = time.monotonic()
     post_id = await retrying(lambda: client.post(who, "probe"), attempts=int(timeout * 4))
@@ -481,7 +481,7 @@ async def probe(case: Case, client: Client, who: str, timeout: float = 90.0) -> 
     try:
         while time.monotonic() - started < timeout:
             try:
-                if await redis.zscore(feed_key(member), post_id) is not None:
+                if await redis.zscore(feed_key(member), encode_member(post_id)) is not None:
                     return time.monotonic() - started
             except Exception:  # noqa: BLE001 - Redis may still be coming back
                 pass

@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import redis.asyncio as aioredis
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
@@ -31,6 +30,7 @@ from feedfabric.graphql_http import GraphQLOverHTTP
 from feedfabric.logging import RequestIdMiddleware, configure_logging
 from feedfabric.realtime import sockets
 from feedfabric.realtime.consumer import start_realtime
+from feedfabric.redisclient import create_redis
 from feedfabric.rest import routes as rest_routes
 from feedfabric.schema import schema
 from feedfabric.settings import Settings, load_settings
@@ -158,15 +158,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         if not settings.database_url:
             raise RuntimeError("DATABASE_URL is not set")
         pool = await create_pool(settings.database_url, max_size=20, lean_reset=True, generic_plans=True)
-        redis = (
-            aioredis.from_url(
-                settings.redis_url,
-                socket_timeout=settings.redis_timeout_ms / 1000,
-                socket_connect_timeout=settings.redis_timeout_ms / 1000,
-            )
-            if settings.redis_url
-            else None
-        )
+        redis = create_redis(settings, timeout_ms=settings.redis_timeout_ms) if settings.redis_url else None
         # min_size 0: a replica down at start is a state the routing handles, not a reason not to serve.
         read_pool = (
             await create_pool(settings.database_read_url, min_size=0, max_size=20, lean_reset=True, generic_plans=True)

@@ -333,6 +333,110 @@ def start_redis(data_dir: Path, port: int | None = None, feed_max_length: int = 
     return Service("redis", f"redis://127.0.0.1:{port}/0", proc)
 
 
+def redis_cli_binary() -> str:
+    return shutil.which("redis-cli") or str(Path(redis_server_binary()).with_name("redis-cli"))
+
+
+@dataclass
+class RedisClusterNodes:
+    """A Redis Cluster of masters only; `url` names the first node (clients discover the rest)."""
+
+    nodes: list[Service]
+    data_dirs: list[Path]
+    feed_max_length: int
+
+    @property
+    def url(self) -> str:
+        return self.nodes[0].url
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def restart(self, index: int) -> None:
+        """Starts a stopped node again on its port; its nodes.conf brings back its slots, without data."""
+        node = self.nodes[index]
+        port = int(node.url.rsplit(":", 1)[1].split("/")[0])
+        self.nodes[index] = _start_cluster_node(self.data_dirs[index], port, self.feed_max_length)
+        _wait_for_cluster(self.nodes)
+
+
+def _cluster_port() -> int:
+    """A free port whose cluster bus port (port + 10000) is a valid port and free too."""
+    for _ in range(1000):
+        port = free_port()
+        if port + 10000 > 65535:
+            port = 20000 + port % 20000  # below the ephemeral range, so the bus port fits
+        try:
+            for candidate in (port, port + 10000):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port pair for a redis cluster node")
+
+
+def _start_cluster_node(data_dir: Path, port: int, feed_max_length: int) -> Service:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    args = [
+        *redis_args(port, feed_max_length),
+        "--dir",
+        str(data_dir.resolve()),
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        "2000",
+        # A master that is down takes its own slots with it, not the whole cluster.
+        "--cluster-require-full-coverage",
+        "no",
+    ]
+    proc = _spawn([redis_server_binary(), *args], data_dir / "redis.log", signal.SIGTERM)
+    wait_for_port(port, proc, "redis cluster node")
+    return Service("redis-cluster", f"redis://127.0.0.1:{port}/0", proc)
+
+
+def _wait_for_cluster(nodes: list[Service], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    pending = list(nodes)
+    while pending and time.monotonic() < deadline:
+        port = pending[0].url.rsplit(":", 1)[1].split("/")[0]
+        out = subprocess.run(
+            [redis_cli_binary(), "-p", port, "cluster", "info"], capture_output=True, text=True, check=False
+        ).stdout
+        if "cluster_state:ok" in out and "cluster_slots_ok:16384" in out:
+            pending.pop(0)
+        else:
+            time.sleep(0.1)
+    if pending:
+        raise RuntimeError("redis cluster did not reach cluster_state:ok with every slot served")
+
+
+def start_redis_cluster(data_dir: Path, masters: int = 3, feed_max_length: int = 500) -> RedisClusterNodes:
+    """`masters` redis-server processes with cluster-enabled yes joined by `redis-cli --cluster create`,
+    from the same binaries as the single server."""
+    dirs = [data_dir / f"redis-cluster-{i}" for i in range(masters)]
+    nodes: list[Service] = []
+    try:
+        for d in dirs:
+            nodes.append(_start_cluster_node(d, _cluster_port(), feed_max_length))
+        addresses = [n.url.removeprefix("redis://").split("/")[0] for n in nodes]
+        subprocess.run(
+            [redis_cli_binary(), "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+            capture_output=True,
+            check=True,
+            timeout=60,
+        )
+        _wait_for_cluster(nodes)
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    return RedisClusterNodes(nodes, dirs, feed_max_length)
+
+
 # -- Kafka protocol (Tansu) ---------------------------------------------------
 
 

@@ -20,7 +20,7 @@ class Settings(BaseSettings):
     # How long after a member's write their reads go to the primary, unless the replica replayed it sooner.
     read_your_writes_seconds: float = Field(30.0, ge=0)
     redis_url: str | None = None
-    # REDIS_URL names one node of a Redis Cluster (OPERATIONS.md; the cluster client is i23b's).
+    # REDIS_URL names one node of a Redis Cluster (feedfabric.redisclient).
     redis_cluster: bool = False
     kafka_bootstrap_servers: str | None = None
     feedfabric_jwt_secret: str | None = None

@@ -19,8 +19,9 @@ the rest from Postgres. So for each member with a timeline, with
   was followed (a past follow is known by its follow notification), and it
   carries no tag the member follows. Deleted and held posts are not extra:
   fan-out pushes what existed, and reads filter them.
-- misordered: an entry whose score is not its ID's timestamp, so Redis order
-  and ID order (the cursor order) disagree.
+- misordered: an entry whose score is not its form's (`timelines.decode_entry`:
+  +inf for the 16 raw bytes, the ID's timestamp for the older UUID text), so
+  Redis order and ID order (the cursor order) disagree. Both forms are read.
 
 Members are paged by keyset and checked a page at a time (bounded memory).
 `--repair` deletes each bad timeline and rebuilds it twice from Postgres:
@@ -41,6 +42,7 @@ import redis.asyncio as aioredis
 
 from feedfabric.db import verify_queries as q
 from feedfabric.feeds import timelines
+from feedfabric.redisclient import create_redis
 from feedfabric.settings import Settings
 
 PAGE = 100
@@ -92,15 +94,12 @@ class Report:
         )
 
 
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-async def _timelines(redis: aioredis.Redis, members: list[q.MemberRow]) -> list[list[tuple[str, float]]]:
+async def _timelines(redis: aioredis.Redis, members: list[q.MemberRow]) -> list[list[tuple[str, bool]]]:
+    """Each member's entries newest first as (post ID, in order)."""
     pipe = redis.pipeline(transaction=False)
     for m in members:
         pipe.zrevrange(timelines.feed_key(m.id), 0, -1, withscores=True)
-    return [[(_text(i), float(s)) for i, s in entries] for entries in await pipe.execute()]
+    return [[timelines.decode_entry(i, float(s)) for i, s in entries] for entries in await pipe.execute()]
 
 
 async def check_page(
@@ -116,7 +115,7 @@ async def check_page(
     """Checks one page of members; returns the bad ones."""
     report.members += len(members)
     lowers: dict[uuid.UUID, uuid.UUID] = {}
-    served: dict[uuid.UUID, list[tuple[str, float]]] = {}
+    served: dict[uuid.UUID, list[tuple[str, bool]]] = {}
     for member, entries in zip(members, await _timelines(redis, members), strict=True):
         if str(member.id) in pending_members:
             continue
@@ -139,7 +138,7 @@ async def check_page(
         present = {i for i, _ in shown}
         missing = sorted((must.get(member.id, set()) - present) - pending_posts, reverse=True)
         extra = sorted(odd.get(member.id, set()), reverse=True)
-        misordered = [i for i, s in shown if int(s) != timelines.score_of(uuid.UUID(i))]
+        misordered = [i for i, in_order in shown if not in_order]
         if missing or extra or misordered:
             bad.append(MemberProblem(member.id, member.external_id, missing, extra, misordered))
             report.missing += len(missing)
@@ -159,7 +158,7 @@ async def verify(
     settings: Settings, *, fix: bool = False, external_id: str | None = None, page_size: int = PAGE, keep: int = 50
 ) -> Report:
     conn = await asyncpg.connect(settings.database_url or "")
-    redis = aioredis.from_url(settings.redis_url or "")
+    redis = create_redis(settings)
     report = Report()
     try:
         report.floor = await timelines.serving_floor(conn, redis)

@@ -2,12 +2,18 @@
 
 Every test gets its own database (a copy of a migrated template), an empty
 Redis database and its own topic prefix, so tests never see each other's data.
+
+A test marked `redis_cluster` runs twice: on the one Redis, and on a real
+3-master Redis Cluster (started once per session, the first time a test asks
+for it) with REDIS_CLUSTER on, through the same `redis_url`, `settings` and
+`redis` fixtures.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -21,6 +27,7 @@ from feedfabric import devstack
 from feedfabric.db.migrate import migrate
 from feedfabric.db.pool import create_pool
 from feedfabric.realtime.live import LiveOperation
+from feedfabric.redisclient import create_redis
 from feedfabric.settings import Settings
 
 if TYPE_CHECKING:
@@ -79,9 +86,43 @@ async def database_url(stack: devstack.DevStack, template_db: str) -> AsyncItera
 _redis_db_counter = iter(range(1, 10_000))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "redis_cluster: run on one Redis and on a 3-master Redis Cluster")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker("redis_cluster") and "redis_mode" in metafunc.fixturenames:
+        metafunc.parametrize("redis_mode", ["single", "cluster"], indirect=True)
+
+
 @pytest.fixture
-async def redis_url(stack: devstack.DevStack) -> AsyncIterator[str]:
-    """A freshly flushed Redis logical database (16 exist; tests take them in turn)."""
+def redis_mode(request: pytest.FixtureRequest) -> str:
+    """ "single" unless the test is marked `redis_cluster` (then both, one run each)."""
+    return str(getattr(request, "param", "single"))
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[devstack.RedisClusterNodes]:
+    data_dir = Path(tempfile.mkdtemp(prefix="feedfabric-test-cluster-"))
+    cluster = devstack.start_redis_cluster(data_dir)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture
+async def redis_url(stack: devstack.DevStack, redis_mode: str, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """A freshly flushed Redis logical database (16 exist; tests take them in turn), or the flushed cluster."""
+    if redis_mode == "cluster":
+        cluster: devstack.RedisClusterNodes = request.getfixturevalue("redis_cluster")
+        for node in cluster.nodes:
+            client = aioredis.from_url(node.url)
+            await client.flushall()
+            await client.aclose()
+        yield cluster.url
+        return
     index = next(_redis_db_counter) % 16
     base, _, _ = stack.redis.url.rpartition("/")
     url = f"{base}/{index}"
@@ -92,10 +133,11 @@ async def redis_url(stack: devstack.DevStack) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-def settings(database_url: str, redis_url: str, stack: devstack.DevStack, tmp_path: Path) -> Settings:
+def settings(database_url: str, redis_url: str, redis_mode: str, stack: devstack.DevStack, tmp_path: Path) -> Settings:
     return Settings(
         database_url=database_url,
         redis_url=redis_url,
+        redis_cluster=redis_mode == "cluster",
         kafka_bootstrap_servers=stack.kafka.url,
         feedfabric_jwt_secret="test-secret-" + uuid.uuid4().hex,
         kafka_topic_prefix=f"t{uuid.uuid4().hex[:10]}.",
@@ -112,8 +154,8 @@ async def pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
 
 
 @pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.from_url(redis_url)
+async def redis(redis_url: str, redis_mode: str) -> AsyncIterator[aioredis.Redis]:
+    client = create_redis(Settings(redis_url=redis_url, redis_cluster=redis_mode == "cluster"))
     yield client
     await client.aclose()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncpg
+import pytest
 import redis.asyncio as aioredis
 from feedfabric.events import Event
 from feedfabric.feeds import timelines
@@ -27,6 +28,7 @@ def _created(post_id: object, event_id: int = 1) -> Event:
     return Event(event_id, "PostCreated", str(post_id), 1, {"postId": str(post_id)})
 
 
+@pytest.mark.redis_cluster
 async def test_post_reaches_every_follower_and_not_a_non_follower(
     settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
 ) -> None:
@@ -78,6 +80,7 @@ async def test_inactive_follower_is_skipped_then_rebuilt_on_return(
     assert await timelines.timeline_ids(redis, away) == [str(post)]
 
 
+@pytest.mark.redis_cluster
 async def test_timeline_never_exceeds_its_maximum(
     settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
 ) -> None:

@@ -18,7 +18,9 @@ from feedfabric.db.pool import transaction
 from feedfabric.feeds import timelines
 from feedfabric.feeds.home import HomeFeedService
 from feedfabric.feeds.viewer import Viewer
+from feedfabric.redisclient import create_redis
 from feedfabric.settings import Settings
+from redis.asyncio.cluster import RedisCluster
 
 from tests.support import HOME, Api, make_api
 
@@ -44,6 +46,7 @@ async def read_all(api: Api, token: str, first: int) -> tuple[list[str], list[st
         after = data["pageInfo"]["endCursor"]
 
 
+@pytest.mark.redis_cluster
 async def test_a_pushed_timeline_is_served_from_redis_with_fresh_text(
     api: Api, pool: asyncpg.Pool, redis: aioredis.Redis
 ) -> None:
@@ -83,6 +86,7 @@ async def test_a_cursor_not_in_the_timeline_is_served_from_postgres(
     assert [e["node"]["id"] for e in data["edges"]] == [older]
 
 
+@pytest.mark.redis_cluster
 async def test_a_page_past_the_kept_entries_continues_from_postgres_without_gap_or_duplicate(
     api: Api, pool: asyncpg.Pool, redis: aioredis.Redis
 ) -> None:
@@ -253,3 +257,51 @@ async def test_a_celebritys_tagged_post_reaches_tag_followers_who_do_not_follow_
         data = (await api.gql(HOME, {"first": 10}, token=reader))["homeFeed"]
         assert data["source"] == "REDIS"
         assert tagged in [e["node"]["id"] for e in data["edges"]]
+
+
+async def test_a_cluster_node_down_sends_the_reads_of_its_slots_only_to_postgres(
+    settings: Settings, pool: asyncpg.Pool, redis_cluster: devstack.RedisClusterNodes
+) -> None:
+    settings = settings.model_copy(
+        update={"redis_url": redis_cluster.url, "redis_cluster": True, "redis_breaker_cooldown_ms": 1000}
+    )
+    redis = create_redis(settings)
+    await redis.flushall(target_nodes=RedisCluster.PRIMARIES)
+    try:
+        async with make_api(settings) as api:
+            theo = await api.member("theo")
+            tokens = {f"fan{i}": await api.member(f"fan{i}") for i in range(9)}
+            for token in tokens.values():
+                await api.follow(token, "theo")
+            await api.post(theo, "hello")
+            await fan_out_all(api, pool, redis)
+            node_of = {}
+            for name in tokens:
+                member = await pool.fetchval("SELECT id FROM members WHERE username = $1", name)
+                node_of[name] = redis.get_node_from_key(timelines.feed_key(member)).port
+            down_port = node_of["fan0"]
+            down = next(i for i, n in enumerate(redis_cluster.nodes) if n.url.endswith(f":{down_port}/0"))
+            up = [name for name, port in node_of.items() if port != down_port]
+            assert up, "every fan's timeline landed on one node"
+
+            async def sources() -> dict[str, str]:
+                # The down node's members first: their failures in a row would open a breaker shared by all.
+                order = sorted(tokens, key=lambda n: n in up)
+                return {n: (await api.gql(HOME, token=tokens[n]))["homeFeed"]["source"] for n in order}
+
+            assert set((await sources()).values()) == {"REDIS"}
+            redis_cluster.nodes[down].kill()
+            try:
+                for _ in range(3):
+                    served = await sources()
+                    assert {n for n, s in served.items() if s == "POSTGRES"} == set(tokens) - set(up)
+                    assert {served[n] for n in up} == {"REDIS"}
+            finally:
+                redis_cluster.restart(down)
+            await asyncio.sleep(1.0)  # the node's breaker cools down
+            served = await sources()
+            # Back without its data: its members have no timeline (Postgres, and a rebuild is asked for).
+            assert {n for n, s in served.items() if s == "POSTGRES"} == set(tokens) - set(up)
+            assert {served[n] for n in up} == {"REDIS"}
+    finally:
+        await redis.aclose()

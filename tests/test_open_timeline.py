@@ -3,6 +3,7 @@
 import uuid
 
 import asyncpg
+import pytest
 import redis.asyncio as aioredis
 from feedfabric.feeds import timelines
 from feedfabric.ids import new_id
@@ -17,6 +18,7 @@ async def separately(
     return timelines.OpenedTimeline(floor, await timelines.read_page(redis, member, after, count, floor))
 
 
+@pytest.mark.redis_cluster
 async def test_open_timeline_matches_the_separate_calls(pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
     member = uuid.uuid4()
     # Unsettled run: open_timeline settles it, as serving_floor would.

@@ -7,6 +7,7 @@ import uuid
 from datetime import timedelta
 
 import asyncpg
+import pytest
 import redis.asyncio as aioredis
 from feedfabric import verify
 from feedfabric.db.pool import transaction
@@ -54,6 +55,7 @@ async def test_a_pushed_timeline_verifies_clean(api: Api, pool: asyncpg.Pool, re
     assert report.timelines == 3 and report.entries == 4 + 3 + 1  # maya, theo, ines
 
 
+@pytest.mark.redis_cluster
 async def test_missing_extra_and_misordered_entries_are_reported_and_repaired(
     api: Api, pool: asyncpg.Pool, redis: aioredis.Redis, settings: Settings
 ) -> None:
@@ -61,11 +63,11 @@ async def test_missing_extra_and_misordered_entries_are_reported_and_repaired(
     maya = await member_id(pool, "maya")
     key = timelines.feed_key(maya)
     ids = await timelines.timeline_ids(redis, maya)
-    await redis.zrem(key, ids[1])  # a hole in the middle: readers would skip it
+    await redis.zrem(key, timelines.encode_member(ids[1]))  # a hole in the middle: readers would skip it
     zeds = await api.post(tokens["zed"], "not followed by maya")
     await fan_out_all(api, pool, redis)
-    await redis.zadd(key, {zeds: timelines.score_of(uuid.UUID(zeds))})  # nobody pushes zed to maya
-    await redis.zadd(key, {ids[0]: 1})  # a wrong score moves the newest entry to the bottom
+    await redis.zadd(key, timelines.entries([zeds]))  # nobody pushes zed to maya
+    await redis.zadd(key, {timelines.encode_member(ids[0]): 1})  # a wrong score moves the newest entry to the bottom
 
     report = await verify.verify(api.settings)
     assert (report.bad, report.missing, report.extra, report.misordered) == (1, 1, 1, 1)
@@ -77,6 +79,25 @@ async def test_missing_extra_and_misordered_entries_are_reported_and_repaired(
     assert (await verify.verify(api.settings)).clean
     assert await timelines.timeline_ids(redis, maya) == ids
     assert await asyncio.to_thread(verify.main, settings, fix=False, external_id="maya") == 0
+
+
+async def test_timelines_in_the_older_text_form_are_judged_the_same(
+    api: Api, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    await scene(api, pool, redis)
+    maya = await member_id(pool, "maya")
+    key = timelines.feed_key(maya)
+    ids = await timelines.timeline_ids(redis, maya)
+    await redis.delete(key)
+    await redis.zadd(key, {i: timelines.score_of(uuid.UUID(i)) for i in ids[1:]})  # as written before
+    await redis.zadd(key, timelines.entries(ids[:1]))  # and one pushed since, mixed in one timeline
+    assert await timelines.timeline_ids(redis, maya) == ids
+    assert (await verify.verify(api.settings)).clean
+    await redis.zadd(key, {ids[2]: 1})  # a text entry with a wrong score
+    await redis.zrem(key, ids[1])
+    report = await verify.verify(api.settings)
+    assert (report.missing, report.misordered) == (1, 1)
+    assert report.problems[0].missing == [ids[1]] and report.problems[0].misordered == [ids[2]]
 
 
 async def test_follows_do_not_backfill_and_deleted_or_pending_posts_are_not_missing(
@@ -95,7 +116,7 @@ async def test_follows_do_not_backfill_and_deleted_or_pending_posts_are_not_miss
     # A deleted post is not expected either, though fan-out pushed it.
     post = (await timelines.timeline_ids(redis, await member_id(pool, "maya")))[0]
     await pool.execute("UPDATE posts SET status = 'deleted' WHERE id = $1", uuid.UUID(post))
-    await redis.zrem(timelines.feed_key(await member_id(pool, "maya")), post)
+    await redis.zrem(timelines.feed_key(await member_id(pool, "maya")), timelines.encode_member(post))
     assert (await verify.verify(api.settings)).clean
 
 
@@ -118,7 +139,7 @@ async def test_entries_at_or_below_the_floor_of_a_lossy_redis_run_are_not_judged
     maya = await member_id(pool, "maya")
     assert await timelines.serving_floor(pool, redis) is None  # the first run this database used
     ids = await timelines.timeline_ids(redis, maya)
-    await redis.zrem(timelines.feed_key(maya), ids[1])
+    await redis.zrem(timelines.feed_key(maya), timelines.encode_member(ids[1]))
     # As after a restart from a stale snapshot: the epoch no longer matches this run.
     await redis.delete(timelines.EPOCH_KEY)
     report = await verify.verify(api.settings)
@@ -128,7 +149,7 @@ async def test_entries_at_or_below_the_floor_of_a_lossy_redis_run_are_not_judged
     later = [await api.post(tokens["theo"], f"later {i}") for i in range(3)]
     await fan_out_all(api, pool, redis)
     assert (await verify.verify(api.settings)).clean
-    await redis.zrem(timelines.feed_key(maya), later[1])
+    await redis.zrem(timelines.feed_key(maya), timelines.encode_member(later[1]))
     report = await verify.verify(api.settings)
     assert report.missing == 1 and report.problems[0].missing == [later[1]]
 

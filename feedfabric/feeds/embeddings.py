@@ -26,12 +26,12 @@ from collections.abc import Sequence
 import asyncpg
 import numpy as np
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
 from feedfabric import embeddings
 from feedfabric.db import embeddings as embeddings_db
 from feedfabric.db import post_text, tags
 from feedfabric.errors import BadInput
+from feedfabric.redisclient import REDIS_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ async def vector_of(
     raw = None
     try:
         raw = await redis.get(vector_key(post_id))
-    except (TimeoutError, RedisError, OSError) as exc:
+    except (TimeoutError, *REDIS_ERRORS, OSError) as exc:
         log.warning("vector_of: Redis unavailable (%s); reading Postgres", type(exc).__name__)
     if raw is None:
         raw = await embeddings_db.get_vector(pool, post_id)

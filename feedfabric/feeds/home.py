@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import asyncpg
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
 from feedfabric.breaker import CircuitBreaker
 from feedfabric.db import posts as posts_db
@@ -29,6 +28,7 @@ from feedfabric.feeds import timelines
 from feedfabric.feeds.lists import cut
 from feedfabric.feeds.viewer import Viewer
 from feedfabric.models import Member, Page, PageExtras, Post
+from feedfabric.redisclient import REDIS_ERRORS
 from feedfabric.settings import Settings
 
 log = logging.getLogger("feedfabric.home")
@@ -62,17 +62,20 @@ class HomeFeedService:
         return self.read_pool or self.pool
 
     async def read(self, viewer: Viewer, member: Member, before: uuid.UUID | None, limit: int) -> Page:
-        if self.redis is None or viewer.returning or not self.breaker.allows:
+        if self.redis is None or viewer.returning:
+            return await postgres_page(self.reads, member.id, before, limit)
+        breaker = self.breaker.shard(timelines.shard_of(self.redis, member.id))
+        if not breaker.allows:
             return await postgres_page(self.reads, member.id, before, limit)
         try:
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for runs the read in a task of its own.
             async with asyncio.timeout(self.settings.redis_timeout_ms / 1000 * 4):
                 page = await self._from_redis(self.redis, member, before, limit)
-        except (RedisError, OSError, TimeoutError) as error:
-            self.breaker.failed()
+        except (*REDIS_ERRORS, OSError, TimeoutError) as error:
+            breaker.failed()
             log.warning("redis unavailable for the home feed, serving from postgres: %s", type(error).__name__)
             return await postgres_page(self.reads, member.id, before, limit)
-        self.breaker.succeeded()
+        breaker.succeeded()
         return page if page is not None else await postgres_page(self.reads, member.id, before, limit)
 
     async def _from_redis(

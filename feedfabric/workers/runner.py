@@ -297,14 +297,13 @@ def _decode(record: ConsumerRecord) -> Event | None:
 
 async def run_groups(settings: Settings, specs: Sequence[GroupSpec], stop: asyncio.Event) -> None:
     """Runs each group in its own consumer until `stop`; one Postgres pool and Redis client are shared."""
-    import redis.asyncio as aioredis
-
     from feedfabric.db.pool import create_pool
+    from feedfabric.redisclient import create_redis
     from feedfabric.workers.topics import ensure_topics
 
     await ensure_topics(settings)
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=max(4, 2 * len(specs)))
-    redis = aioredis.from_url(settings.redis_url or "")
+    redis = create_redis(settings)
     try:
         runners = []
         for spec in specs:
