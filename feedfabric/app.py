@@ -28,6 +28,7 @@ from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.logging import RequestIdMiddleware, configure_logging
 from feedfabric.realtime import sockets
 from feedfabric.realtime.consumer import start_realtime
+from feedfabric.realtime.rights import Sessions
 from feedfabric.rest import routes as rest_routes
 from feedfabric.schema import schema
 from feedfabric.settings import Settings, load_settings
@@ -38,7 +39,6 @@ log = logging.getLogger("feedfabric.app")
 class FeedFabricGraphQL(GraphQL[Context, None]):
     graphql_transport_ws_handler_class = sockets.TransportWSHandler
     graphql_ws_handler_class = sockets.LegacyGraphQLWSHandler
-    websocket_adapter_class = sockets.WebSocketAdapter  # type: ignore[assignment]
 
     def encode_json(self, data: object) -> str:
         return jsonwire.dumps_text(data)
@@ -159,11 +159,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
             redis=redis,
             feed_log=feed_log,
             breaker=CircuitBreaker(cool_down_s=settings.redis_breaker_cooldown_ms / 1000),
+            sessions=Sessions(interval_s=settings.ws_rights_check_seconds),
         )
         realtime = start_realtime(app.state.resources)
+        app.state.resources.sessions.start(pool)
         try:
             yield
         finally:
+            await app.state.resources.sessions.stop()
             if realtime is not None:
                 await realtime.stop()
             await feed_log.stop()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import redis.asyncio as aioredis
@@ -13,7 +14,12 @@ from feedfabric.breaker import CircuitBreaker
 from feedfabric.db.loaders import Loaders, make_loaders
 from feedfabric.feeds.feedlog import FeedLog
 from feedfabric.feeds.viewer import Viewer, ViewerResult
+from feedfabric.realtime.hub import Hub
+from feedfabric.realtime.rights import Sessions
 from feedfabric.settings import Settings
+
+if TYPE_CHECKING:
+    from feedfabric.realtime.consumer import RealtimeConsumer
 
 
 @dataclass
@@ -25,7 +31,15 @@ class Resources:
     redis: aioredis.Redis | None = None
     breaker: CircuitBreaker = field(default_factory=CircuitBreaker)
     feed_log: FeedLog | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    # The process's live subscribers (feedfabric.realtime.hub) and the consumer that feeds them, if Kafka is set.
+    hub: Hub = field(default_factory=Hub)
+    realtime_consumer: RealtimeConsumer | None = None
+    # Signed-in WebSockets, closed when their token expires or their member is suspended.
+    sessions: Sessions = field(default_factory=Sessions)
+    # /readyz's last answer: (monotonic time, ready, body), so probes do not each hit every dependency.
+    readiness: tuple[float, bool, dict[str, Any]] | None = None
+    # Persisted queries by hash, most recently used last (feedfabric.schema.persisted).
+    persisted_queries: OrderedDict[str, str] = field(default_factory=OrderedDict)
 
 
 @dataclass

@@ -75,6 +75,8 @@ class Settings(BaseSettings):
     persisted_query_ttl_seconds: int = Field(7 * 86_400, ge=60)
     ws_allowed_origins: str = ""  # comma-separated origins allowed to open cross-origin WebSockets
     max_subscriptions_per_connection: int = Field(10, ge=1)
+    # How often open WebSockets are checked for an expired token or a suspended member (then closed, 4403).
+    ws_rights_check_seconds: float = Field(2.0, gt=0, le=10)
     # Live items queued per subscriber; a subscriber this far behind is disconnected as too slow.
     realtime_queue_size: int = Field(256, ge=1)
     # The realtime consumer's fetch wait: some brokers (Tansu) hold a fetch this long even when data
@@ -90,10 +92,6 @@ class Settings(BaseSettings):
         if not self.feedfabric_jwt_secret:
             raise RuntimeError("FEEDFABRIC_JWT_SECRET is not set")
         return self.feedfabric_jwt_secret
-
-    @property
-    def inactive_after_seconds(self) -> int:
-        return self.inactive_after_days * 86_400
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -136,12 +136,11 @@ def _decode(record: ConsumerRecord) -> Event | None:
 def start_realtime(resources: Resources) -> RealtimeConsumer | None:
     """Called from the app lifespan: the hub always (subscriptions still replay), the consumer when Kafka is set."""
     settings = resources.settings
-    hub = Hub(queue_size=settings.realtime_queue_size)
-    resources.extras["realtime_hub"] = hub
+    hub = resources.hub = Hub(queue_size=settings.realtime_queue_size)
     if not settings.kafka_bootstrap_servers:
         log.warning("KAFKA_BOOTSTRAP_SERVERS is not set: subscriptions get no live items from this process")
         return None
     consumer = RealtimeConsumer(settings, resources.pool, hub)
-    resources.extras["realtime_consumer"] = consumer
+    resources.realtime_consumer = consumer
     consumer.start()
     return consumer

@@ -155,9 +155,6 @@ def operation_cost(
 class QueryCost(SchemaExtension):
     """Computes the cost after validation, refuses it above the limit and reports it in every response."""
 
-    # What get_results reports is fixed once on_execute has run (feedfabric.realtime.live).
-    settled_results = True
-
     def __init__(self) -> None:
         self.cost: int | None = None
 

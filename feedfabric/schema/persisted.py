@@ -31,7 +31,6 @@ REDIS_PREFIX = "pq:"
 _HASH = re.compile(r"^[0-9a-f]{64}$")
 # Parsed and validated in place of the missing query, so the refusal is answered from on_execute.
 _PLACEHOLDER = "query PersistedQueryNotFound { __typename }"
-_EXTRAS_KEY = "persisted_queries"
 
 
 class PersistedQueryNotFound(FeedFabricError):
@@ -85,7 +84,7 @@ class PersistedQueryStore:
 
 def store_for(context: Any) -> PersistedQueryStore:
     resources = context.resources
-    lru = resources.extras.setdefault(_EXTRAS_KEY, OrderedDict())
+    lru = resources.persisted_queries
     return PersistedQueryStore(resources.redis, resources.settings.persisted_query_ttl_seconds, lru)
 
 

@@ -8,14 +8,15 @@ from enum import Enum
 from typing import Annotated, Any
 
 import strawberry
-from graphql import FieldNode, FragmentSpreadNode, InlineFragmentNode, SelectionSetNode
 from strawberry.types import Info
+from strawberry.types.nodes import SelectedField
 
 from feedfabric import models
 from feedfabric.context import Context
 from feedfabric.db.post_extras import PageExtras
 from feedfabric.resolvers import reads
 from feedfabric.resolvers.page_loads import load_page
+from feedfabric.schema.sharing import SAME_FOR_EVERY_VIEWER
 
 ContextInfo = Info[Context, None]
 # Placeholder default of the fields filled in __post_init__ from `row`; never served.
@@ -87,12 +88,12 @@ class Member:
     feed page (20 posts, their authors) was a large share of the GraphQL path's CPU."""
 
     row: strawberry.Private[models.Member]
-    id: strawberry.ID = _FROM_ROW
-    external_id: str = _FROM_ROW
-    username: str = _FROM_ROW
-    display_name: str = _FROM_ROW
-    avatar_url: str | None = _FROM_ROW
-    status: MemberStatus = _FROM_ROW
+    id: strawberry.ID = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    external_id: str = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    username: str = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    display_name: str = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    avatar_url: str | None = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    status: MemberStatus = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
 
     def __post_init__(self) -> None:
         row = self.row
@@ -103,11 +104,11 @@ class Member:
         self.avatar_url = row.avatar_url
         self.status = MemberStatus(row.status)
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     async def follower_count(self, info: ContextInfo) -> int:
         return (await info.context.loaders.member_stats.load(self.row.id))[0]
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     async def following_count(self, info: ContextInfo) -> int:
         return (await info.context.loaders.member_stats.load(self.row.id))[1]
 
@@ -161,35 +162,40 @@ def member_or_none(row: models.Member | None) -> Member | None:
 class Media:
     row: strawberry.Private[Any]
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def id(self) -> strawberry.ID:
         return strawberry.ID(str(self.row["id"]))
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def status(self) -> MediaStatus:
         return MediaStatus(self.row["status"])
 
-    @strawberry.field(description="Sniffed from the bytes, never taken from the upload's declared type.")
+    @strawberry.field(
+        description="Sniffed from the bytes, never taken from the upload's declared type.",
+        metadata=SAME_FOR_EVERY_VIEWER,
+    )
     def content_type(self) -> str | None:
         return self.row["content_type"]
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def width(self) -> int | None:
         return self.row["width"]
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def height(self) -> int | None:
         return self.row["height"]
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def url(self) -> str | None:
         return f"/media/{self.row['id']}" if self.row["status"] == "ready" else None
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def score(self) -> float | None:
         return self.row["score"]
 
-    @strawberry.field(description="Why worker-media refused the upload (REJECTED only).")
+    @strawberry.field(
+        description="Why worker-media refused the upload (REJECTED only).", metadata=SAME_FOR_EVERY_VIEWER
+    )
     def reject_reason(self) -> str | None:
         return self.row["reason"] if self.row["status"] == "rejected" else None
 
@@ -199,11 +205,11 @@ class Post:
     """Scalar fields are copied from the row at construction (see Member)."""
 
     row: strawberry.Private[models.Post]
-    id: strawberry.ID = _FROM_ROW
-    content: str = _FROM_ROW
-    status: PostStatus = _FROM_ROW
-    created_at: datetime = _FROM_ROW
-    updated_at: datetime | None = _FROM_ROW
+    id: strawberry.ID = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    content: str = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    status: PostStatus = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    created_at: datetime = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    updated_at: datetime | None = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
     # GraphQL field name -> value, filled by FeedConnection.load for the fields the query selects.
     loaded: strawberry.Private[dict[str, Any] | None] = None
 
@@ -218,25 +224,27 @@ class Post:
     def _loaded(self, name: str) -> Any:
         return self.loaded.get(name, _NOT_LOADED) if self.loaded is not None else _NOT_LOADED
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def author(self, info: ContextInfo) -> Member:
         value = self._loaded("author")
         return (
             value if value is not _NOT_LOADED else _wrap(Member, info.context.loaders.member.load(self.row.author_id))
         )
 
-    @strawberry.field(description="Hashtags and inferred topics, lower case, without '#'.")
+    @strawberry.field(
+        description="Hashtags and inferred topics, lower case, without '#'.", metadata=SAME_FOR_EVERY_VIEWER
+    )
     def tags(self, info: ContextInfo) -> list[str]:
         value = self._loaded("tags")
         return value if value is not _NOT_LOADED else info.context.loaders.tags.load(self.row.id)
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     async def mentions(self, info: ContextInfo) -> list[Member]:
         ids = await info.context.loaders.mentions.load(self.row.id)
         rows = await info.context.loaders.member.load_many(ids)
         return [Member(row=r) for r in rows if r is not None]
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def media(self, info: ContextInfo) -> list[Media]:
         value = self._loaded("media")
         return value if value is not _NOT_LOADED else _wrap_all(Media, info.context.loaders.media.load(self.row.id))
@@ -252,12 +260,12 @@ class Post:
             else _wrap(Post, info.context.loaders.visible_post.load(self.row.repost_of))
         )
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def like_count(self, info: ContextInfo) -> int:
         value = self._loaded("likeCount")
         return value if value is not _NOT_LOADED else info.context.loaders.like_count.load(self.row.id)
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def comment_count(self, info: ContextInfo) -> int:
         value = self._loaded("commentCount")
         return value if value is not _NOT_LOADED else info.context.loaders.comment_count.load(self.row.id)
@@ -312,8 +320,6 @@ MentionItem = Annotated[Post | Comment, strawberry.union("MentionItem")]
 class FeedEdge:
     cursor: str
     node: Post
-    # Set by FeedConnection.load: completed directly when the selection allows (schema/prefetched.py).
-    prefetched: strawberry.Private[bool] = False
 
 
 @strawberry.type
@@ -323,7 +329,6 @@ class FeedConnection:
     source: FeedSource = strawberry.field(
         description="Where the page came from. Only the home feed ever says REDIS or REDIS_POSTGRES."
     )
-    prefetched: strawberry.Private[bool] = False
 
     @classmethod
     def of(cls, page: models.Page) -> FeedConnection:
@@ -343,9 +348,6 @@ class FeedConnection:
             loaded = await load_page(info.context, page)
             for post in posts:
                 post.loaded = _prefetched(post.row, loaded, wanted, nested=True)
-            connection.prefetched = True
-            for edge in connection.edges:
-                edge.prefetched = True
         return connection
 
 
@@ -478,31 +480,21 @@ def _prefetched(
 
 
 def _node_fields(info: ContextInfo) -> set[str]:
-    """The Post fields selected under `edges { node { ... } }` of this connection, fragments included.
-
-    Walks graphql-core's own nodes: Strawberry's `info.selected_fields` converts the whole selection
-    (arguments, directives) into objects of its own on every request, 3% of a GraphQL page's CPU."""
-    raw = info._raw_info
+    """The Post fields selected under `edges { node { ... } }` of this connection, fragments included."""
     names: set[str] = set()
-    for node in raw.field_nodes:
-        _walk_to_nodes(raw.fragments, node.selection_set, (), names)
+    for field in info.selected_fields:
+        _walk_to_nodes(field.selections, (), names)
     return names
 
 
-def _walk_to_nodes(
-    fragments: dict[str, Any], selection_set: SelectionSetNode | None, path: tuple[str, ...], names: set[str]
-) -> None:
+def _walk_to_nodes(selections: Iterable[Any], path: tuple[str, ...], names: set[str]) -> None:
     """A module function, not a closure: a recursive closure is a reference cycle, and this one would
     keep the request's resolve info (and its context) for the cyclic collector."""
-    for selection in selection_set.selections if selection_set is not None else ():
-        if isinstance(selection, FieldNode):
-            name = selection.name.value
+    for selection in selections:
+        if isinstance(selection, SelectedField):
             if path == ("edges", "node"):
-                names.add(name)
+                names.add(selection.name)
             elif len(path) < 2:
-                _walk_to_nodes(fragments, selection.selection_set, (*path, name), names)
-        elif isinstance(selection, FragmentSpreadNode):
-            fragment = fragments.get(selection.name.value)
-            _walk_to_nodes(fragments, fragment.selection_set if fragment is not None else None, path, names)
-        elif isinstance(selection, InlineFragmentNode):
-            _walk_to_nodes(fragments, selection.selection_set, path, names)
+                _walk_to_nodes(selection.selections, (*path, selection.name), names)
+        else:  # a fragment spread or an inline fragment: its selections apply here
+            _walk_to_nodes(selection.selections, path, names)
