@@ -23,7 +23,7 @@ from feedfabric import health, jsonwire, metrics, playground
 from feedfabric.breaker import CircuitBreaker
 from feedfabric.context import Context, Resources, build_context
 from feedfabric.db.pool import create_pool
-from feedfabric.feeds.feedlog import FeedLog
+from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.logging import RequestIdMiddleware, configure_logging
 from feedfabric.realtime import sockets
@@ -194,6 +194,5 @@ def create_app(settings: Settings | None = None) -> Starlette:
         lifespan=lifespan,
     )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, upload_bytes=settings.media_max_bytes)
-    app.add_middleware(metrics.TrackWebSockets)
     app.add_middleware(RequestIdMiddleware)
     return app

@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 
 from feedfabric.breaker import CircuitBreaker
 from feedfabric.db.loaders import Loaders, make_loaders
-from feedfabric.feeds.feedlog import FeedLog
+from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.feeds.viewer import Viewer, ViewerResult
 from feedfabric.realtime.hub import Hub
 from feedfabric.realtime.rights import Sessions

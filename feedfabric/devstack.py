@@ -222,7 +222,7 @@ def redis_server_binary() -> str:
 
 
 def redis_args(port: int, feed_max_length: int) -> list[str]:
-    """Timelines stay compact listpacks up to FEED_MAX_LENGTH entries (24 KB vs 62 KB as a skiplist).
+    """Timelines stay compact listpacks up to FEED_MAX_LENGTH entries (a skiplist is several times larger).
 
     The limit is one above the length: fan-out adds before it trims, and a set
     that passes the limit even for that instant becomes a skiplist for good.

@@ -77,7 +77,7 @@ async def create_pool(
     force_generic_plan). The API's statements are keyset pages and lookups by key, whose generic
     plans are the custom ones; but a feed statement that reads visible_posts (migration 101) joins
     five relations, and left to choose, Postgres re-planned it on every call because its custom
-    plan looked cheaper: 2.0-2.4 ms of Postgres CPU a page instead of 0.35-0.6 ms.
+    plan looked cheaper, several times the Postgres CPU of the generic plan (docs/benchmarks.md).
     """
 
     async def init(conn: asyncpg.Connection) -> None:

@@ -39,7 +39,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
-from feedfabric import chaos
+from feedfabric import failpoints
 from feedfabric.db import timeline_queries as q
 from feedfabric.ids import id_millis
 from feedfabric.settings import Settings
@@ -170,7 +170,7 @@ async def fan_out(
             audience = [m for m in batch.active if m != str(post.author_id)]
             await push(redis, audience, post.id, settings.feed_max_length)
             pushed += len(audience)
-            chaos.crash_point("fanout-batch")
+            failpoints.crash_point("fanout-batch")
     finally:
         if current is not None and not current.done():
             # The connection is still busy with the prefetch; let it finish before the caller rolls back.

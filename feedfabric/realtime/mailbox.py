@@ -1,9 +1,8 @@
 """A subscriber's bounded inbox that costs next to nothing while it is empty.
 
 Each connected subscriber has one, and most of them are idle most of the
-time: asyncio.Queue keeps three deques, an Event and their blocks (about
-3 kB) from the moment it is made, which was 4 kB of every idle
-subscription's memory at 10,000 subscribers (tracemalloc). A subscriber has
+time: asyncio.Queue keeps three deques, an Event and their blocks from the
+moment it is made (docs/benchmarks.md, design measurements). A subscriber has
 exactly one reader, its own subscription task, so a deque made on the first
 item and let go when drained, plus one waiter future while the reader waits,
 is all it needs. The bound is the hub's business (it drops a subscriber

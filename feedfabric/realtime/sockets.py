@@ -18,6 +18,7 @@ per-socket limit with a coded error.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from graphql import GraphQLError, OperationType, get_operation_ast, parse
@@ -25,6 +26,7 @@ from strawberry.exceptions import ConnectionRejectionError
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 
+from feedfabric import metrics
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.realtime.rights import FORBIDDEN
 
@@ -67,6 +69,17 @@ def _closer(socket: Any) -> Any:
     return close
 
 
+async def _handle_counted(context: Context, handle: Awaitable[None]) -> None:
+    """An accepted socket's life (Strawberry accepts before handing it over), counted in the open-sockets
+    gauge here rather than by a wrapper around every message's send."""
+    metrics.WEBSOCKET_CONNECTIONS.inc()
+    try:
+        await handle
+    finally:
+        metrics.WEBSOCKET_CONNECTIONS.dec()
+        context.resources.sessions.forget(context.response)
+
+
 def _limit_error(limit: int | None) -> dict[str, Any]:
     error = GraphQLError(
         f"Subscription limit reached: at most {limit} operations at once on one socket",
@@ -91,16 +104,13 @@ def _is_query_or_mutation(query: Any, operation_name: str | None) -> bool:
 
 class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, Any]):
     async def handle(self) -> None:
-        try:
-            await super().handle()
-        finally:
-            self.context.resources.sessions.forget(self.context.response)
+        await _handle_counted(self.context, super().handle())
 
     async def handle_connection_init(self, message: Any) -> None:
         await super().handle_connection_init(message)
         if self.connection_init_received and self.connection_init_timeout_task is not None:
             # Cancelled by the init just handled; Strawberry keeps the finished task (and its sleep) for
-            # the socket's life, about 1.5 kB of every idle subscription. shutdown() skips a None.
+            # the socket's life, in every idle subscription. shutdown() skips a None.
             self.connection_init_timeout_task = None
 
     async def handle_subscribe(self, message: Any) -> None:
@@ -121,10 +131,7 @@ class LegacyGraphQLWSHandler(BaseGraphQLWSHandler[Any, Any]):
     queries and mutations served."""
 
     async def handle(self) -> None:
-        try:
-            await super().handle()
-        finally:
-            self.context.resources.sessions.forget(self.context.response)
+        await _handle_counted(self.context, super().handle())
 
     async def handle_connection_init(self, message: Any) -> None:
         payload = message.get("payload")

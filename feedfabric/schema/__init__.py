@@ -28,8 +28,8 @@ MAX_TOKENS = 2000
 
 # The depth and alias limiters make a new rule *class* per instance, and the
 # validation cache keys on the rule classes: fresh limiters per request made
-# every request miss the cache and re-validate (about a third of a home-feed
-# page's CPU). The rules are stateless, so they are made once and each
+# every request miss the cache and re-validate (a large share of a home-feed
+# page's CPU, docs/benchmarks.md). The rules are stateless, so they are made once and each
 # operation's OperationHooks only adds them.
 _LIMIT_RULES = (
     *QueryDepthLimiter(max_depth=MAX_DEPTH).validation_rules,

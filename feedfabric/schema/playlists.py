@@ -1,115 +1,11 @@
-"""Playlist types and the playlist fields of Query and Mutation (mixed into the roots).
-
-Types wrap domain rows; every field that needs more than the row loads through
-the request's DataLoaders, so a page of items costs a fixed number of queries.
-"""
+"""The playlist fields of Query and Mutation (mixed into the roots); the playlist types are in schema.types."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from enum import Enum
-
 import strawberry
 
-from feedfabric import models
 from feedfabric.resolvers import playlists as resolve
-from feedfabric.schema.types import ContextInfo, Member, PageInfo, Post
-
-
-@strawberry.enum
-class PlaylistKind(Enum):
-    USER = "user"
-    LIKED = "liked"
-
-
-@strawberry.type
-class PlaylistItem:
-    row: strawberry.Private[models.PlaylistItem]
-
-    @strawberry.field
-    def id(self) -> strawberry.ID:
-        return strawberry.ID(str(self.row.id))
-
-    @strawberry.field
-    async def post(self, info: ContextInfo) -> Post:
-        loaders = info.context.loaders
-        # Pages list only items the viewer may see; a mutation's result may name a post hidden since.
-        row = await loaders.visible_post.load(self.row.post_id) or await loaders.post.load(self.row.post_id)
-        assert row is not None
-        return Post(row=row)
-
-    @strawberry.field(description="The item's fractional (LexoRank-style) sort key.")
-    def rank(self) -> str:
-        return self.row.rank
-
-    @strawberry.field
-    def added_at(self) -> datetime:
-        return self.row.added_at
-
-
-@strawberry.type
-class PlaylistItemEdge:
-    cursor: str
-    node: PlaylistItem
-
-
-@strawberry.type
-class PlaylistItemConnection:
-    edges: list[PlaylistItemEdge]
-    page_info: PageInfo
-
-
-@strawberry.type
-class Playlist:
-    row: strawberry.Private[models.Playlist]
-
-    @strawberry.field
-    def id(self) -> strawberry.ID:
-        return strawberry.ID(str(self.row.id))
-
-    @strawberry.field
-    async def owner(self, info: ContextInfo) -> Member:
-        row = await info.context.loaders.member.load(self.row.owner_id)
-        assert row is not None
-        return Member(row=row)
-
-    @strawberry.field
-    def name(self) -> str:
-        return self.row.name
-
-    @strawberry.field
-    def kind(self) -> PlaylistKind:
-        return PlaylistKind(self.row.kind)
-
-    @strawberry.field
-    async def follower_count(self, info: ContextInfo) -> int:
-        return int(await info.context.loaders.playlist_followers.load(self.row.id))
-
-    @strawberry.field
-    async def viewer_follows(self, info: ContextInfo) -> bool:
-        return bool(await info.context.loaders.viewer_follows_playlist.load(self.row.id))
-
-    @strawberry.field(description="In playlist order (fractional rank), first to last.")
-    async def items(
-        self, info: ContextInfo, first: int | None = 20, after: str | None = None
-    ) -> PlaylistItemConnection:
-        page = await resolve.items(info.context, self.row, first, after)
-        return PlaylistItemConnection(
-            edges=[PlaylistItemEdge(cursor=_cursor(i), node=PlaylistItem(row=i)) for i in page.items],
-            page_info=PageInfo.of(page),
-        )
-
-
-def _cursor(item: models.PlaylistItem) -> str:
-    return resolve.item_cursor(item)
-
-
-async def liked_playlist_of(info: ContextInfo, member: models.Member) -> Playlist:
-    """Member.likedPlaylist: batched per request, created on first use."""
-    info.context.viewer  # a refused token is an error even here
-    row = await info.context.loaders.liked_playlist.load(member.id)
-    assert row is not None
-    return Playlist(row=row)
+from feedfabric.schema.types import ContextInfo, Playlist, PlaylistItem
 
 
 @strawberry.type

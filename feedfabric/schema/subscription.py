@@ -16,16 +16,20 @@ import strawberry
 from feedfabric.realtime import streams
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.schema.sharing import SAME_FOR_EVERY_VIEWER
-from feedfabric.schema.types import ContextInfo, Notification, Post
+from feedfabric.schema.types import ContextInfo, Notification, Post, post_of
 
 
 @strawberry.type
 class TimelineEvent:
-    post: Post = strawberry.field(
-        description="The new home-feed item, hydrated as the home feed would show it.", metadata=SAME_FOR_EVERY_VIEWER
-    )
     cursor: str = strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     item: strawberry.Private[TimelineItem]
+
+    @strawberry.field(
+        description="The new home-feed item, hydrated as the home feed would show it.", metadata=SAME_FOR_EVERY_VIEWER
+    )
+    async def post(self, info: ContextInfo) -> Post:
+        # A resolver, so an item rendered once for many subscribers (feedfabric.schema.shared) is built once.
+        return await post_of(info.context, self.item.post)
 
 
 @strawberry.type
@@ -44,7 +48,7 @@ class Subscription:
         async for item in streams.home_timeline(ctx, since):
             # Loaders primed lazily: a shared rendering (feedfabric.schema.shared) never resolves a field.
             ctx.reset_loaders(item.prime)
-            yield TimelineEvent(post=Post(row=item.post), cursor=str(item.post.id), item=item)
+            yield TimelineEvent(cursor=str(item.post.id), item=item)
 
     @strawberry.subscription
     async def notification_added(self, info: ContextInfo) -> AsyncGenerator[Notification, None]:

@@ -2,31 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterable
+import asyncio
+from collections.abc import Iterable
 from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any
 
 import strawberry
 from strawberry.types import Info
-from strawberry.types.nodes import SelectedField
 
 from feedfabric import models
 from feedfabric.context import Context
-from feedfabric.db.post_extras import PageExtras
+from feedfabric.resolvers import playlists as resolve_playlists
 from feedfabric.resolvers import reads
-from feedfabric.resolvers.page_loads import load_page
+from feedfabric.resolvers.page_loads import feed_post_of, load_feed_posts
 from feedfabric.schema.sharing import SAME_FOR_EVERY_VIEWER
 
 ContextInfo = Info[Context, None]
 # Placeholder default of the fields filled in __post_init__ from `row`; never served.
 _FROM_ROW: Any = None
-# A feed page loads what its posts show in one batch per kind (FeedConnection.load), so
-# Post's loader-backed fields are synchronous and hand back the value at once: an async
-# resolver costs graphql-core a coroutine and a task per field (140 on a page of 20),
-# which made the GraphQL page cost well over twice the REST one. Outside a feed page
-# they return the DataLoader's awaitable instead, which graphql-core awaits the same way.
-_NOT_LOADED: Any = object()
+# Post's extras fields are synchronous: on a feed page they answer from the page's FeedPost at once
+# (an async resolver costs graphql-core a coroutine and a task per field); elsewhere they return the
+# DataLoader's awaitable, which graphql-core awaits the same way.
 
 
 @strawberry.enum
@@ -146,11 +143,7 @@ class Member:
         return await FeedConnection.load(info, page)
 
     @strawberry.field
-    async def liked_playlist(
-        self, info: ContextInfo
-    ) -> Annotated[Playlist, strawberry.lazy("feedfabric.schema.playlists")]:  # noqa: F821
-        from feedfabric.schema.playlists import liked_playlist_of
-
+    async def liked_playlist(self, info: ContextInfo) -> Playlist:
         return await liked_playlist_of(info, self.row)
 
 
@@ -202,41 +195,49 @@ class Media:
 
 @strawberry.type
 class Post:
-    """Scalar fields are copied from the row at construction (see Member)."""
+    """A post as feeds show it, built from one FeedPost (feeds.feed_posts) wherever it is reached: a feed
+    page builds its posts' in one statement, anywhere else `post_of` does through a DataLoader. Its fields
+    are then plain attributes, which graphql-core reads without a resolver call each (a resolver per
+    field costs Strawberry an Info object and argument parsing, on every field of every post)."""
 
     row: strawberry.Private[models.Post]
+    feed: strawberry.Private[models.FeedPost]
+    # Built from a repost's FeedPost.original, which carries no original of its own.
+    nested: strawberry.Private[bool] = False
     id: strawberry.ID = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
     content: str = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
     status: PostStatus = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
     created_at: datetime = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
     updated_at: datetime | None = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
-    # GraphQL field name -> value, filled by FeedConnection.load for the fields the query selects.
-    loaded: strawberry.Private[dict[str, Any] | None] = None
+    author: Member = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    tags: list[str] = strawberry.field(
+        default=_FROM_ROW,
+        description="Hashtags and inferred topics, lower case, without '#'.",
+        metadata=SAME_FOR_EVERY_VIEWER,
+    )
+    media: list[Media] = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    like_count: int = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    comment_count: int = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    viewer_has_liked: bool = _FROM_ROW
 
     def __post_init__(self) -> None:
-        row = self.row
+        row, feed = self.row, self.feed
         self.id = strawberry.ID(str(row.id))
         self.content = row.content
         self.status = PostStatus(row.status)
         self.created_at = row.created_at
         self.updated_at = row.updated_at
+        # None only for a post gone between its page's read and its extras': GraphQL then nulls the item.
+        self.author = Member(row=feed.author) if feed.author is not None else None  # type: ignore[assignment]
+        self.tags = feed.tags
+        self.media = [Media(row=m) for m in feed.media]
+        self.like_count = feed.like_count
+        self.comment_count = feed.comment_count
+        self.viewer_has_liked = feed.viewer_liked
 
-    def _loaded(self, name: str) -> Any:
-        return self.loaded.get(name, _NOT_LOADED) if self.loaded is not None else _NOT_LOADED
-
-    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
-    def author(self, info: ContextInfo) -> Member:
-        value = self._loaded("author")
-        return (
-            value if value is not _NOT_LOADED else _wrap(Member, info.context.loaders.member.load(self.row.author_id))
-        )
-
-    @strawberry.field(
-        description="Hashtags and inferred topics, lower case, without '#'.", metadata=SAME_FOR_EVERY_VIEWER
-    )
-    def tags(self, info: ContextInfo) -> list[str]:
-        value = self._loaded("tags")
-        return value if value is not _NOT_LOADED else info.context.loaders.tags.load(self.row.id)
+    @classmethod
+    def of(cls, post: models.FeedPost, *, nested: bool = False) -> Post:
+        return cls(row=post.row, feed=post, nested=nested)
 
     @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     async def mentions(self, info: ContextInfo) -> list[Member]:
@@ -244,36 +245,12 @@ class Post:
         rows = await info.context.loaders.member.load_many(ids)
         return [Member(row=r) for r in rows if r is not None]
 
-    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
-    def media(self, info: ContextInfo) -> list[Media]:
-        value = self._loaded("media")
-        return value if value is not _NOT_LOADED else _wrap_all(Media, info.context.loaders.media.load(self.row.id))
-
     @strawberry.field(description="Set when this post is a repost; feeds show the shared post.")
-    def repost_of(self, info: ContextInfo) -> Post | None:
-        if self.row.repost_of is None:
-            return None
-        value = self._loaded("repostOf")
-        return (
-            value
-            if value is not _NOT_LOADED
-            else _wrap(Post, info.context.loaders.visible_post.load(self.row.repost_of))
-        )
-
-    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
-    def like_count(self, info: ContextInfo) -> int:
-        value = self._loaded("likeCount")
-        return value if value is not _NOT_LOADED else info.context.loaders.like_count.load(self.row.id)
-
-    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
-    def comment_count(self, info: ContextInfo) -> int:
-        value = self._loaded("commentCount")
-        return value if value is not _NOT_LOADED else info.context.loaders.comment_count.load(self.row.id)
-
-    @strawberry.field
-    def viewer_has_liked(self, info: ContextInfo) -> bool:
-        value = self._loaded("viewerHasLiked")
-        return value if value is not _NOT_LOADED else info.context.loaders.viewer_liked.load(self.row.id)
+    def repost_of(self) -> Post | None:
+        # The extras hold the original when the viewer may see it; an original is never itself a repost
+        # (reposting a repost reposts its original: feeds.posts).
+        original = self.feed.original if not self.nested else None
+        return Post.of(original, nested=True) if original is not None else None
 
     @strawberry.field
     async def comments(self, info: ContextInfo, first: int | None = 20, after: str | None = None) -> CommentConnection:
@@ -296,7 +273,7 @@ class Comment:
     async def post(self, info: ContextInfo) -> Post:
         row = await info.context.loaders.post.load(self.row.post_id)
         assert row is not None
-        return Post(row=row)
+        return await post_of(info.context, row)
 
     @strawberry.field
     async def author(self, info: ContextInfo) -> Member:
@@ -331,24 +308,14 @@ class FeedConnection:
     )
 
     @classmethod
-    def of(cls, page: models.Page) -> FeedConnection:
+    async def load(cls, info: ContextInfo, page: models.Page) -> FeedConnection:
+        """The page's posts built as feeds show them, their extras in one statement for the page."""
+        posts = await load_feed_posts(info.context, page)
         return cls(
-            edges=[FeedEdge(cursor=str(p.id), node=Post(row=p)) for p in page.items],
+            edges=[FeedEdge(cursor=str(p.row.id), node=Post.of(p)) for p in posts],
             page_info=PageInfo.of(page),
             source=FeedSource(page.source),
         )
-
-    @classmethod
-    async def load(cls, info: ContextInfo, page: models.Page) -> FeedConnection:
-        """The page with what the query selects of its posts loaded up front, in one statement for all kinds."""
-        connection = cls.of(page)
-        posts = [edge.node for edge in connection.edges]
-        wanted = _node_fields(info) & _PAGE_FIELDS
-        if posts and wanted:
-            loaded = await load_page(info.context, page)
-            for post in posts:
-                post.loaded = _prefetched(post.row, loaded, wanted, nested=True)
-        return connection
 
 
 @strawberry.type
@@ -398,7 +365,7 @@ class Notification:
         if self.row.post_id is None:
             return None
         row = await info.context.loaders.visible_post.load(self.row.post_id)
-        return Post(row=row) if row is not None else None
+        return await post_of(info.context, row) if row is not None else None
 
     @strawberry.field
     async def comment(self, info: ContextInfo) -> Comment | None:
@@ -429,72 +396,109 @@ class NotificationConnection:
     unread_count: int
 
 
-async def _wrap(kind: Any, pending: Awaitable[Any]) -> Any:
-    row = await pending
-    return kind(row=row) if row is not None else None
+async def post_of(ctx: Context, row: models.Post) -> Post:
+    """The Post of a row reached outside a feed page; concurrent ones share one statement."""
+    return Post.of(await feed_post_of(ctx, row))
 
 
-async def _wrap_all(kind: Any, pending: Awaitable[Iterable[Any]]) -> list[Any]:
-    return [kind(row=r) for r in await pending]
+async def posts_of(ctx: Context, rows: Iterable[models.Post]) -> list[Post]:
+    return list(await asyncio.gather(*(post_of(ctx, row) for row in rows)))
 
 
-# The Post fields a feed page fills from its prefetched extras (resolvers.page_loads).
-_PAGE_FIELDS = frozenset({"author", "tags", "media", "repostOf", "likeCount", "commentCount", "viewerHasLiked"})
+# Playlists: in this module with Member and Post, which they reference and which reference them.
 
 
-def _prefetched(
-    row: models.Post, loaded: PageExtras, wanted: frozenset[str] | set[str], *, nested: bool
-) -> dict[str, Any]:
-    """GraphQL field name -> value of one post, from the page's extras (only the fields the query selects).
-
-    A repost's original is filled the same way (its own extras are in the page's load); its own
-    `repostOf`, never prefetched, resolves through the loaders as anywhere else.
-    """
-    extras = loaded.extras.get(row.id)
-    out: dict[str, Any] = {}
-    if extras is None:
-        return out
-    for name in wanted:
-        if name == "author":
-            out[name] = Member(row=extras.author) if extras.author is not None else None
-        elif name == "tags":
-            out[name] = extras.tags
-        elif name == "media":
-            out[name] = [Media(row=m) for m in extras.media]
-        elif name == "likeCount":
-            out[name] = extras.like_count
-        elif name == "commentCount":
-            out[name] = extras.comment_count
-        elif name == "viewerHasLiked":
-            out[name] = extras.viewer_liked
-        elif name == "repostOf" and row.repost_of is None:
-            out[name] = None  # what the field answers for a post that is no repost
-        elif name == "repostOf" and nested:
-            original = loaded.originals.get(row.repost_of)
-            out[name] = (
-                None
-                if original is None
-                else Post(row=original, loaded=_prefetched(original, loaded, _PAGE_FIELDS - {"repostOf"}, nested=False))
-            )
-    return out
+@strawberry.enum
+class PlaylistKind(Enum):
+    USER = "user"
+    LIKED = "liked"
 
 
-def _node_fields(info: ContextInfo) -> set[str]:
-    """The Post fields selected under `edges { node { ... } }` of this connection, fragments included."""
-    names: set[str] = set()
-    for field in info.selected_fields:
-        _walk_to_nodes(field.selections, (), names)
-    return names
+@strawberry.type
+class PlaylistItem:
+    row: strawberry.Private[models.PlaylistItem]
+
+    @strawberry.field
+    def id(self) -> strawberry.ID:
+        return strawberry.ID(str(self.row.id))
+
+    @strawberry.field
+    async def post(self, info: ContextInfo) -> Post:
+        loaders = info.context.loaders
+        # Pages list only items the viewer may see; a mutation's result may name a post hidden since.
+        row = await loaders.visible_post.load(self.row.post_id) or await loaders.post.load(self.row.post_id)
+        assert row is not None
+        return await post_of(info.context, row)
+
+    @strawberry.field(description="The item's fractional (LexoRank-style) sort key.")
+    def rank(self) -> str:
+        return self.row.rank
+
+    @strawberry.field
+    def added_at(self) -> datetime:
+        return self.row.added_at
 
 
-def _walk_to_nodes(selections: Iterable[Any], path: tuple[str, ...], names: set[str]) -> None:
-    """A module function, not a closure: a recursive closure is a reference cycle, and this one would
-    keep the request's resolve info (and its context) for the cyclic collector."""
-    for selection in selections:
-        if isinstance(selection, SelectedField):
-            if path == ("edges", "node"):
-                names.add(selection.name)
-            elif len(path) < 2:
-                _walk_to_nodes(selection.selections, (*path, selection.name), names)
-        else:  # a fragment spread or an inline fragment: its selections apply here
-            _walk_to_nodes(selection.selections, path, names)
+@strawberry.type
+class PlaylistItemEdge:
+    cursor: str
+    node: PlaylistItem
+
+
+@strawberry.type
+class PlaylistItemConnection:
+    edges: list[PlaylistItemEdge]
+    page_info: PageInfo
+
+
+@strawberry.type
+class Playlist:
+    row: strawberry.Private[models.Playlist]
+
+    @strawberry.field
+    def id(self) -> strawberry.ID:
+        return strawberry.ID(str(self.row.id))
+
+    @strawberry.field
+    async def owner(self, info: ContextInfo) -> Member:
+        row = await info.context.loaders.member.load(self.row.owner_id)
+        assert row is not None
+        return Member(row=row)
+
+    @strawberry.field
+    def name(self) -> str:
+        return self.row.name
+
+    @strawberry.field
+    def kind(self) -> PlaylistKind:
+        return PlaylistKind(self.row.kind)
+
+    @strawberry.field
+    async def follower_count(self, info: ContextInfo) -> int:
+        return int(await info.context.loaders.playlist_followers.load(self.row.id))
+
+    @strawberry.field
+    async def viewer_follows(self, info: ContextInfo) -> bool:
+        return bool(await info.context.loaders.viewer_follows_playlist.load(self.row.id))
+
+    @strawberry.field(description="In playlist order (fractional rank), first to last.")
+    async def items(
+        self, info: ContextInfo, first: int | None = 20, after: str | None = None
+    ) -> PlaylistItemConnection:
+        page = await resolve_playlists.items(info.context, self.row, first, after)
+        return PlaylistItemConnection(
+            edges=[PlaylistItemEdge(cursor=_cursor(i), node=PlaylistItem(row=i)) for i in page.items],
+            page_info=PageInfo.of(page),
+        )
+
+
+def _cursor(item: models.PlaylistItem) -> str:
+    return resolve_playlists.item_cursor(item)
+
+
+async def liked_playlist_of(info: ContextInfo, member: models.Member) -> Playlist:
+    """Member.likedPlaylist: batched per request, created on first use."""
+    info.context.viewer  # a refused token is an error even here
+    row = await info.context.loaders.liked_playlist.load(member.id)
+    assert row is not None
+    return Playlist(row=row)
