@@ -94,7 +94,7 @@ async def test_ready_without_redis_or_broker(api: Api, settings: Settings) -> No
 
 async def test_not_ready_without_postgres(api: Api, settings: Settings) -> None:
     async with api_with(settings) as app_api:
-        resources = app_api.client._transport.app.state.resources  # type: ignore[attr-defined]
+        resources = app_api.app.state.resources  # type: ignore[attr-defined]
         await resources.pool.close()
         resources.readiness = None
         response = await app_api.client.get("/readyz")

@@ -31,14 +31,14 @@ class LeanConnection(asyncpg.Connection):  # type: ignore[misc]
     that connection alone gets the full reset when it goes back.
     """
 
-    __slots__ = ("_session_state",)
+    __slots__ = ("holds_session_state",)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._session_state = False
+        self.holds_session_state = False
 
     def hold_session_state(self) -> None:
-        self._session_state = True
+        self.holds_session_state = True
 
 
 def hold_session_state(conn: asyncpg.Connection) -> None:
@@ -54,9 +54,9 @@ def hold_session_state(conn: asyncpg.Connection) -> None:
 
 async def _lean_reset(conn: asyncpg.Connection) -> None:
     """The pool's `reset`: nothing unless the connection was marked (open transactions are already rolled back)."""
-    if getattr(conn, "_session_state", False):
+    if getattr(conn, "holds_session_state", False):
         await conn.execute(conn.get_reset_query())
-        conn._session_state = False
+        conn.holds_session_state = False  # type: ignore[attr-defined]
 
 
 async def create_pool(

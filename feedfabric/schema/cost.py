@@ -51,6 +51,7 @@ from feedfabric import metrics
 from feedfabric.errors import QueryTooComplex
 from feedfabric.schema.idmemo import IdMemo
 from feedfabric.schema.refusal import app_context, refuse
+from feedfabric.schema.served import graphql_schema
 
 DEFAULT_MAX_COST = 10_000
 DEFAULT_PAGE = 20
@@ -167,7 +168,7 @@ class QueryCost(SchemaExtension):
         if ec.graphql_document is None:
             return 0
         try:
-            return _cached_cost(ec.schema._schema, ec.graphql_document, ec.operation_name, ec.variables)
+            return _cached_cost(graphql_schema(ec.schema), ec.graphql_document, ec.operation_name, ec.variables)
         except Exception:  # noqa: BLE001 - an unpickable or odd document simply has no cost to report
             return 0
 
