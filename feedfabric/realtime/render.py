@@ -38,17 +38,24 @@ class SharedRenders:
             self._shareable[id(operation)] = known
         return known[1]
 
-    async def render(self, operation: Any, variables: Mapping[str, Any], execute: Callable[[], Any]) -> Any:
+    def render(self, operation: Any, variables: Mapping[str, Any], execute: Callable[[], Any]) -> Any:
         """The shared result for this operation and variables, executing it if no subscriber did yet.
 
-        Later subscribers wait for an in-flight first rendering rather than start their own.
+        Every later subscriber of the item comes here, so a finished rendering is handed back as it is,
+        not awaited; a subscriber arriving while the first rendering is in flight waits for it rather
+        than start its own.
         """
         key = _key(operation, variables)
         entry = self._results.get(key)
-        if entry is not None and entry.operation is operation:
-            shared = await asyncio.shield(entry.done)
+        if entry is None or entry.operation is not operation:
+            return self._render_first(key, operation, execute)
+        if entry.done.done():
+            shared = entry.done.result()
             # None: the first rendering failed or had errors, so each subscriber renders its own.
-            return shared if shared is not None else await _maybe_await(execute())
+            return shared if shared is not None else execute()
+        return self._after_first(entry, execute)
+
+    async def _render_first(self, key: tuple[int, str], operation: Any, execute: Callable[[], Any]) -> Any:
         done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._results[key] = _Rendering(operation, done)
         result = None
@@ -57,6 +64,10 @@ class SharedRenders:
         finally:
             done.set_result(result if result is not None and not result.errors else None)
         return result
+
+    async def _after_first(self, entry: _Rendering, execute: Callable[[], Any]) -> Any:
+        shared = await asyncio.shield(entry.done)
+        return shared if shared is not None else await _maybe_await(execute())
 
 
 def _key(operation: Any, variables: Mapping[str, Any]) -> tuple[int, str]:

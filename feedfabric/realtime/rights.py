@@ -33,7 +33,7 @@ Close = Callable[[int, str], Awaitable[None]]
 
 @dataclass(eq=False, slots=True)
 class Session:
-    member_id: uuid.UUID
+    member_id: uuid.UUID | None  # None: a token whose member has no profile yet (only its expiry applies)
     expires_at: float
     close: Close
 
@@ -46,7 +46,7 @@ class Sessions:
     _open: dict[object, Session] = field(default_factory=dict)
     _task: asyncio.Task[None] | None = None
 
-    def watch(self, key: object, member_id: uuid.UUID, expires_at: float, close: Close) -> None:
+    def watch(self, key: object, member_id: uuid.UUID | None, expires_at: float, close: Close) -> None:
         self._open[key] = Session(member_id, expires_at, close)
 
     def forget(self, key: object) -> None:
@@ -60,7 +60,8 @@ class Sessions:
         if not self._open:
             return 0
         now = time.time() if now is None else now
-        suspended = await members_db.suspended_among(pool, list({s.member_id for s in self._open.values()}))
+        members = {s.member_id for s in self._open.values() if s.member_id is not None}
+        suspended = await members_db.suspended_among(pool, list(members)) if members else set()
         ended = [
             (key, session, "token expired" if session.expires_at <= now else "account suspended")
             for key, session in list(self._open.items())

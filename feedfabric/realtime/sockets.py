@@ -57,9 +57,11 @@ async def authenticate(context: Context) -> None:
     context.viewer_result = result
     context.reset_loaders()  # the viewer changed: loaders made from now on are theirs
     socket = context.response
-    member = result.viewer.member
-    if member is not None and socket is not None:
-        resources.sessions.watch(socket, member.id, result.viewer.claims.expires_at, _closer(socket))
+    if socket is not None:
+        member = result.viewer.member
+        resources.sessions.watch(
+            socket, member.id if member else None, result.viewer.claims.expires_at, _closer(socket)
+        )
 
 
 def _closer(socket: Any) -> Any:
