@@ -4,13 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test bench faults load install clean
+.PHONY: dev test bench faults load install clean constraints check-installed
 
-$(STAMP): pyproject.toml feedfabric/vendor.json
+# Every install resolves inside constraints.txt: the exact set the tests passed on.
+$(STAMP): pyproject.toml constraints.txt feedfabric/vendor.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# The CPU build of torch from this machine's disk; a range would pull a CUDA build.
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[embedded,ml,test,bench]'
+	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
+	$(BIN)/pip install -q -c constraints.txt -e '.[embedded,ml,test,bench]'
 	# Browser assets (GraphiQL, charts) from the npm registry, pinned in feedfabric/vendor.json.
 	$(BIN)/python -m feedfabric.vendor
 	touch $(STAMP)
@@ -25,8 +26,21 @@ install: $(STAMP) $(CHROMIUM)
 dev: $(STAMP)
 	$(BIN)/feedfabric dev --demo
 
-test: $(STAMP) $(CHROMIUM)
+test: $(STAMP) $(CHROMIUM) check-installed
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider
+
+# Fails when what is installed is not exactly constraints.txt (a package added, missing or at another
+# version), or when the installed set's own requirements are broken.
+check-installed: $(STAMP)
+	$(BIN)/pip check
+	$(BIN)/pip freeze --exclude-editable | LC_ALL=C sort > $(VENV)/installed.txt
+	grep -v '^#' constraints.txt | diff -u - $(VENV)/installed.txt \
+		|| { echo "installed packages differ from constraints.txt (run 'make constraints' after a deliberate change)"; exit 1; }
+
+# After a deliberate dependency change (pyproject.toml, then pip install): pin what is now installed.
+constraints:
+	{ echo '# The exact set `make` installs and `make test` checks; regenerate with `make constraints`.'; \
+	  $(BIN)/pip freeze --exclude-editable | LC_ALL=C sort; } > constraints.txt
 
 # Every fault case of faults/cases.py in its full form, three runs in a row (`make test` runs the short form).
 faults: $(STAMP)

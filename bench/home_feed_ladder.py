@@ -1,7 +1,6 @@
 """A cost ladder under bench/home_feed.py: from a bare page that does only the unavoidable work to the real one.
 
-The home-feed benchmark's targets (p99 under 25 ms for REST with 16 clients
-sending back to back) are a throughput requirement: with 16 requests always
+The home-feed benchmark's load (16 clients sending back to back) makes latency a throughput matter: with 16 requests always
 in flight, p50 is about 16 / throughput. This script measures what the same
 load generator gets from a server that does the least any home feed must do
 per page (the bare page), on the same data and machine: one uvicorn worker
@@ -22,10 +21,10 @@ run per step is a cost ladder from the bare page to the real one:
 - `first-round`: the home feed's first statement (visibility, celebrities, extras;
   db.timeline_queries.first_round) instead of the bare primary-key fetch, on the API's
   pool settings (generic plans, the JSON codecs)
-- `feedlog`: the served page queued to the feed log (feeds.feedlog, batched as in the API)
+- `feed-log`: the served page queued to the feed log (feeds.feed_log, batched as in the API)
 
     .venv/bin/python bench/home_feed_ladder.py --database URL [--clients 16] [--duration 20] [--workers 1]
-                                              [--with member,ratelimit,first-round,feedlog]
+                                              [--with member,ratelimit,first-round,feed-log]
 
 `--workers N` runs N server processes on the port (SO_REUSEPORT), to see
 whether a second core for the server changes the floor (it does not: the
@@ -53,7 +52,7 @@ from bench.home_feed import SECRET, free_port, run_phase, wait_healthy  # noqa: 
 _POSTS = "SELECT id, author_id, content, created_at FROM posts WHERE id = ANY($1::uuid[]) ORDER BY id DESC"
 
 
-STEPS = ("member", "ratelimit", "first-round", "feedlog")
+STEPS = ("member", "ratelimit", "first-round", "feed-log")
 
 
 def make_app(database_url: str, redis_url: str, members: dict[str, tuple[str, str]], steps: frozenset[str]) -> Any:
@@ -66,7 +65,7 @@ def make_app(database_url: str, redis_url: str, members: dict[str, tuple[str, st
     from feedfabric.db import members as members_db
     from feedfabric.db.pool import create_pool
     from feedfabric.feeds import timelines
-    from feedfabric.feeds.feedlog import FeedLog
+    from feedfabric.feeds.feed_log import FeedLog
     from feedfabric.models import Page
     from feedfabric.settings import Settings
 
@@ -121,7 +120,7 @@ def make_app(database_url: str, redis_url: str, members: dict[str, tuple[str, st
             }
             for r in rows[:20]
         ]
-        if "feedlog" in steps:
+        if "feed-log" in steps:
             state["feed_log"].record(
                 uuid.UUID(member), "following", Page([_Served(uuid.UUID(p["id"])) for p in posts], None, "redis")
             )

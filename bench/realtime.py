@@ -15,26 +15,9 @@ KAFKA_BOOTSTRAP_SERVERS are set.
 
     .venv/bin/python bench/realtime.py [--subscribers 1000] [--posts 20] [--idle 10000]
 
-Measured here (2 cores, clients and Tansu on the same cores; docs/benchmarks.md
-has every run with its load): before, 1,000 subscribers x 20 posts p50 347 ms /
-p99 1,340 ms and about 105 kB per idle subscription (1.27 GB at 10,000); after
-the first session p50 117 ms / p99 208 ms, 54 kB per idle subscription (664 MB);
-after the second (pre-encoded shared messages, a 20 ms consumer fetch wait,
-GC tuning, leaner sockets) p50 44.9 ms / p99 85.5 ms at 66 us of API CPU per
-delivered event, and 42 kB per idle subscription (540 MB at 10,000); after the
-third (one extension `on_operation` hook instead of six, the handshake headers
-let go) 34 kB per idle subscription (454 MB at 10,000), on a machine where the
-same code costs twice the CPU per event (p50 70-77 ms before and after); after
-the fourth (settled extension results encoded once per subscription, messages
-handed straight to the server protocol, a three-statement delivery) p50
-43-57 ms / p99 91-115 ms at 73-94 us per event, against 71-73 ms / 147-150 ms
-at 121-129 us for the code before it, in paired runs; after the fifth (the
-direct lane: the hub writes a rendered item to an idle subscriber's socket
-itself, the renderer first) p50 37-44 ms / p99 64-77 ms at 62-76 us per event
-and 34.7 kB per idle subscription, against 57-59 ms / 104-106 ms at 95-101 us
-for the code before it, in paired runs.
-Targets: p50 < 50 ms, p99 < 200 ms, < 500 MB; docs/benchmarks.md says which are
-met and what is left.
+Targets (issue 21): at most 150 us of API CPU per delivered event and p99 < 200 ms
+at 1,000 subscribers; 10,000 idle subscriptions < 500 MB. The latest figures
+are in docs/benchmarks.md.
 """
 
 from __future__ import annotations

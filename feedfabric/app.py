@@ -24,12 +24,13 @@ from feedfabric.breaker import CircuitBreaker
 from feedfabric.context import Context, Resources, build_context, route_reads
 from feedfabric.db.pool import create_pool
 from feedfabric.db.replica import ReadRouting
-from feedfabric.feeds.feedlog import FeedLog
+from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.graphql_http import GraphQLOverHTTP
 from feedfabric.logging import RequestIdMiddleware, configure_logging
 from feedfabric.realtime import sockets
 from feedfabric.realtime.consumer import start_realtime
+from feedfabric.realtime.rights import Sessions
 from feedfabric.redisclient import create_redis
 from feedfabric.rest import routes as rest_routes
 from feedfabric.schema import schema
@@ -41,7 +42,6 @@ log = logging.getLogger("feedfabric.app")
 class FeedFabricGraphQL(GraphQLOverHTTP, GraphQL[Context, None]):
     graphql_transport_ws_handler_class = sockets.TransportWSHandler
     graphql_ws_handler_class = sockets.LegacyGraphQLWSHandler
-    websocket_adapter_class = sockets.WebSocketAdapter  # type: ignore[assignment]
 
     def encode_json(self, data: object) -> str:
         return jsonwire.dumps_text(data)
@@ -182,11 +182,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
             feed_log=feed_log,
             reads=reads,
             breaker=CircuitBreaker(cool_down_s=settings.redis_breaker_cooldown_ms / 1000),
+            sessions=Sessions(interval_s=settings.ws_rights_check_seconds),
         )
         realtime = start_realtime(app.state.resources)
+        app.state.resources.sessions.start(pool)
         try:
             yield
         finally:
+            await app.state.resources.sessions.stop()
             if realtime is not None:
                 await realtime.stop()
             await feed_log.stop()
@@ -220,7 +223,6 @@ def create_app(settings: Settings | None = None) -> Starlette:
         exception_handlers={StarletteHTTPException: http_error},
     )
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, upload_bytes=settings.media_max_bytes)
-    app.add_middleware(metrics.TrackWebSockets)
     app.add_middleware(RequestIdMiddleware)
     origins = settings.cors_origins
     if origins:

@@ -17,6 +17,8 @@ _ALGORITHM = "HS256"
 class Claims:
     external_id: str
     is_admin: bool
+    # The token's `exp` (Unix seconds): an open WebSocket is closed when it passes (feedfabric.realtime.rights).
+    expires_at: float = float("inf")
 
 
 def issue_token(secret: str, external_id: str, *, admin: bool = False, ttl: int = 3600) -> str:
@@ -38,7 +40,8 @@ def _verify(secret: str, token: str) -> tuple[Claims, float]:
     sub = payload.get("sub")
     if not isinstance(sub, str) or not sub or len(sub) > 200 or "\x00" in sub:
         raise Unauthenticated("invalid token")
-    return Claims(external_id=sub, is_admin=payload.get("role") == "admin"), float(payload["exp"])
+    expires = float(payload["exp"])
+    return Claims(external_id=sub, is_admin=payload.get("role") == "admin", expires_at=expires), expires
 
 
 def decode_token(secret: str, token: str) -> Claims:

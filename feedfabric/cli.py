@@ -33,7 +33,7 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 def cmd_api(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from feedfabric.realtime.wsprotocol import serve_options
+    from feedfabric.realtime.serving import serve_options
 
     settings = load_settings()
     _require(settings, "database_url", "feedfabric_jwt_secret")
@@ -46,7 +46,7 @@ def cmd_api(args: argparse.Namespace) -> None:
         workers=args.workers,
         log_level="warning",
         lifespan="on",
-        **serve_options(),  # the lean WebSocket stack, permessage-deflate off (feedfabric.realtime.wsprotocol)
+        **serve_options(),  # permessage-deflate off (feedfabric.realtime.serving)
     )
 
 
@@ -136,7 +136,7 @@ def cmd_dev(args: argparse.Namespace) -> None:
         )
         import uvicorn
 
-        from feedfabric.realtime.wsprotocol import serve_options
+        from feedfabric.realtime.serving import serve_options
 
         _tune_gc()
         uvicorn.run(

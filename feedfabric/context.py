@@ -4,17 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import redis.asyncio as aioredis
 
 from feedfabric.breaker import CircuitBreaker
+from feedfabric.bytelru import ByteBoundedLRU
 from feedfabric.db.loaders import Loaders, make_loaders
 from feedfabric.db.replica import ReadRouting
-from feedfabric.feeds.feedlog import FeedLog
+from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.feeds.viewer import Viewer, ViewerResult
+from feedfabric.realtime.hub import Hub
+from feedfabric.realtime.rights import Sessions
 from feedfabric.settings import Settings
+
+if TYPE_CHECKING:
+    from feedfabric.realtime.consumer import RealtimeConsumer
+
+
+# Persisted-query texts kept in each API process (and their hashes), in bytes.
+PERSISTED_QUERY_CACHE_BYTES = 4_000_000
 
 
 @dataclass
@@ -28,7 +38,15 @@ class Resources:
     feed_log: FeedLog | None = None
     # DATABASE_READ_URL: which pool a request's reads use (feedfabric.db.replica); None: the primary.
     reads: ReadRouting | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    # The process's live subscribers (feedfabric.realtime.hub) and the consumer that feeds them, if Kafka is set.
+    hub: Hub = field(default_factory=Hub)
+    realtime_consumer: RealtimeConsumer | None = None
+    # Signed-in WebSockets, closed when their token expires or their member is suspended.
+    sessions: Sessions = field(default_factory=Sessions)
+    # /readyz's last answer: (monotonic time, ready, body), so probes do not each hit every dependency.
+    readiness: tuple[float, bool, dict[str, Any]] | None = None
+    # Persisted queries by hash, most recently used last (feedfabric.schema.persisted).
+    persisted_queries: ByteBoundedLRU = field(default_factory=lambda: ByteBoundedLRU(PERSISTED_QUERY_CACHE_BYTES))
 
 
 @dataclass

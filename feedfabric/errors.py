@@ -43,12 +43,6 @@ class FavouriteLimitReached(FeedFabricError):
     status = 409
 
 
-class Conflict(FeedFabricError):
-    code = "BAD_USER_INPUT"
-    rest_code = "request.conflict"
-    status = 409
-
-
 class RateLimited(FeedFabricError):
     code = "RATE_LIMITED"
     rest_code = "rate.limited"

@@ -18,7 +18,6 @@ from feedfabric.context import Resources
 
 CACHE_SECONDS = 1.0
 CHECK_TIMEOUT_S = 0.5
-_CACHE_KEY = "readiness"
 
 
 async def _postgres(resources: Resources) -> str:
@@ -66,7 +65,7 @@ async def _broker(bootstrap: str | None) -> str:
 
 async def check(resources: Resources) -> tuple[bool, dict[str, Any]]:
     """(ready, body) for /readyz; at most one real check per second per process."""
-    cached = resources.extras.get(_CACHE_KEY)
+    cached = resources.readiness
     now = time.monotonic()
     if cached is not None and now - cached[0] < CACHE_SECONDS:
         return cached[1], cached[2]
@@ -81,5 +80,5 @@ async def check(resources: Resources) -> tuple[bool, dict[str, Any]]:
         "status": "degraded" if ready and degraded else ("ok" if ready else "down"),
         "checks": checks,
     }
-    resources.extras[_CACHE_KEY] = (now, ready, body)
+    resources.readiness = (now, ready, body)
     return ready, body

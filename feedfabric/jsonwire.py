@@ -1,7 +1,7 @@
 """JSON on the wire: every response body, GraphQL message and json/jsonb column goes through orjson.
 
-The standard library's encoder was 5% of a REST home-feed page's API time;
-orjson's output is the same JSON (compact, keys in order), with non-ASCII
+The standard library's encoder was a measurable share of a REST home-feed
+page's API time (docs/benchmarks.md); orjson's output is the same JSON (compact, keys in order), with non-ASCII
 text as UTF-8 instead of \\u escapes.
 """
 

@@ -116,7 +116,8 @@ class RequestIdMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_id)
+            # A socket's messages carry no headers: its send is left unwrapped, so live events pay nothing here.
+            await self.app(scope, receive, send_with_id if scope["type"] == "http" else send)
         finally:
             if scope["type"] == "http":
                 access_log.info(

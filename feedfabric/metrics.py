@@ -22,7 +22,6 @@ import asyncpg
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest, start_http_server
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feedfabric.settings import Settings
 
@@ -151,32 +150,6 @@ def observe_fanout(started: float, inserted: int) -> None:
     """Convenience for fan-out: `started = time.perf_counter()` before, then this after."""
     FANOUT_INSERTS.inc(inserted)
     FANOUT_DURATION.observe(time.perf_counter() - started)
-
-
-class TrackWebSockets:
-    """Counts open WebSocket connections: up when the app accepts one, down when it ends."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "websocket":
-            await self.app(scope, receive, send)
-            return
-        accepted = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal accepted
-            if message["type"] == "websocket.accept" and not accepted:
-                accepted = True
-                WEBSOCKET_CONNECTIONS.inc()
-            await send(message)
-
-        try:
-            await self.app(scope, receive, tracking_send)
-        finally:
-            if accepted:
-                WEBSOCKET_CONNECTIONS.dec()
 
 
 def sample(name: str, labels: dict[str, str] | None = None) -> float:

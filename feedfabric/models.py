@@ -97,6 +97,24 @@ class PageExtras:
 
 
 @dataclass(frozen=True, slots=True)
+class FeedPost:
+    """A post as every feed shows it, built from its row and its extras by feeds.feed_posts alone.
+
+    `media` are READY media (mappings with the columns of db.media); `original` is a repost's
+    original when the viewer may see it, itself without an original of its own.
+    """
+
+    row: Post
+    author: Member | None
+    tags: list[str]
+    media: list[dict[str, Any]]
+    like_count: int
+    comment_count: int
+    viewer_liked: bool
+    original: FeedPost | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Page:
     """A newest-first (or oldest-first) list page; next_cursor is the last item's ID or None.
 

@@ -26,7 +26,7 @@ log = logging.getLogger("feedfabric.ratelimit")
 REDIS_PREFIX = "ratelimit:"
 
 # Count and, for a new window, expire it in one command: this runs on every GraphQL
-# operation, and a MULTI/INCRBY/EXPIRE/EXEC pipeline cost twice the client CPU (~0.2 ms).
+# operation, and a MULTI/INCRBY/EXPIRE/EXEC pipeline costs the client several round trips' CPU.
 _COUNT_LUA = """
 local used = redis.call('INCRBY', KEYS[1], ARGV[1])
 if used == tonumber(ARGV[1]) then redis.call('EXPIRE', KEYS[1], ARGV[2]) end

@@ -94,6 +94,8 @@ class Settings(BaseSettings):
     ws_allowed_origins: str = ""  # comma-separated origins allowed to open cross-origin WebSockets
     cors_allowed_origins: str = ""  # comma-separated origins allowed to call /graphql and REST from a browser
     max_subscriptions_per_connection: int = Field(10, ge=1)
+    # How often open WebSockets are checked for an expired token or a suspended member (then closed, 4403).
+    ws_rights_check_seconds: float = Field(2.0, gt=0, le=10)
     # Live items queued per subscriber; a subscriber this far behind is disconnected as too slow.
     realtime_queue_size: int = Field(256, ge=1)
     # The realtime consumer's fetch wait: some brokers (Tansu) hold a fetch this long even when data
@@ -113,10 +115,6 @@ class Settings(BaseSettings):
     @property
     def cors_origins(self) -> list[str]:
         return [o.strip().rstrip("/") for o in self.cors_allowed_origins.split(",") if o.strip()]
-
-    @property
-    def inactive_after_seconds(self) -> int:
-        return self.inactive_after_days * 86_400
 
 
 def load_settings(**overrides: object) -> Settings:

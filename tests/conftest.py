@@ -26,7 +26,6 @@ import redis.asyncio as aioredis
 from feedfabric import devstack
 from feedfabric.db.migrate import migrate
 from feedfabric.db.pool import create_pool
-from feedfabric.realtime.live import LiveOperation
 from feedfabric.redisclient import create_redis
 from feedfabric.settings import Settings
 
@@ -169,26 +168,3 @@ async def api(settings: Settings) -> AsyncIterator[Api]:
 
     async with make_api(settings) as client:
         yield client
-
-
-@pytest.fixture
-def fast_sends(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The `data` of every message sent pre-encoded (feedfabric.realtime.live), in order, whether by
-    the subscriber's task or by the hub itself (feedfabric.realtime.lane)."""
-    sent: list[str] = []
-    send_data = LiveOperation.send_data
-    send_now = LiveOperation.send_now
-
-    def counting_now(self: LiveOperation, data_json: str) -> None:
-        send_now(self, data_json)
-        sent.append(data_json)
-
-    async def counting(self: LiveOperation, data_json: str) -> bool:
-        done = await send_data(self, data_json)
-        if done:
-            sent.append(data_json)
-        return done
-
-    monkeypatch.setattr(LiveOperation, "send_data", counting)
-    monkeypatch.setattr(LiveOperation, "send_now", counting_now)
-    return sent

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import uvicorn
 from feedfabric.app import create_app
 from feedfabric.devstack import free_port
-from feedfabric.realtime.wsprotocol import serve_options
+from feedfabric.realtime.serving import serve_options
 from feedfabric.settings import Settings
 
 

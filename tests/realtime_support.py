@@ -20,7 +20,7 @@ from feedfabric.db.outbox import add_event
 from feedfabric.ids import id_millis, new_id
 from feedfabric.realtime.consumer import RealtimeConsumer
 from feedfabric.realtime.hub import Hub
-from feedfabric.realtime.wsprotocol import serve_options
+from feedfabric.realtime.serving import serve_options
 from feedfabric.settings import Settings
 from starlette.applications import Starlette
 from websockets.asyncio.client import ClientConnection, connect
@@ -61,11 +61,11 @@ class Server:
 
     @property
     def hub(self) -> Hub:
-        return self.app.state.resources.extras["realtime_hub"]  # type: ignore[no-any-return]
+        return self.app.state.resources.hub  # type: ignore[no-any-return]
 
     @property
     def consumer(self) -> RealtimeConsumer:
-        return self.app.state.resources.extras["realtime_consumer"]  # type: ignore[no-any-return]
+        return self.app.state.resources.realtime_consumer  # type: ignore[no-any-return]
 
 
 @contextlib.asynccontextmanager

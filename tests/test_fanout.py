@@ -8,7 +8,7 @@ import redis.asyncio as aioredis
 from feedfabric.events import Event
 from feedfabric.feeds import timelines
 from feedfabric.settings import Settings
-from feedfabric.workers import fanout
+from feedfabric.workers import events
 from feedfabric.workers.base import WorkerContext
 
 from tests import factories as f
@@ -21,7 +21,7 @@ def _small(settings: Settings, **extra: object) -> Settings:
 
 async def _handle(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis, event: Event) -> None:
     async with pool.acquire() as conn, conn.transaction():
-        await fanout.handle(WorkerContext(settings=settings, pool=pool, redis=redis), conn, event)
+        await events.handle(WorkerContext(settings=settings, pool=pool, redis=redis), conn, event)
 
 
 def _created(post_id: object, event_id: int = 1) -> Event:
@@ -37,7 +37,7 @@ async def test_post_reaches_every_follower_and_not_a_non_follower(
     fans = await f.members(pool, 5)
     stranger = await f.member(pool)
     await f.followers(pool, author, fans)
-    runner = group_runner(settings, pool, redis, fanout.GROUP)
+    runner = group_runner(settings, pool, redis, events.GROUP)
     async with running(relay(settings).run, runner.run):
         post = await f.post(pool, author, shards=settings.outbox_shards)
 
@@ -105,9 +105,9 @@ async def test_same_event_delivered_twice_changes_nothing(
 
     async def counting(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> None:
         calls.append(event.event_id)
-        await fanout.handle(ctx, conn, event)
+        await events.handle(ctx, conn, event)
 
-    spec = fanout.GROUP.__class__(**{**fanout.GROUP.__dict__, "handle": counting})
+    spec = events.GROUP.__class__(**{**events.GROUP.__dict__, "handle": counting})
     author = await f.member(pool)
     fan = await f.member(pool)
     await f.follow(pool, fan, author)

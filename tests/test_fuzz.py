@@ -17,6 +17,7 @@ import requests
 import schemathesis
 from feedfabric.auth import issue_token
 from feedfabric.schema import schema as served_schema
+from feedfabric.schema.served import graphql_schema
 from feedfabric.settings import Settings
 from graphql import StringValueNode, introspection_from_schema
 from hypothesis import HealthCheck, Phase, given
@@ -28,7 +29,7 @@ from tests.live_server import live_server
 TOTAL_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))
 # Files travel as multipart parts, never inline: an inline value must be refused cleanly.
 schemathesis.graphql.scalar("Upload", st.just(StringValueNode(value="not-a-file")))
-FUZZ_SCHEMA = schemathesis.graphql.from_dict(introspection_from_schema(served_schema._schema))
+FUZZ_SCHEMA = schemathesis.graphql.from_dict(introspection_from_schema(graphql_schema(served_schema)))
 OPERATIONS = [result.ok() for result in FUZZ_SCHEMA.get_all_operations()]
 
 # What must never reach a client: Python tracebacks and frames, SQL, driver and database names.

@@ -16,6 +16,7 @@ from feedfabric.app import create_app
 from feedfabric.devstack import free_port
 from feedfabric.schema import MAX_ALIASES, MAX_DEPTH, MAX_TOKENS
 from feedfabric.schema.cost import operation_cost
+from feedfabric.schema.served import graphql_schema
 from feedfabric.settings import Settings
 
 from tests.support import Api
@@ -29,7 +30,9 @@ async def api_with(settings: Settings, **overrides: Any) -> AsyncIterator[Api]:
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-            yield Api(client, changed)
+            api = Api(client, changed)
+            api.app = app  # type: ignore[attr-defined]
+            yield api
 
 
 def codes(body: dict[str, Any]) -> list[str]:
@@ -118,7 +121,7 @@ def test_cost_model() -> None:
     from graphql import parse
 
     def cost(query: str, variables: dict[str, Any] | None = None) -> int:
-        return operation_cost(schema._schema, parse(query), None, variables)
+        return operation_cost(graphql_schema(schema), parse(query), None, variables)
 
     # 1 (homeFeed) + n edges + n nodes + n authors
     assert cost(HOME_COST, {"n": 20}) == 61

@@ -14,7 +14,7 @@ from feedfabric import metrics
 from feedfabric.devstack import free_port
 from feedfabric.events import POSTS, Event
 from feedfabric.settings import Settings
-from feedfabric.workers import fanout
+from feedfabric.workers import events
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -130,7 +130,7 @@ async def test_fanout_inserts_and_duration(
     inserts = metrics.sample("feedfabric_fanout_inserts_total")
     durations = metrics.sample("feedfabric_fanout_duration_seconds_count")
     async with pool.acquire() as conn:
-        await fanout.handle(ctx, conn, event)
+        await events.handle(ctx, conn, event)
     assert metrics.sample("feedfabric_fanout_inserts_total") - inserts == 3  # the author and two followers
     assert metrics.sample("feedfabric_fanout_duration_seconds_count") - durations == 1
 

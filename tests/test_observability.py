@@ -94,13 +94,13 @@ async def test_ready_without_redis_or_broker(api: Api, settings: Settings) -> No
 
 async def test_not_ready_without_postgres(api: Api, settings: Settings) -> None:
     async with api_with(settings) as app_api:
-        resources = app_api.client._transport.app.state.resources  # type: ignore[attr-defined]
+        resources = app_api.app.state.resources  # type: ignore[attr-defined]
         await resources.pool.close()
-        resources.extras.clear()
+        resources.readiness = None
         response = await app_api.client.get("/readyz")
         assert response.status_code == 503
         assert response.json()["checks"]["postgres"] == "down"
         # Cached for a second: the next probe does not touch the dependencies again.
-        cached_at = resources.extras["readiness"][0]
+        cached_at = resources.readiness[0]
         await app_api.client.get("/readyz")
-        assert resources.extras["readiness"][0] == cached_at
+        assert resources.readiness[0] == cached_at

@@ -19,6 +19,7 @@ import asyncpg
 import pytest
 import redis.asyncio as aioredis
 from feedfabric.schema import schema
+from feedfabric.schema.served import graphql_schema
 from feedfabric.settings import Settings
 from feedfabric.workers import notifications
 from graphql import OperationDefinitionNode, OperationType, parse, print_ast, validate
@@ -50,7 +51,7 @@ def test_every_file_is_one_named_valid_operation_with_documented_variables() -> 
     for name, text in docs.items():
         op = operation_of(text)
         assert op.name is not None and op.name.value == name, f"{name}.graphql must define operation {name}"
-        assert not validate(schema._schema, parse(text)), name
+        assert not validate(graphql_schema(schema), parse(text)), name
         header = [line for line in text.splitlines() if line.startswith("#")]
         assert header and header[0].startswith(f"# {name}"), f"{name}: comment header first"
         assert any("Variables:" in line for line in header), f"{name}: document its variables"
@@ -61,7 +62,7 @@ def test_every_file_is_one_named_valid_operation_with_documented_variables() -> 
 
 
 def test_every_root_field_of_the_served_schema_has_an_operation() -> None:
-    served = schema._schema
+    served = graphql_schema(schema)
     roots = {
         OperationType.QUERY: served.query_type,
         OperationType.MUTATION: served.mutation_type,
@@ -255,5 +256,5 @@ def test_the_heaviest_operations_stay_far_below_the_cost_limit(name: str) -> Non
     from feedfabric.schema.cost import operation_cost
 
     text = documents()[name]
-    cost = operation_cost(schema._schema, parse(text), name, {"first": 100, "commentsFirst": 100})
+    cost = operation_cost(graphql_schema(schema), parse(text), name, {"first": 100, "commentsFirst": 100})
     assert cost < Settings().graphql_max_cost / 4, cost

@@ -7,8 +7,10 @@ import hashlib
 from typing import Any
 
 import redis.asyncio as aioredis
+from feedfabric.bytelru import ByteBoundedLRU
+from feedfabric.context import PERSISTED_QUERY_CACHE_BYTES as LRU_BYTES
 from feedfabric.schema import MAX_TOKENS
-from feedfabric.schema.persisted import LRU_BYTES, MAX_STORED_BYTES, ByteBoundedLRU
+from feedfabric.schema.persisted import MAX_STORED_BYTES
 from feedfabric.settings import Settings
 
 from tests.support import Api

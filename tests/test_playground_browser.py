@@ -20,7 +20,7 @@ import asyncpg
 import pytest
 import redis.asyncio as aioredis
 from feedfabric.settings import Settings
-from feedfabric.workers import fanout, media, notifications
+from feedfabric.workers import events, media, notifications
 from PIL import Image
 from playwright.async_api import Browser, Page, async_playwright, expect
 
@@ -90,7 +90,7 @@ async def test_a_sees_b_post_live_and_scrolls_a_second_page_without_duplicates(
     settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis, browser: Browser
 ) -> None:
     dev = settings.model_copy(update={"feedfabric_dev_mode": True})
-    workers = [group_runner(dev, pool, redis, spec).run for spec in (fanout.GROUP, media.GROUP, notifications.GROUP)]
+    workers = [group_runner(dev, pool, redis, spec).run for spec in (events.GROUP, media.GROUP, notifications.GROUP)]
     async with serve(dev) as server, running(relay(dev).run, *workers):
         api = server.api
         alice, bob = await api.member("alice"), await api.member("bob")

@@ -58,7 +58,7 @@ async def test_a_marked_connection_loses_its_advisory_lock_on_release(
         assert await pool.fetchval(ADVISORY) == 1
     assert await pool.fetchval(ADVISORY) == 0
     async with lean_pool.acquire() as conn:  # the same (only) connection, clean and unmarked again
-        assert not conn._con._session_state
+        assert not conn.holds_session_state  # the pool proxy forwards to the connection
 
 
 async def test_a_settle_cancelled_while_locked_leaves_no_lock(

@@ -15,7 +15,7 @@ from feedfabric.db.outbox import add_event
 from feedfabric.db.pipeline import OutboxRow
 from feedfabric.feeds import timelines
 from feedfabric.settings import Settings
-from feedfabric.workers import fanout
+from feedfabric.workers import events
 from feedfabric.workers.relay import Relay, replay_since
 from feedfabric.workers.topics import ensure_topics
 
@@ -53,7 +53,7 @@ async def test_relay_killed_between_produce_and_stamp_loses_nothing_and_doubles_
     produced_before = len(await read_topic(settings, "feedfabric.posts", 5))
     assert produced_before == 5
 
-    runner = group_runner(settings, pool, redis, fanout.GROUP)
+    runner = group_runner(settings, pool, redis, events.GROUP)
     async with running(relay(settings).run, runner.run):
         await eventually(lambda: _is_zero(pool))
         await eventually(lambda: pool.fetchval("SELECT count(*) = 5 FROM processed_events"))

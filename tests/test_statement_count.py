@@ -1,14 +1,17 @@
-"""A page costs a fixed number of SQL statements whatever its size (DataLoaders batch every field)."""
+"""A page costs a fixed number of SQL statements whatever its size, on every list of both APIs."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import asyncpg
 import pytest
 from feedfabric.context import Resources, build_context
 from feedfabric.db.pool import create_pool
 from feedfabric.feeds.viewer import resolve_viewer
+from feedfabric.rest import routes
 from feedfabric.schema import schema
 from feedfabric.settings import Settings
+from starlette.requests import Request
 
 from tests.support import Api
 
@@ -115,3 +118,166 @@ async def test_list_pages_cost_the_same_statements_whatever_their_size(
     for query in LISTS:
         await statements(query, 10)  # warm the pool's connections
         assert await statements(query, 2) == await statements(query, 10)
+
+
+ITEMS, SMALL, LARGE = 32, 3, 30
+POST_FIELDS = """id content tags status createdAt likeCount commentCount viewerHasLiked
+  author { username followerCount viewerFollows isFavourite } mentions { username } media { id url }
+  repostOf { id author { username } tags }"""
+COMMENT_FIELDS = "id content createdAt author { username } post { id content author { username } }"
+
+# Every list field of the GraphQL API: (name, query with $n as the page size, how to count its items).
+GRAPHQL_LISTS: list[tuple[str, str, Callable[[Any], int]]] = [
+    (
+        "homeFeed",
+        f"query($n: Int) {{ homeFeed(first: $n) {{ edges {{ node {{ {POST_FIELDS} }} }} }} }}",
+        lambda d: len(d["homeFeed"]["edges"]),
+    ),
+    (
+        "favouritesFeed",
+        f"query($n: Int) {{ favouritesFeed(first: $n) {{ edges {{ node {{ {POST_FIELDS} }} }} }} }}",
+        lambda d: len(d["favouritesFeed"]["edges"]),
+    ),
+    (
+        "tagFeed",
+        f'query($n: Int) {{ tagFeed(tag: "big", first: $n) {{ edges {{ node {{ {POST_FIELDS} }} }} }} }}',
+        lambda d: len(d["tagFeed"]["edges"]),
+    ),
+    (
+        "mentionsFeed",
+        "query($n: Int) { mentionsFeed(first: $n) { edges { node { __typename "
+        f"... on Post {{ {POST_FIELDS} }} ... on Comment {{ {COMMENT_FIELDS} }} }} }} }} }}",
+        lambda d: len(d["mentionsFeed"]["edges"]),
+    ),
+    (
+        "Member.posts",
+        f'query($n: Int) {{ member(username: "maya") {{ posts(first: $n) {{ edges {{ node {{ {POST_FIELDS} }} }} }} }} }}',
+        lambda d: len(d["member"]["posts"]["edges"]),
+    ),
+    (
+        "Post.comments",
+        f"query($n: Int, $p: ID!) {{ post(id: $p) {{ comments(first: $n) {{ edges {{ node {{ {COMMENT_FIELDS} }} }} }} }} }}",
+        lambda d: len(d["post"]["comments"]["edges"]),
+    ),
+    (
+        "notifications",
+        "query($n: Int) { notifications(first: $n) { unreadCount edges { node { id kind read actor { username } "
+        "post { id content } comment { id content } } } } }",
+        lambda d: len(d["notifications"]["edges"]),
+    ),
+    (
+        "Playlist.items",
+        "query($n: Int) { viewer { likedPlaylist { items(first: $n) { edges { node { post { "
+        f"{POST_FIELDS} }} }} }} }} }} }} }}",
+        lambda d: len(d["viewer"]["likedPlaylist"]["items"]["edges"]),
+    ),
+]
+
+# Every list route of the REST API: (handler, path parameters, the key of its items).
+REST_LISTS: list[tuple[str, Callable[..., Awaitable[Any]], dict[str, str], str]] = [
+    ("/userfeed/home", routes.home, {}, "posts"),
+    ("/userfeed/favourites", routes.favourites_feed, {}, "posts"),
+    ("/userfeed/tags/{tag}/posts", routes.tag_feed, {"tag": "big"}, "posts"),
+    ("/userfeed/mentions", routes.mentions, {}, "posts"),
+    ("/userfeed", routes.own_posts, {}, "posts"),
+]
+
+
+@pytest.fixture
+async def busy_world(api: Api) -> tuple[str, str]:
+    """maya follows and favourites five authors whose 32 posts (a quarter reposted) mention her and carry
+    #big; she comments on one of them 32 times (mentioning herself), likes 32 posts and posts 32 of her own."""
+    maya = await api.member("maya")
+    authors = [await api.member(f"author{i}") for i in range(5)]
+    for i in range(5):
+        await api.follow(maya, f"author{i}")
+        await api.gql(f'mutation {{ addFavourite(externalUserId: "author{i}") {{ id }} }}', token=maya)
+    first_post = ""
+    for i in range(ITEMS):
+        post_id = await api.post(authors[i % 5], f"post {i} #big @maya")
+        first_post = first_post or post_id
+        await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": post_id}, token=maya)
+        if i % 4 == 0:
+            await api.gql("mutation($p: ID!) { repost(postId: $p) { id } }", {"p": post_id}, token=authors[(i + 1) % 5])
+        await api.gql(
+            "mutation($p: ID!, $c: String!) { addComment(postId: $p, content: $c) { id } }",
+            {"p": first_post, "c": f"comment {i} @maya"},
+            token=maya,
+        )
+        await api.post(maya, f"my own {i}")
+    return maya, first_post
+
+
+async def _graphql_statements(
+    settings: Settings, pool: asyncpg.Pool, counter: Counter, token: str, query: str, variables: dict[str, Any]
+) -> tuple[int, Any]:
+    viewer = await resolve_viewer(pool, settings, f"Bearer {token}")
+    ctx = build_context(Resources(settings=settings, pool=pool), viewer)
+    before = counter.count
+    result = await schema.execute(query, variable_values=variables, context_value=ctx)
+    assert result.errors is None, result.errors
+    return counter.count - before, result.data
+
+
+async def _rest_statements(
+    settings: Settings, pool: asyncpg.Pool, counter: Counter, token: str, handler: Any, params: dict[str, str], n: int
+) -> tuple[int, Any]:
+    viewer = await resolve_viewer(pool, settings, f"Bearer {token}")
+    ctx = build_context(Resources(settings=settings, pool=pool), viewer)
+    request = Request(
+        {"type": "http", "method": "GET", "query_string": f"limit={n}".encode(), "path_params": params, "headers": []}
+    )
+    before = counter.count
+    body = await handler(ctx, request)
+    return counter.count - before, body
+
+
+async def test_every_graphql_list_costs_the_same_statements_for_3_and_30_items(
+    api: Api, counted_pool: tuple[asyncpg.Pool, Counter], busy_world: tuple[str, str]
+) -> None:
+    pool, counter = counted_pool
+    maya, first_post = busy_world
+    for name, query, count in GRAPHQL_LISTS:
+        found = []
+        for n in (SMALL, LARGE, SMALL, LARGE):  # the first two warm the pool: new connections introspect types
+            variables = {"n": n, "p": first_post}
+            found.append(await _graphql_statements(api.settings, pool, counter, maya, query, variables))
+        (small, small_data), (large, large_data) = found[2], found[3]
+        if name != "notifications":  # made by the notifications worker, not running here
+            assert (count(small_data), count(large_data)) == (SMALL, LARGE), name
+        assert small == large, f"{name}: {small} statements for {SMALL} items, {large} for {LARGE}"
+
+
+async def test_every_rest_list_route_costs_the_same_statements_for_3_and_30_items(
+    api: Api, counted_pool: tuple[asyncpg.Pool, Counter], busy_world: tuple[str, str]
+) -> None:
+    pool, counter = counted_pool
+    maya, _ = busy_world
+    for path, handler, params, key in REST_LISTS:
+        found = [
+            await _rest_statements(api.settings, pool, counter, maya, handler, params, n)
+            for n in (SMALL, LARGE, SMALL, LARGE)
+        ]
+        (small, small_body), (large, large_body) = found[2], found[3]
+        assert (len(small_body[key]), len(large_body[key])) == (SMALL, LARGE), path
+        assert small == large, f"{path}: {small} statements for {SMALL} items, {large} for {LARGE}"
+
+
+async def test_the_favourites_list_costs_the_same_statements_for_1_and_5_members(
+    api: Api, counted_pool: tuple[asyncpg.Pool, Counter]
+) -> None:
+    """GET /favourites and Query.favourites have no page size: the list is at most 30 members."""
+    pool, counter = counted_pool
+    maya = await api.member("maya")
+    counts = []
+    for i in range(5):
+        await api.member(f"fav{i}")
+        await api.gql(f'mutation {{ addFavourite(externalUserId: "fav{i}") {{ id }} }}', token=maya)
+        if i in (0, 4):
+            query = "{ favourites { username followerCount viewerFollows isFavourite } }"
+            for _ in range(2):  # the first warms the pool
+                graphql, data = await _graphql_statements(api.settings, pool, counter, maya, query, {})
+                rest, body = await _rest_statements(api.settings, pool, counter, maya, routes.favourites, {}, 20)
+            assert len(data["favourites"]) == len(body["favourites"]) == i + 1
+            counts.append((graphql, rest))
+    assert counts[0] == counts[1]

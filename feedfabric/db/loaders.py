@@ -21,8 +21,9 @@ from feedfabric.db import likes as likes_db
 from feedfabric.db import media as media_db
 from feedfabric.db import members as members_db
 from feedfabric.db import playlists as playlists_db
+from feedfabric.db import post_extras as post_extras_db
 from feedfabric.db import posts as posts_db
-from feedfabric.models import Comment, Member, Playlist, Post
+from feedfabric.models import Comment, Member, PageExtras, Playlist, Post
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -56,6 +57,9 @@ class Loaders:
     like_count: DataLoader[uuid.UUID, int]
     comment_count: DataLoader[uuid.UUID, int]
     viewer_liked: DataLoader[uuid.UUID, bool]
+    # Everything a feed shows beside a post's row (db.post_extras), for all the posts asked for at once:
+    # each key maps to the batch's whole PageExtras (it holds the originals of reposts too).
+    post_extras: DataLoader[uuid.UUID, PageExtras]
     viewer_follows: DataLoader[uuid.UUID, bool]
     viewer_favourite: DataLoader[uuid.UUID, bool]
     # Playlists: the Liked one by owner ID (upserted on first use); follows keyed by playlist ID.
@@ -83,6 +87,10 @@ def make_loaders(pool: asyncpg.Pool, viewer_id: uuid.UUID | None) -> Loaders:
         followed = await follows_db.followed_among(pool, viewer_id, "playlist", [str(k) for k in keys])
         return {k: str(k) in followed for k in keys}
 
+    async def extras(ids: list[uuid.UUID]) -> dict[uuid.UUID, PageExtras]:
+        loaded = await post_extras_db.page_extras(pool, ids, viewer_id)
+        return dict.fromkeys(ids, loaded)
+
     return Loaders(
         member=_loader(lambda ids: members_db.by_ids(pool, ids)),
         member_stats=_loader(lambda ids: follows_db.member_stats(pool, ids), lambda: (0, 0)),
@@ -95,6 +103,7 @@ def make_loaders(pool: asyncpg.Pool, viewer_id: uuid.UUID | None) -> Loaders:
         like_count=_loader(lambda ids: likes_db.counts(pool, ids), int),
         comment_count=_loader(lambda ids: comments_db.counts(pool, ids), int),
         viewer_liked=_loader(lambda ids: viewer_set(lambda v: likes_db.liked_among(pool, v, ids), ids), bool),
+        post_extras=_loader(extras),
         viewer_follows=_loader(follows, bool),
         viewer_favourite=_loader(lambda ids: viewer_set(lambda v: favourites_db.among(pool, v, ids), ids), bool),
         liked_playlist=_loader(lambda ids: playlists_db.liked_of(pool, ids)),

@@ -87,3 +87,9 @@ async def touch_seen(conn: asyncpg.Connection, member_id: uuid.UUID, granularity
         member_id,
         granularity,
     )
+
+
+async def suspended_among(conn: asyncpg.Connection | asyncpg.Pool, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    """Which of these members are suspended now (the primary key serves it; one statement per sweep)."""
+    rows = await conn.fetch("SELECT id FROM members WHERE id = ANY($1::uuid[]) AND status = 'suspended'", list(ids))
+    return {r["id"] for r in rows}

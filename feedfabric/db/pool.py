@@ -31,14 +31,14 @@ class LeanConnection(asyncpg.Connection):  # type: ignore[misc]
     that connection alone gets the full reset when it goes back.
     """
 
-    __slots__ = ("_session_state",)
+    __slots__ = ("holds_session_state",)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._session_state = False
+        self.holds_session_state = False
 
     def hold_session_state(self) -> None:
-        self._session_state = True
+        self.holds_session_state = True
 
 
 def hold_session_state(conn: asyncpg.Connection) -> None:
@@ -54,9 +54,9 @@ def hold_session_state(conn: asyncpg.Connection) -> None:
 
 async def _lean_reset(conn: asyncpg.Connection) -> None:
     """The pool's `reset`: nothing unless the connection was marked (open transactions are already rolled back)."""
-    if getattr(conn, "_session_state", False):
+    if getattr(conn, "holds_session_state", False):
         await conn.execute(conn.get_reset_query())
-        conn._session_state = False
+        conn.holds_session_state = False  # type: ignore[attr-defined]
 
 
 async def create_pool(
@@ -77,7 +77,7 @@ async def create_pool(
     force_generic_plan). The API's statements are keyset pages and lookups by key, whose generic
     plans are the custom ones; but a feed statement that reads visible_posts (migration 101) joins
     five relations, and left to choose, Postgres re-planned it on every call because its custom
-    plan looked cheaper: 2.0-2.4 ms of Postgres CPU a page instead of 0.35-0.6 ms.
+    plan looked cheaper, several times the Postgres CPU of the generic plan (docs/benchmarks.md).
     """
 
     async def init(conn: asyncpg.Connection) -> None:

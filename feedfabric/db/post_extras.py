@@ -35,7 +35,7 @@ Executor = asyncpg.Connection | asyncpg.Pool
 #
 # Each kind of extra is read for all subjects at once (`= ANY` of the subjects' IDs, grouped by post),
 # then joined by post ID: per-row subqueries were set up and rescanned once per subject and kind,
-# about a fifth of the statement's cost on a page of 20 (docs/benchmarks.md, eighth session). The
+# a large share of the statement's cost on a page (docs/benchmarks.md). The
 # counts are the trigger-kept post_stats (migration 110), so a post's likes are never scanned.
 EXTRAS_CTES = """
 originals AS (

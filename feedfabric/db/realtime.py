@@ -45,9 +45,8 @@ async def connected_followers(
     follower counts, so a celebrity's post costs the same as anyone's here.
     One query per target type, so every condition is an index condition (the
     connected IDs are probed in the target index, or the primary key): with one
-    `OR` of the two the connected IDs were only a filter, 14-20 ms for 1,000
-    connected followers among 400,000 follows, now 2-3 ms (4.5 ms when the
-    author has 20,000 followers).
+    `OR` of the two the connected IDs were only a filter, scanned for every
+    follow of the author (docs/benchmarks.md).
     """
     if not connected or (not author_ids and not tags):
         return []

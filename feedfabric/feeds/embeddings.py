@@ -8,11 +8,10 @@ Reposts and empty posts are not embedded (a repost's topics are its
 original's).
 
 similarPosts is a brute-force cosine scan over the newest
-`similar_scan_limit` embedded posts (5,000 by default), read from Postgres:
-measured here, 5,000 vectors in about 15 ms and 20,000 in 80-150 ms
-(the same scan over Redis with redis-py's pure-Python parser took 60-90 ms
-and 250-340 ms). Past that size an ANN index (pgvector HNSW) would replace
-the scan behind the same function. Candidates are then checked for
+`similar_scan_limit` embedded posts (5,000 by default), read from Postgres,
+which answers it faster than the same scan over Redis (docs/benchmarks.md).
+Past that size an ANN index (pgvector HNSW) would replace the scan behind
+the same function. Candidates are then checked for
 visibility in rank order.
 """
 

@@ -134,6 +134,7 @@ class HomeFeedService:
     async def _request_rebuild(self, redis: aioredis.Redis, member: Member) -> None:
         """A member with no timeline (new, or Redis lost its data) gets one rebuilt through the pipeline."""
         if await redis.set(f"feed:rebuild:{member.id}", 1, nx=True, ex=REBUILD_REQUEST_TTL_S):
+            # Commits here (feeds/__init__.py): a read asks for the rebuild, and reads hold no transaction.
             async with transaction(self.pool) as conn:
                 await add_event(
                     conn,

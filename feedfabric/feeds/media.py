@@ -64,6 +64,7 @@ async def store_upload(pool: asyncpg.Pool, settings: Settings, owner_id: uuid.UU
     path = media.original_path(settings.feedfabric_data_dir, media_id)
     await asyncio.to_thread(_write_atomically, path, data)
     try:
+        # Commits here (feeds/__init__.py): the file written above is removed if this commit fails.
         async with transaction(pool) as conn:
             _check_quota(settings, await media_db.locked_usage(conn, owner_id), len(data))
             await media_db.create_pending(conn, media_id, owner_id, len(data))

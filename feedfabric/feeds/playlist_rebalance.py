@@ -39,6 +39,7 @@ def schedule(pool: asyncpg.Pool, playlist_id: uuid.UUID, bound: int | None = Non
 
 async def _run(pool: asyncpg.Pool, playlist_id: uuid.UUID, bound: int | None) -> bool:
     try:
+        # Commits here (feeds/__init__.py): a background task, its own boundary.
         async with transaction(pool) as conn:
             done = await playlists.rebalance(conn, playlist_id, bound)
         if done:

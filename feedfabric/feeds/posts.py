@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from feedfabric import chaos
+from feedfabric import failpoints
 from feedfabric.db import members as members_db
 from feedfabric.db import posts as posts_db
 from feedfabric.db.outbox import add_event
@@ -61,7 +61,7 @@ async def create_post(
         },
         shards=settings.outbox_shards,
     )
-    chaos.crash_point("post-before-commit", content=content)  # fault suite: dies with the transaction open
+    failpoints.crash_point("post-before-commit", content=content)  # fault suite: dies with the transaction open
     return post
 
 

@@ -47,7 +47,7 @@ import asyncpg
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError, ResponseError
 
-from feedfabric import chaos
+from feedfabric import failpoints
 from feedfabric.db import timeline_queries as q
 from feedfabric.ids import id_millis
 from feedfabric.redisclient import REDIS_ERRORS, is_cluster
@@ -257,7 +257,7 @@ async def fan_out(
             audience = [m for m in batch.active if m != author_text]
             await push(redis, audience, post.id, settings.feed_max_length)
             pushed += len(audience)
-            chaos.crash_point("fanout-batch")
+            failpoints.crash_point("fanout-batch")
     finally:
         if current is not None and not current.done():
             # The connection is still busy with the prefetch; let it finish before the caller rolls back.

@@ -28,10 +28,6 @@ class Viewer:
     # Set when the member came back after INACTIVE_AFTER_DAYS: their timeline is being rebuilt.
     returning: bool = False
 
-    @property
-    def signed_in(self) -> bool:
-        return self.member is not None
-
     def require_claims(self) -> Claims:
         if self.claims is None:
             raise Unauthenticated("sign in first: send 'Authorization: Bearer <token>'")
@@ -88,6 +84,7 @@ async def _note_seen(pool: asyncpg.Pool, settings: Settings, member: Member) -> 
     """Tracks last-seen coarsely; a member back from inactivity gets a MemberReturned event."""
     if datetime.now(UTC) - member.last_seen_at < SEEN_GRANULARITY:
         return False
+    # Commits here (feeds/__init__.py): recorded on reads too, and kept when the request fails.
     async with transaction(pool) as conn:
         previous = await members_db.touch_seen(conn, member.id, SEEN_GRANULARITY)
         if previous is None:

@@ -95,9 +95,8 @@ class RealtimeConsumer:
             auto_offset_reset="latest",
             enable_auto_commit=False,
             max_poll_records=500,
-            # Tansu (the dev broker) holds a fetch for its whole wait even when data arrives sooner, and
-            # with aiokafka's 500 ms default that was most of a live item's latency (median 40 ms, up to
-            # 220 ms, before any delivery); the cost is an idle fetch round trip every 20 ms.
+            # Tansu (the dev broker) holds a fetch for its whole wait even when data arrives sooner, so the
+            # wait bounds the latency every live item adds; the cost of a short one is idle fetch round trips.
             fetch_max_wait_ms=self.settings.realtime_fetch_wait_ms,
         )
         await consumer.start()
@@ -136,12 +135,11 @@ def _decode(record: ConsumerRecord) -> Event | None:
 def start_realtime(resources: Resources) -> RealtimeConsumer | None:
     """Called from the app lifespan: the hub always (subscriptions still replay), the consumer when Kafka is set."""
     settings = resources.settings
-    hub = Hub(queue_size=settings.realtime_queue_size)
-    resources.extras["realtime_hub"] = hub
+    hub = resources.hub = Hub(queue_size=settings.realtime_queue_size)
     if not settings.kafka_bootstrap_servers:
         log.warning("KAFKA_BOOTSTRAP_SERVERS is not set: subscriptions get no live items from this process")
         return None
     consumer = RealtimeConsumer(settings, resources.pool, hub)
-    resources.extras["realtime_consumer"] = consumer
+    resources.realtime_consumer = consumer
     consumer.start()
     return consumer

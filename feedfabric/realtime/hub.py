@@ -1,9 +1,8 @@
 """The in-process registry of live subscribers: which members are connected to this API process.
 
 The realtime consumer publishes into it; each subscription drains its own
-bounded queue, except that an idle subscriber's already rendered item is
-written to its socket by the hub itself (feedfabric.realtime.lane).
-Publishing never awaits a socket, so one slow socket cannot hold up the
+bounded queue in its own task, which renders and sends the item through
+Strawberry's protocol handler. Publishing never awaits a socket, so one slow socket cannot hold up the
 consumer or anyone else: a subscriber whose queue is full is dropped on the
 spot (its queue emptied, so memory stays bounded) and told why; the
 subscription then closes its socket with that reason and the client resumes
@@ -13,21 +12,19 @@ from its last cursor.
 from __future__ import annotations
 
 import asyncio
-import logging
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import partial
 from typing import Any
 
 from feedfabric import metrics
 from feedfabric.realtime.mailbox import Mailbox
 
-log = logging.getLogger(__name__)
-
 DEFAULT_QUEUE_SIZE = 256
+# Members handed an item between two turns of the event loop during a fan-out.
+PUBLISH_BATCH = 64
 
 
 class Channel(Enum):
@@ -50,19 +47,8 @@ class Subscriber:
     member_id: uuid.UUID
     queue: Mailbox[Any] = field(default_factory=Mailbox)
     dropped: str | None = None
-    # Set by a live timeline stream whose items the hub may write itself (feedfabric.realtime.lane).
-    lane: Any = None
-    # While this subscriber renders an item others are parked on: sends it to them. Called when it
-    # asks for its next item (it is done with this one) or leaves.
-    release: Callable[[], None] | None = None
-
-    def let_go(self) -> None:
-        release, self.release = self.release, None
-        if release is not None:
-            release()
 
     async def next(self) -> Any:
-        self.let_go()
         item = await self.queue.get()
         if isinstance(item, _Dropped):
             raise SubscriberDropped(item.reason)
@@ -72,8 +58,6 @@ class Subscriber:
 @dataclass
 class HubStats:
     published: int = 0
-    direct: int = 0  # of them, written by the hub itself (feedfabric.realtime.lane)
-    renderers: int = 0  # subscribers woken to render an item for the others of their selection
     dropped_subscribers: int = 0
 
 
@@ -89,8 +73,6 @@ class Hub:
         return sub
 
     def remove(self, sub: Subscriber) -> None:
-        sub.lane = None
-        sub.let_go()
         members = self._subs[sub.channel]
         subs = members.get(sub.member_id)
         if subs is not None:
@@ -127,71 +109,21 @@ class Hub:
             if len(sub.queue) >= self.queue_size:
                 self._drop(sub, f"too slow: {self.queue_size} events undelivered; resubscribe with since=<last cursor>")
                 continue
-            self._hand(sub, item)
+            sub.queue.put(item)
             delivered += 1
         self.stats.published += delivered
         return delivered
 
     async def publish_many(self, channel: Channel, member_ids: Iterable[uuid.UUID], item: Any) -> int:
-        """`publish` to each member. When one of them was woken to render the item for the others
-        (feedfabric.realtime.lane), it gets its turn right away: the rest then find the item rendered
-        and are written at once, rather than parked until every recipient has been handed it."""
+        """`publish` to each member, yielding to the event loop now and then: the first subscribers of a
+        large fan-out start rendering (for everyone with their selection, feedfabric.schema.shared)
+        while the rest are being handed the item."""
         delivered = 0
-        for member_id in member_ids:
-            renderers = self.stats.renderers
+        for count, member_id in enumerate(member_ids, 1):
             delivered += self.publish(channel, member_id, item)
-            if self.stats.renderers != renderers:
+            if count % PUBLISH_BATCH == 0:
                 await asyncio.sleep(0)
         return delivered
-
-    def _hand(self, sub: Subscriber, item: Any) -> None:
-        """Queues the item, or writes it past the subscriber's sleeping task (feedfabric.realtime.lane).
-
-        This runs for every recipient of every item, so the common cases come first and cheaply:
-        no lane; a lane and the item rendered; the item not rendered yet, when the first subscriber
-        is woken to render it and the rest are parked (checked for being writable when sent).
-        """
-        queue = sub.queue
-        lane = sub.lane
-        if lane is None or lane.key is None or not queue.idle():
-            queue.put(item)
-            return
-        data = lane.rendered(item)
-        if data is not None:
-            if lane.writable():
-                self._write(sub, lane, item, data)
-            else:
-                queue.put(item)
-        elif lane.park(item, sub):
-            queue.put(item, wake=False)
-        else:
-            sub.release = partial(self._unpark, lane, item)
-            self.stats.renderers += 1
-            queue.put(item)
-
-    def _unpark(self, lane: Any, item: Any) -> None:
-        """The item's first subscriber is done with it: the parked ones are sent it if it was rendered
-        for them and they still sleep; otherwise they are woken and take it as usual."""
-        for sub in lane.unpark(item):
-            other, queue = sub.lane, sub.queue
-            data = other.rendered(item) if other is not None and queue.waiting_on(item) else None
-            if data is not None and other.writable():
-                queue.clear()
-                self._write(sub, other, item, data)
-            else:
-                queue.wake()
-
-    def _write(self, sub: Subscriber, lane: Any, item: Any, data: bytes) -> None:
-        """One socket's write, which must not cost the other recipients theirs: a socket that fails it is
-        broken, so the subscriber is dropped (its task closes the socket) and the client resumes from its
-        last cursor, as after any disconnect."""
-        try:
-            lane.send(item, data)
-        except Exception as error:  # noqa: BLE001 - one subscriber's socket, not the delivery
-            log.warning("realtime: writing to a subscriber's socket failed (%s); dropping it", type(error).__name__)
-            self._drop(sub, "the connection failed; resubscribe with since=<last cursor>")
-            return
-        self.stats.direct += 1
 
     def _drop(self, sub: Subscriber, reason: str) -> None:
         self.remove(sub)

@@ -1,9 +1,8 @@
 """A subscriber's bounded inbox that costs next to nothing while it is empty.
 
 Each connected subscriber has one, and most of them are idle most of the
-time: asyncio.Queue keeps three deques, an Event and their blocks (about
-3 kB) from the moment it is made, which was 4 kB of every idle
-subscription's memory at 10,000 subscribers (tracemalloc). A subscriber has
+time: asyncio.Queue keeps three deques, an Event and their blocks from the
+moment it is made (docs/benchmarks.md, design measurements). A subscriber has
 exactly one reader, its own subscription task, so a deque made on the first
 item and let go when drained, plus one waiter future while the reader waits,
 is all it needs. The bound is the hub's business (it drops a subscriber
@@ -31,33 +30,13 @@ class Mailbox(Generic[T]):
     def __len__(self) -> int:
         return len(self._items) if self._items is not None else 0
 
-    def put(self, item: T, wake: bool = True) -> None:
-        """Queues `item`; with `wake=False` the waiting reader stays asleep until `wake()` (or the next
-        put), so the item can still be taken from under it (`waiting_on`, `clear`)."""
+    def put(self, item: T) -> None:
         if self._items is None:
             self._items = deque()
         self._items.append(item)
-        if wake:
-            self.wake()
-
-    def wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
-
-    def reader_waiting(self) -> bool:
-        """The reader is asleep in `get` (so it is done with everything it took before)."""
-        waiter = self._waiter
-        return waiter is not None and not waiter.done()
-
-    def idle(self) -> bool:
-        """The reader is asleep in `get` and nothing is queued."""
-        return not self._items and self.reader_waiting()
-
-    def waiting_on(self, item: T) -> bool:
-        """The reader still sleeps and `item` is all that is queued (so it may be taken with `clear`)."""
-        items = self._items
-        return items is not None and len(items) == 1 and items[0] is item and self.reader_waiting()
 
     def clear(self) -> None:
         self._items = None

@@ -1,42 +1,39 @@
-"""WebSocket authentication for /graphql, shared by both subscription protocols.
+"""WebSocket authentication and operations for /graphql, shared by both subscription protocols.
 
 The token comes from the `connection_init` payload (`{"authorization": "Bearer
 ..."}`), else from the upgrade request's Authorization header. A socket
 without a valid token is closed with 4403 before any operation runs, so it
 learns nothing: graphql-transport-ws defines 4403 Forbidden; the legacy
 graphql-ws protocol has no such code, so it gets its `connection_error`
-message and then the same 4403 close (strawberry's default there is a bare
-1011, which reads as a server fault).
+message and then the same 4403 close (Strawberry's default there is a bare
+1011, which reads as a server fault). A signed-in socket is then watched for
+the rest of its life (feedfabric.realtime.rights).
 
-Both handlers also give each operation's task its LiveOperation
-(feedfabric.realtime.live): how that operation's result messages start and
-how to write one that is already encoded, through the same ASGI send (and so
-the same flow control) as Strawberry's own messages.
+Apollo Client v2 (subscriptions-transport-ws) sends every operation on the
+socket, so the legacy handler serves queries and mutations as well as
+subscriptions, as graphql-transport-ws does. Both refuse an operation past the
+per-socket limit with a coded error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from starlette.websockets import WebSocketDisconnect, WebSocketState
-from strawberry.asgi import ASGIWebSocketAdapter
+from graphql import GraphQLError, OperationType, get_operation_ast, parse
 from strawberry.exceptions import ConnectionRejectionError
-from strawberry.http.exceptions import WebSocketDisconnected
-from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
-    BaseGraphQLTransportWSHandler,
-    Operation,
-)
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
 
+from feedfabric import metrics
 from feedfabric.feeds.viewer import resolve_viewer
-from feedfabric.realtime.live import LIVE_OPERATION, LiveOperation
-from feedfabric.realtime.wsprotocol import protocol_of
+from feedfabric.realtime.rights import FORBIDDEN
 
 if TYPE_CHECKING:
     from feedfabric.context import Context
 
-FORBIDDEN = 4403
+LIMIT_CODE = "RATE_LIMITED"
 
 
 def _authorization(context: Context) -> str | None:
@@ -59,108 +56,84 @@ async def authenticate(context: Context) -> None:
         raise ConnectionRejectionError({"message": message, "code": "UNAUTHENTICATED"})
     context.viewer_result = result
     context.reset_loaders()  # the viewer changed: loaders made from now on are theirs
+    socket = context.response
+    if socket is not None:
+        member = result.viewer.member
+        resources.sessions.watch(
+            socket, member.id if member else None, result.viewer.claims.expires_at, _closer(socket)
+        )
 
 
-class WebSocketAdapter(ASGIWebSocketAdapter):
-    """Strawberry's ASGI socket adapter, plus sending a message that is already JSON text."""
+def _closer(socket: Any) -> Any:
+    async def close(code: int, reason: str) -> None:
+        await socket.close(code=code, reason=reason)
 
-    async def send_encoded(self, text: str) -> None:
-        """As `send_json` does after encoding, including its disconnect error. On an accepted socket of
-        ours the message goes to the server protocol's own `send` (feedfabric.realtime.wsprotocol), which
-        is where the ASGI send chain ends; Starlette's own state rules apply as in `WebSocket.send`."""
-        ws = self.ws
-        protocol = protocol_of(ws.scope) if ws.application_state is WebSocketState.CONNECTED else None
-        try:
-            if protocol is None:
-                await ws.send_text(text)
-                return
-            try:
-                await protocol.send({"type": "websocket.send", "text": text})
-            except OSError:
-                ws.application_state = WebSocketState.DISCONNECTED
-                raise WebSocketDisconnect(code=1006) from None
-        except WebSocketDisconnect as exc:
-            raise WebSocketDisconnected from exc
-
-    def can_send_now(self) -> bool:
-        """`send_encoded` would write at once, with nothing to wait for."""
-        ws = self.ws
-        if ws.application_state is not WebSocketState.CONNECTED:
-            return False
-        protocol = protocol_of(ws.scope)
-        return protocol is not None and protocol.can_send_now()
-
-    def send_encoded_now(self, parts: tuple[bytes, ...]) -> None:
-        """`send_encoded` of the text whose UTF-8 is `parts` joined, as a plain call; only after `can_send_now`."""
-        protocol = protocol_of(self.ws.scope)
-        assert protocol is not None
-        protocol.send_text_now(parts)
+    return close
 
 
-class _LiveSocket:
-    """The LiveSocket parts both handlers share (feedfabric.realtime.live)."""
-
-    view: Any
-    websocket: Any
-
-    def encode_json(self, value: Any) -> str:
-        return self.view.encode_json(value)  # type: ignore[no-any-return]
-
-    def send_encoded_now(self, target: Any, parts: tuple[bytes, ...]) -> None:
-        self.websocket.send_encoded_now(parts)
-
-    def _start_live(self, target: Any) -> None:
-        """Called first thing in an operation's own task, so the context variable is that task's alone."""
-        if isinstance(self.websocket, WebSocketAdapter):
-            LIVE_OPERATION.set(LiveOperation(self, target))  # type: ignore[arg-type]
+async def _handle_counted(context: Context, handle: Awaitable[None]) -> None:
+    """An accepted socket's life (Strawberry accepts before handing it over), counted in the open-sockets
+    gauge here rather than by a wrapper around every message's send."""
+    metrics.WEBSOCKET_CONNECTIONS.inc()
+    try:
+        await handle
+    finally:
+        metrics.WEBSOCKET_CONNECTIONS.dec()
+        context.resources.sessions.forget(context.response)
 
 
-class TransportWSHandler(_LiveSocket, BaseGraphQLTransportWSHandler[Any, Any]):
-    """graphql-transport-ws, with a LiveOperation for each operation's task."""
+def _limit_error(limit: int | None) -> dict[str, Any]:
+    error = GraphQLError(
+        f"Subscription limit reached: at most {limit} operations at once on one socket",
+        extensions={"code": LIMIT_CODE},
+    )
+    return error.formatted  # type: ignore[return-value]
 
-    async def run_operation(self, operation: Operation[Any, Any]) -> None:
-        self._start_live(operation)
-        await super().run_operation(operation)
+
+def _is_query_or_mutation(query: Any, operation_name: str | None) -> bool:
+    """Only a document that parses and names one query or mutation; anything else takes Strawberry's
+    subscription path, which reports its errors the protocol's way."""
+    if not isinstance(query, str):
+        return False
+    from feedfabric.schema import MAX_TOKENS
+
+    try:
+        operation = get_operation_ast(parse(query, max_tokens=MAX_TOKENS), operation_name)
+    except GraphQLError:
+        return False
+    return operation is not None and operation.operation in (OperationType.QUERY, OperationType.MUTATION)
+
+
+class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, Any]):
+    async def handle(self) -> None:
+        await _handle_counted(self.context, super().handle())
 
     async def handle_connection_init(self, message: Any) -> None:
         await super().handle_connection_init(message)
         if self.connection_init_received and self.connection_init_timeout_task is not None:
             # Cancelled by the init just handled; Strawberry keeps the finished task (and its sleep) for
-            # the socket's life, about 1.5 kB of every idle subscription. shutdown() skips a None.
+            # the socket's life, in every idle subscription. shutdown() skips a None.
             self.connection_init_timeout_task = None
 
-    def empty_result(self, target: Operation[Any, Any]) -> Mapping[str, Any]:
-        return {"id": target.id, "type": "next", "payload": {"data": None}}  # as Operation.send_next
+    async def handle_subscribe(self, message: Any) -> None:
+        limit = self.max_subscriptions_per_connection
+        if (
+            self.connection_acknowledged
+            and limit is not None
+            and len(self.operations) >= limit
+            and message["id"] not in self.operations
+        ):
+            await self.send_message({"id": message["id"], "type": "error", "payload": [_limit_error(limit)]})
+            return
+        await super().handle_subscribe(message)
 
-    async def send_encoded_result(self, target: Operation[Any, Any], text: str) -> bool:
-        if target.completed:  # as Operation.send_operation_message
-            return False
-        await self.websocket.send_encoded(text)
-        return True
 
-    def can_send_now(self, target: Operation[Any, Any]) -> bool:
-        return not target.completed and self.websocket.can_send_now()  # type: ignore[no-any-return]
+class LegacyGraphQLWSHandler(BaseGraphQLWSHandler[Any, Any]):
+    """graphql-ws (subscriptions-transport-ws), with the forbidden close of graphql-transport-ws and
+    queries and mutations served."""
 
-
-class LegacyGraphQLWSHandler(_LiveSocket, BaseGraphQLWSHandler[Any, Any]):
-    """graphql-ws (subscriptions-transport-ws) with the forbidden close of graphql-transport-ws,
-    and a LiveOperation for each operation's task."""
-
-    async def handle_async_results(
-        self, operation_id: str, query: str, operation_name: str | None, variables: dict[str, object] | None
-    ) -> None:
-        self._start_live(operation_id)
-        await super().handle_async_results(operation_id, query, operation_name, variables)
-
-    def empty_result(self, target: str) -> Mapping[str, Any]:
-        return {"type": "data", "id": target, "payload": {"data": None}}  # as send_data_message
-
-    async def send_encoded_result(self, target: str, text: str) -> bool:
-        await self.websocket.send_encoded(text)  # as send_data_message
-        return True
-
-    def can_send_now(self, target: str) -> bool:
-        return self.websocket.can_send_now()  # type: ignore[no-any-return]
+    async def handle(self) -> None:
+        await _handle_counted(self.context, super().handle())
 
     async def handle_connection_init(self, message: Any) -> None:
         payload = message.get("payload")
@@ -173,3 +146,37 @@ class LegacyGraphQLWSHandler(_LiveSocket, BaseGraphQLWSHandler[Any, Any]):
                 await self.websocket.close(code=FORBIDDEN, reason="Forbidden")
                 return
         await super().handle_connection_init(message)
+
+    async def handle_start(self, message: Any) -> None:
+        limit = self.max_subscriptions_per_connection
+        operation_id = message.get("id")
+        if (
+            self.connection_acknowledged
+            and limit is not None
+            and len(self.tasks) >= limit
+            and operation_id not in self.tasks
+        ):
+            await self.send_message({"type": "error", "id": operation_id, "payload": _limit_error(limit)})
+            return
+        await super().handle_start(message)
+
+    async def handle_async_results(
+        self, operation_id: str, query: str, operation_name: str | None, variables: dict[str, object] | None
+    ) -> None:
+        if not _is_query_or_mutation(query, operation_name):
+            await super().handle_async_results(operation_id, query, operation_name, variables)
+            return
+        try:
+            result = await self.schema.execute(
+                query,
+                variable_values=variables,
+                context_value=self.context,
+                root_value=self.root_value,
+                operation_name=operation_name,
+            )
+            await self.send_data_message(result, operation_id)
+            await self.send_message({"type": "complete", "id": operation_id})
+        except asyncio.CancelledError:
+            await self.send_message({"type": "complete", "id": operation_id})
+        finally:
+            self.tasks.pop(operation_id, None)

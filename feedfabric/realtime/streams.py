@@ -20,7 +20,6 @@ from feedfabric.feeds import paging
 from feedfabric.models import Notification
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.realtime.hub import Channel, Hub, Subscriber, SubscriberDropped
-from feedfabric.realtime.lane import Lane
 
 if TYPE_CHECKING:
     from feedfabric.context import Context, Resources
@@ -33,15 +32,10 @@ SLOW_CLOSE_CODE = 1008
 
 def hub_of(resources: Resources) -> Hub:
     """The process's hub, made in the app lifespan (one per process, never module state)."""
-    hub = resources.extras.get("realtime_hub")
-    if hub is None:
-        hub = resources.extras["realtime_hub"] = Hub()
-    return hub  # type: ignore[no-any-return]
+    return resources.hub
 
 
-async def home_timeline(ctx: Context, since: str | None, lane: Lane | None = None) -> AsyncIterator[TimelineItem]:
-    """With a `lane`, the hub may send live items past this stream (feedfabric.realtime.lane); it
-    applies this stream's seam filter to them."""
+async def home_timeline(ctx: Context, since: str | None) -> AsyncIterator[TimelineItem]:
     member = ctx.viewer.require_member()
     after = paging.cursor(since)
     hub = hub_of(ctx.resources)
@@ -63,9 +57,6 @@ async def home_timeline(ctx: Context, since: str | None, lane: Lane | None = Non
             post_id = item.post.id
             return not (post_id in sent or (after is not None and post_id <= after)) and recent.first_time(post_id)
 
-        if lane is not None:
-            lane.admit = admit
-            sub.lane = lane
         while True:
             item = await _next(ctx, sub)
             if admit(item):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -19,6 +20,7 @@ from feedfabric.jsonwire import JSONResponse
 from feedfabric.models import Page
 from feedfabric.resolvers import media as media_resolvers
 from feedfabric.resolvers import reads, writes
+from feedfabric.resolvers.page_loads import feed_posts_of
 from feedfabric.rest import serialize
 
 log = logging.getLogger("feedfabric.rest")
@@ -101,27 +103,36 @@ async def tag_feed(ctx: Context, request: Request) -> dict[str, Any]:
 
 
 async def mentions(ctx: Context, request: Request) -> dict[str, Any]:
+    """Posts and comments that mention the viewer; a constant number of statements for any page size."""
     page = await reads.mentions_feed(ctx, _limit(request), _cursor(request))
+    loaders = ctx.loaders
+    post_rows, comments = await asyncio.gather(
+        loaders.post.load_many([i["post_id"] for i in page.items if i["comment_id"] is None]),
+        loaders.comment.load_many([i["comment_id"] for i in page.items if i["comment_id"] is not None]),
+    )
+    posts = {p.row.id: p for p in await feed_posts_of(ctx, [r for r in post_rows if r is not None])}
+    found = {c.id: c for c in comments if c is not None}
+    authors = {m.id: m for m in await loaders.member.load_many([c.author_id for c in found.values()]) if m}
     items: list[dict[str, Any]] = []
     for item in page.items:
         if item["comment_id"] is None:
-            post = await ctx.loaders.post.load(item["post_id"])
+            post = posts.get(item["post_id"])
             if post is not None:
-                items.append({"type": "post", **await serialize.feed_post(ctx, post)})
-        else:
-            comment = await ctx.loaders.comment.load(item["comment_id"])
-            author = await ctx.loaders.member.load(comment.author_id) if comment else None
-            if comment is not None and author is not None:
-                items.append(
-                    {
-                        "type": "comment",
-                        "id": str(comment.id),
-                        "postId": str(comment.post_id),
-                        "authorUsername": author.username,
-                        "content": comment.content,
-                        "createdAt": comment.created_at.isoformat(),
-                    }
-                )
+                items.append({"type": "post", **serialize.feed_post(post)})
+            continue
+        comment = found.get(item["comment_id"])
+        author = authors.get(comment.author_id) if comment is not None else None
+        if comment is not None and author is not None:
+            items.append(
+                {
+                    "type": "comment",
+                    "id": str(comment.id),
+                    "postId": str(comment.post_id),
+                    "authorUsername": author.username,
+                    "content": comment.content,
+                    "createdAt": comment.created_at.isoformat(),
+                }
+            )
     return {"posts": items, "nextCursor": page.next_cursor, "source": page.source}
 
 

@@ -1,14 +1,12 @@
-"""JSON shapes of the REST routes, loaded through the same per-request DataLoaders as GraphQL."""
+"""JSON shapes of the REST routes: feed posts are the FeedPosts GraphQL renders too (feeds.feed_posts)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from feedfabric.context import Context
-from feedfabric.db.post_extras import PageExtras
-from feedfabric.models import Member, Page, Post
-from feedfabric.resolvers.page_loads import load_page
+from feedfabric.models import FeedPost, Member, Page, Post
+from feedfabric.resolvers.page_loads import load_feed_posts
 
 
 def member(row: Member) -> dict[str, Any]:
@@ -47,55 +45,22 @@ def bare_post(row: Post) -> dict[str, Any]:
     }
 
 
-async def feed_post(ctx: Context, row: Post, *, depth: int = 0) -> dict[str, Any]:
-    loaders = ctx.loaders
-    author, tags, photos, likes, comments, liked, original = await asyncio.gather(
-        loaders.member.load(row.author_id),
-        loaders.tags.load(row.id),
-        loaders.media.load(row.id),
-        loaders.like_count.load(row.id),
-        loaders.comment_count.load(row.id),
-        loaders.viewer_liked.load(row.id),
-        loaders.visible_post.load(row.repost_of) if row.repost_of and depth == 0 else _none(),
-    )
-    out = bare_post(row)
+def feed_post(post: FeedPost) -> dict[str, Any]:
+    """A feed post (feeds.feed_posts) as every REST feed route answers it."""
+    author = post.author
+    out = bare_post(post.row)
     out.update(
         authorUsername=author.username if author else None,
         authorDisplayName=author.display_name if author else None,
         authorAvatarUrl=author.avatar_url if author else None,
-        tags=list(tags),
-        media=[media(m) for m in photos if m["status"] == "ready"],
-        likeCount=int(likes),
-        commentCount=int(comments),
-        viewerHasLiked=bool(liked),
+        tags=list(post.tags),
+        media=[media(m) for m in post.media],
+        likeCount=post.like_count,
+        commentCount=post.comment_count,
+        viewerHasLiked=post.viewer_liked,
     )
-    if original is not None:
-        out["repost"] = await feed_post(ctx, original, depth=1)
-    return out
-
-
-async def _none() -> None:
-    return None
-
-
-def page_post(row: Post, loaded: PageExtras, *, depth: int = 0) -> dict[str, Any]:
-    """`feed_post` from a page's extras loaded up front (resolvers.page_loads): the same shape, no awaits."""
-    extras = loaded.extras.get(row.id)
-    author = extras.author if extras else None
-    out = bare_post(row)
-    out.update(
-        authorUsername=author.username if author else None,
-        authorDisplayName=author.display_name if author else None,
-        authorAvatarUrl=author.avatar_url if author else None,
-        tags=list(extras.tags) if extras else [],
-        media=[media(m) for m in extras.media] if extras else [],
-        likeCount=int(extras.like_count) if extras else 0,
-        commentCount=int(extras.comment_count) if extras else 0,
-        viewerHasLiked=bool(extras.viewer_liked) if extras else False,
-    )
-    original = loaded.originals.get(row.repost_of) if row.repost_of and depth == 0 else None
-    if original is not None:
-        out["repost"] = page_post(original, loaded, depth=1)
+    if post.original is not None:
+        out["repost"] = feed_post(post.original)
     return out
 
 
@@ -103,6 +68,5 @@ async def feed_page(ctx: Context, page: Page, *, bare: bool = False) -> dict[str
     if bare:
         posts = [bare_post(p) for p in page.items]
     else:
-        loaded = await load_page(ctx, page)
-        posts = [page_post(p, loaded) for p in page.items]
+        posts = [feed_post(p) for p in await load_feed_posts(ctx, page)]
     return {"posts": posts, "nextCursor": page.next_cursor, "source": page.source}

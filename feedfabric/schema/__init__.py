@@ -10,19 +10,16 @@ from strawberry.extensions import (
     MaxAliasesLimiter,
     ParserCache,
     QueryDepthLimiter,
-    SchemaExtension,
     ValidationCache,
 )
-from strawberry.extensions.runner import SchemaExtensionsRunner
 from strawberry.types import ExecutionContext
 
-from feedfabric.realtime.live import LIVE_OPERATION
 from feedfabric.schema.cost import QueryCost
 from feedfabric.schema.mutation import Mutation
 from feedfabric.schema.operation import OperationHooks
 from feedfabric.schema.query import Query
 from feedfabric.schema.ratelimit import OperationRateLimit
-from feedfabric.schema.shared import SharedEventExecutor
+from feedfabric.schema.shared import SharedRenderingExecutionContext
 from feedfabric.schema.subscription import Subscription
 
 MAX_DEPTH = 10
@@ -31,8 +28,8 @@ MAX_TOKENS = 2000
 
 # The depth and alias limiters make a new rule *class* per instance, and the
 # validation cache keys on the rule classes: fresh limiters per request made
-# every request miss the cache and re-validate (about a third of a home-feed
-# page's CPU). The rules are stateless, so they are made once and each
+# every request miss the cache and re-validate (a large share of a home-feed
+# page's CPU, docs/benchmarks.md). The rules are stateless, so they are made once and each
 # operation's OperationHooks only adds them.
 _LIMIT_RULES = (
     *QueryDepthLimiter(max_depth=MAX_DEPTH).validation_rules,
@@ -45,17 +42,6 @@ class FeedFabricSchema(strawberry.Schema):
         """Refused input and domain errors are answers, not incidents: only the unexpected is logged
         (feedfabric.schema.errors, from OperationHooks)."""
 
-    def create_extensions_runner(
-        self, execution_context: ExecutionContext, extensions: list[SchemaExtension]
-    ) -> SchemaExtensionsRunner:
-        """Called once per operation, in the operation's task: a socket operation's pre-encoded messages
-        (feedfabric.realtime.live) carry the same extension results as Strawberry's, from this runner."""
-        runner = super().create_extensions_runner(execution_context, extensions)
-        live = LIVE_OPERATION.get()
-        if live is not None and live.runner is None:
-            live.runner, live.execution_context = runner, execution_context
-        return runner
-
 
 def build_schema() -> strawberry.Schema:
     return FeedFabricSchema(
@@ -63,7 +49,7 @@ def build_schema() -> strawberry.Schema:
         mutation=Mutation,
         subscription=Subscription,
         # Live timeline items render once for all subscribers whose selection is viewer-independent.
-        execution_context_class=SharedEventExecutor,
+        execution_context_class=SharedRenderingExecutionContext,
         extensions=[
             # Order matters (docs/operations.md): OperationHooks (the only on_operation hook: a
             # subscription keeps each one suspended for its whole life) times everything and sees

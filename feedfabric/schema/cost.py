@@ -61,6 +61,7 @@ from feedfabric.feeds.paging import MAX_PAGE
 from feedfabric.schema.idmemo import IdMemo
 from feedfabric.schema.refusal import app_context, refuse
 from feedfabric.schema.selections import fragments_of, iter_fields
+from feedfabric.schema.served import graphql_schema
 
 log = logging.getLogger("feedfabric.graphql")
 
@@ -163,9 +164,6 @@ def operation_cost(
 class QueryCost(SchemaExtension):
     """Computes the cost after validation, refuses it above the limit and reports it in every response."""
 
-    # What get_results reports is fixed once on_execute has run (feedfabric.realtime.live).
-    settled_results = True
-
     def __init__(self) -> None:
         self.cost: int | None = None
 
@@ -179,7 +177,7 @@ class QueryCost(SchemaExtension):
         if ec.graphql_document is None:
             return 0
         try:
-            return _cached_cost(ec.schema._schema, ec.graphql_document, ec.operation_name, ec.variables)
+            return _cached_cost(graphql_schema(ec.schema), ec.graphql_document, ec.operation_name, ec.variables)
         except Exception:
             log.exception("query cost failed; the operation is refused")
             return None

@@ -6,7 +6,7 @@ import strawberry
 from strawberry.file_uploads import Upload
 
 from feedfabric.resolvers import media as media_resolvers
-from feedfabric.schema.types import ContextInfo, Media, Post
+from feedfabric.schema.types import ContextInfo, Media, Post, posts_of
 
 
 @strawberry.type
@@ -17,7 +17,7 @@ class MediaQuery:
 
     @strawberry.field(description="Posts whose MiniLM embeddings are nearest to this post's, best first.")
     async def similar_posts(self, info: ContextInfo, post_id: strawberry.ID, first: int | None = 10) -> list[Post]:
-        return [Post(row=p) for p in await media_resolvers.similar_posts(info.context, post_id, first)]
+        return await posts_of(info.context, await media_resolvers.similar_posts(info.context, post_id, first))
 
 
 @strawberry.type

@@ -7,7 +7,7 @@ import strawberry
 from feedfabric.resolvers import writes
 from feedfabric.schema.media import MediaMutation
 from feedfabric.schema.playlists import PlaylistMutation
-from feedfabric.schema.types import Comment, ContextInfo, Member, Post
+from feedfabric.schema.types import Comment, ContextInfo, Member, Post, post_of
 
 
 @strawberry.input
@@ -26,15 +26,15 @@ class Mutation(PlaylistMutation, MediaMutation):
 
     @strawberry.mutation
     async def create_post(self, info: ContextInfo, input: CreatePostInput) -> Post:
-        return Post(row=await writes.create_post(info.context, input.content, input.media_ids))
+        return await post_of(info.context, await writes.create_post(info.context, input.content, input.media_ids))
 
     @strawberry.mutation
     async def repost(self, info: ContextInfo, post_id: strawberry.ID) -> Post:
-        return Post(row=await writes.repost(info.context, post_id))
+        return await post_of(info.context, await writes.repost(info.context, post_id))
 
     @strawberry.mutation
     async def update_post(self, info: ContextInfo, id: strawberry.ID, content: str) -> Post:
-        return Post(row=await writes.update_post(info.context, id, content))
+        return await post_of(info.context, await writes.update_post(info.context, id, content))
 
     @strawberry.mutation
     async def delete_post(self, info: ContextInfo, id: strawberry.ID) -> bool:
@@ -66,11 +66,11 @@ class Mutation(PlaylistMutation, MediaMutation):
 
     @strawberry.mutation
     async def like_post(self, info: ContextInfo, post_id: strawberry.ID) -> Post:
-        return Post(row=await writes.like(info.context, post_id, on=True))
+        return await post_of(info.context, await writes.like(info.context, post_id, on=True))
 
     @strawberry.mutation
     async def unlike_post(self, info: ContextInfo, post_id: strawberry.ID) -> Post:
-        return Post(row=await writes.like(info.context, post_id, on=False))
+        return await post_of(info.context, await writes.like(info.context, post_id, on=False))
 
     @strawberry.mutation
     async def add_comment(self, info: ContextInfo, post_id: strawberry.ID, content: str) -> Comment:
@@ -82,11 +82,11 @@ class Mutation(PlaylistMutation, MediaMutation):
 
     @strawberry.mutation(description="Moderation: the token must carry role=admin.")
     async def hold_post(self, info: ContextInfo, id: strawberry.ID) -> Post:
-        return Post(row=await writes.hold_post(info.context, id, held=True))
+        return await post_of(info.context, await writes.hold_post(info.context, id, held=True))
 
     @strawberry.mutation
     async def release_post(self, info: ContextInfo, id: strawberry.ID) -> Post:
-        return Post(row=await writes.hold_post(info.context, id, held=False))
+        return await post_of(info.context, await writes.hold_post(info.context, id, held=False))
 
     @strawberry.mutation
     async def suspend_member(self, info: ContextInfo, external_user_id: str) -> Member:

@@ -22,7 +22,7 @@ Two steps, each where it belongs:
 
 Texts live in Redis (shared by every API replica, `pq:<hash>` with
 PERSISTED_QUERY_TTL_SECONDS) with an in-process LRU beside it bounded in bytes
-(LRU_BYTES), so registration keeps working while Redis is down; the LRU sits
+(feedfabric.context.PERSISTED_QUERY_CACHE_BYTES), so registration keeps working while Redis is down; the LRU sits
 in the app's Resources, not in this module.
 """
 
@@ -32,13 +32,13 @@ import dataclasses
 import hashlib
 import logging
 import re
-from collections import OrderedDict
 from typing import Any
 
 from strawberry.http import GraphQLRequestData
 from strawberry.types import ExecutionContext
 
 from feedfabric import ratelimit
+from feedfabric.bytelru import ByteBoundedLRU
 from feedfabric.errors import BadInput, FeedFabricError
 
 log = logging.getLogger("feedfabric.persisted")
@@ -46,12 +46,9 @@ log = logging.getLogger("feedfabric.persisted")
 # A stored text: the longest a document within the token cap (feedfabric.schema.MAX_TOKENS, 2,000)
 # reasonably is, at ten bytes a token.
 MAX_STORED_BYTES = 20_000
-# The in-process copy: at most this many bytes of texts (and hashes) per API process.
-LRU_BYTES = 4_000_000
 REDIS_PREFIX = "pq:"
 EXTENSION = "persistedQuery"
 _HASH = re.compile(r"^[0-9a-f]{64}$")
-_EXTRAS_KEY = "persisted_queries"
 
 
 class PersistedQueryNotFound(FeedFabricError):
@@ -62,38 +59,6 @@ class PersistedQueryNotFound(FeedFabricError):
 
 def query_hash(query: str) -> str:
     return hashlib.sha256(query.encode("utf-8")).hexdigest()
-
-
-class ByteBoundedLRU:
-    """Texts by hash, least recently used dropped first once their bytes pass `max_bytes`."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self._entries: OrderedDict[str, str] = OrderedDict()
-
-    def get(self, sha: str) -> str | None:
-        text = self._entries.get(sha)
-        if text is not None:
-            self._entries.move_to_end(sha)
-        return text
-
-    def put(self, sha: str, text: str) -> None:
-        previous = self._entries.pop(sha, None)
-        if previous is not None:
-            self.bytes -= _size(sha, previous)
-        self._entries[sha] = text
-        self.bytes += _size(sha, text)
-        while self.bytes > self.max_bytes and self._entries:
-            old_sha, old_text = self._entries.popitem(last=False)
-            self.bytes -= _size(old_sha, old_text)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-def _size(sha: str, text: str) -> int:
-    return len(sha) + len(text.encode("utf-8"))
 
 
 class PersistedQueryStore:
@@ -132,9 +97,7 @@ class PersistedQueryStore:
 
 def store_for(context: Any) -> PersistedQueryStore:
     resources = context.resources
-    lru = resources.extras.get(_EXTRAS_KEY)
-    if lru is None:
-        lru = resources.extras[_EXTRAS_KEY] = ByteBoundedLRU(LRU_BYTES)
+    lru = resources.persisted_queries
     return PersistedQueryStore(resources.redis, resources.settings.persisted_query_ttl_seconds, lru)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import strawberry
 
 from feedfabric.resolvers import reads
@@ -20,6 +22,8 @@ from feedfabric.schema.types import (
     PageInfo,
     Post,
     member_or_none,
+    post_of,
+    posts_of,
 )
 
 
@@ -38,7 +42,7 @@ class Query(PlaylistQuery, MediaQuery):
     @strawberry.field
     async def post(self, info: ContextInfo, id: strawberry.ID) -> Post | None:
         row = await reads.post(info.context, id)
-        return Post(row=row) if row is not None else None
+        return await post_of(info.context, row) if row is not None else None
 
     @strawberry.field(description="Following feed: GET /userfeed/home.")
     async def home_feed(self, info: ContextInfo, first: int | None = 20, after: str | None = None) -> FeedConnection:
@@ -62,15 +66,22 @@ class Query(PlaylistQuery, MediaQuery):
     ) -> MentionConnection:
         page = await reads.mentions_feed(info.context, first, after)
         loaders = info.context.loaders
+        # Both kinds loaded at once, each in one batch: awaiting them item by item was a statement each.
+        rows = await asyncio.gather(
+            *(
+                loaders.visible_post.load(item["post_id"])
+                if item["comment_id"] is None
+                else loaders.comment.load(item["comment_id"])
+                for item in page.items
+            )
+        )
+        posts = iter(
+            await posts_of(info.context, [r for i, r in zip(page.items, rows) if i["comment_id"] is None and r])
+        )
         edges = []
-        for item in page.items:
-            if item["comment_id"] is not None:
-                comment = await loaders.comment.load(item["comment_id"])
-                node: Post | Comment | None = Comment(row=comment) if comment else None
-            else:
-                post = await loaders.visible_post.load(item["post_id"])
-                node = Post(row=post) if post else None
-            if node is not None:
+        for item, row in zip(page.items, rows):
+            if row is not None:
+                node: Post | Comment = next(posts) if item["comment_id"] is None else Comment(row=row)
                 edges.append(MentionEdge(cursor=str(item["item_id"]), node=node))
         return MentionConnection(edges=edges, page_info=PageInfo.of(page, edges, after))
 

@@ -31,9 +31,6 @@ def root_field_count(document: DocumentNode, operation_name: str | None) -> int:
 class OperationRateLimit(SchemaExtension):
     """Counts the operation's root fields against the member's window; refuses past the limit."""
 
-    # What get_results reports is fixed once on_execute has run (feedfabric.realtime.live).
-    settled_results = True
-
     def __init__(self) -> None:
         self.status: dict[str, int] | None = None
 

@@ -1,15 +1,19 @@
-"""Subscription events rendered once for every subscriber whose selection cannot differ by viewer.
+"""Subscription events rendered once for every subscriber whose selection reads nothing about the viewer.
 
-A new post reaches every connected follower as the same TimelineItem. Executed
-per subscriber, each copy cost a full GraphQL execution (~1.3 ms on the
-benchmark box), so 1,000 followers meant over a second of CPU per post. Most
-selections (id, content, author's name, counts, media) read nothing about the
-viewer, so the first subscriber's result is kept on the item, keyed by the
+A new post reaches every connected follower as the same TimelineItem.
+Executed per subscriber, each copy costs a full GraphQL execution, so a
+post to a thousand followers would cost a thousand. Most selections (id,
+content, the author's name, counts, media) read nothing about the viewer,
+so the first subscriber's result is kept on the item, keyed by the
 operation and its variables, and every later subscriber with the same
-selection gets that result. Selections that touch a viewer-dependent field
-(`viewerHasLiked`, `viewerFollows`, `repostOf` whose visibility is the
-viewer's, anything not listed in SHAREABLE) are executed per subscriber as
-before. Only results without errors are shared.
+selection gets that result. A selection is shared only when every field it
+reaches is marked SAME_FOR_EVERY_VIEWER where it is declared
+(feedfabric.schema.sharing); `viewerHasLiked`, `viewerFollows`, `repostOf`
+(whose visibility is the viewer's) and any unmarked field make it per
+subscriber. Only results without errors are shared.
+
+The hook is graphql-core's `execute_operation`, through Strawberry's
+`execution_context_class` option.
 """
 
 from __future__ import annotations
@@ -27,71 +31,17 @@ from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from feedfabric.realtime.render import SharedRenders
 from feedfabric.schema.acyclic import weak_async_helpers
-from feedfabric.schema.prefetched import Fallback, PrefetchedCompletion, is_prefetched
 from feedfabric.schema.selections import iter_fields
-
-# Fields whose value is the same for every viewer who receives the item (the
-# delivery already filtered who may see it). Anything else makes the selection
-# per viewer.
-SHAREABLE: dict[str, frozenset[str]] = {
-    "Subscription": frozenset({"homeTimeline"}),
-    "TimelineEvent": frozenset({"post", "cursor"}),
-    "Post": frozenset(
-        {
-            "id",
-            "content",
-            "status",
-            "createdAt",
-            "updatedAt",
-            "tags",
-            "likeCount",
-            "commentCount",
-            "author",
-            "mentions",
-            "media",
-        }
-    ),
-    "Member": frozenset(
-        {
-            "id",
-            "externalId",
-            "username",
-            "displayName",
-            "avatarUrl",
-            "status",
-            "followerCount",
-            "followingCount",
-        }
-    ),
-    "Media": frozenset({"id", "status", "contentType", "width", "height", "url", "score", "rejectReason"}),
-}
+from feedfabric.schema.sharing import same_for_every_viewer
 
 
-class SharedEventExecutor(PrefetchedCompletion, StrawberryGraphQLCoreExecutionContext):
-    """Strawberry's executor, except that subscription events carrying SharedRenders reuse them, and
-    feed-page posts whose values are all prefetched are completed directly (feedfabric.schema.prefetched)."""
+class SharedRenderingExecutionContext(StrawberryGraphQLCoreExecutionContext):
+    """Strawberry's execution context, except that a subscription event carrying SharedRenders is
+    executed once per viewer-independent selection and its result reused for the other subscribers."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.async_helpers = weak_async_helpers(self)
-
-    def execute_collected_subfields(
-        self,
-        parent_type: GraphQLObjectType,
-        source_value: Any,
-        path: Any,
-        grouped_field_set: Any,
-        new_defer_usages: Any,
-        position_context: Any,
-    ) -> Any:
-        if not new_defer_usages and is_prefetched(source_value):
-            try:
-                return self.render_prefetched(parent_type, source_value, grouped_field_set)
-            except Fallback:
-                pass
-        return super().execute_collected_subfields(
-            parent_type, source_value, path, grouped_field_set, new_defer_usages, position_context
-        )
 
     def execute_operation(self, serially: bool | None = None) -> Any:
         renders = getattr(getattr(self.root_value, "item", None), "renders", None)
@@ -104,7 +54,7 @@ class SharedEventExecutor(PrefetchedCompletion, StrawberryGraphQLCoreExecutionCo
         return renders.render(
             self.operation,
             self.variable_values.coerced,
-            lambda: super(SharedEventExecutor, self).execute_operation(serially),
+            lambda: super(SharedRenderingExecutionContext, self).execute_operation(serially),
         )
 
 
@@ -122,10 +72,12 @@ def _shareable(
         name = selection.name.value
         if name == "__typename":
             continue
-        if not isinstance(on, GraphQLObjectType) or name not in SHAREABLE.get(on.name, ()):
+        if not isinstance(on, GraphQLObjectType):
+            return False
+        field = on.fields.get(name)
+        if field is None or not same_for_every_viewer(field):
             return False
         if selection.selection_set is not None:
-            child = get_named_type(on.fields[name].type)
-            if not _shareable(executor, child, selection.selection_set):
+            if not _shareable(executor, get_named_type(field.type), selection.selection_set):
                 return False
     return True

@@ -2,9 +2,9 @@
 
 The latency covers every other extension's work, and errors are counted
 after they got their `extensions.code`. Operation names come from clients,
-so a name the histogram has not seen is only recorded while fewer than
-MAX_NAMES exist; after that it is "other", which keeps a hostile client from
-exhausting memory with unique names.
+so a name is only recorded as itself while fewer than MAX_NAMES have been
+(this module keeps that set itself); after that it is "other", which keeps a
+hostile client from exhausting memory with unique names.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from strawberry.types.graphql import OperationType
 from feedfabric import metrics
 
 MAX_NAMES = 200
+# The operation names recorded as labels so far in this process; bounded by MAX_NAMES.
+_named: set[str] = set()
 _NAME = re.compile(r"^[_A-Za-z][_0-9A-Za-z]{0,63}$")
 
 
@@ -28,9 +30,11 @@ def _label(name: str | None) -> str:
         return "anonymous"
     if not _NAME.match(name):
         return "other"
-    known = getattr(metrics.GRAPHQL_LATENCY, "_metrics", {})
-    if len(known) >= MAX_NAMES and not any(key[0] == name for key in known):
+    if name in _named:
+        return name
+    if len(_named) >= MAX_NAMES:
         return "other"
+    _named.add(name)
     return name
 
 

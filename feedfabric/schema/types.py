@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any
@@ -13,22 +14,19 @@ from strawberry.types import Info
 
 from feedfabric import models
 from feedfabric.context import Context
-from feedfabric.db.post_extras import PageExtras
 from feedfabric.errors import NotFound
 from feedfabric.feeds.posts import MAX_MEDIA_PER_POST, MAX_MENTIONS_PER_POST
+from feedfabric.resolvers import playlists as resolve_playlists
 from feedfabric.resolvers import reads
-from feedfabric.resolvers.page_loads import load_page
-from feedfabric.schema.selections import iter_fields
+from feedfabric.resolvers.page_loads import feed_post_of, load_feed_posts
+from feedfabric.schema.sharing import SAME_FOR_EVERY_VIEWER
 
 ContextInfo = Info[Context, None]
 # Placeholder default of the fields filled in __post_init__ from `row`; never served.
 _FROM_ROW: Any = None
-# A feed page loads what its posts show in one batch per kind (FeedConnection.load), so
-# Post's loader-backed fields are synchronous and hand back the value at once: an async
-# resolver costs graphql-core a coroutine and a task per field (140 on a page of 20),
-# which made the GraphQL page cost well over twice the REST one. Outside a feed page
-# they return the DataLoader's awaitable instead, which graphql-core awaits the same way.
-_NOT_LOADED: Any = object()
+# Post's extras fields are synchronous: on a feed page they answer from the page's FeedPost at once
+# (an async resolver costs graphql-core a coroutine and a task per field); elsewhere they return the
+# DataLoader's awaitable, which graphql-core awaits the same way.
 
 
 @strawberry.enum
@@ -104,12 +102,12 @@ class Member:
     feed page (20 posts, their authors) was a large share of the GraphQL path's CPU."""
 
     row: strawberry.Private[models.Member]
-    id: strawberry.ID = _FROM_ROW
-    external_id: str = _FROM_ROW
-    username: str = _FROM_ROW
-    display_name: str = _FROM_ROW
-    avatar_url: str | None = _FROM_ROW
-    status: MemberStatus = _FROM_ROW
+    id: strawberry.ID = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    external_id: str = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    username: str = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    display_name: str = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    avatar_url: str | None = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    status: MemberStatus = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
 
     def __post_init__(self) -> None:
         row = self.row
@@ -120,11 +118,11 @@ class Member:
         self.avatar_url = row.avatar_url
         self.status = MemberStatus(row.status)
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     async def follower_count(self, info: ContextInfo) -> int:
         return (await info.context.loaders.member_stats.load(self.row.id))[0]
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     async def following_count(self, info: ContextInfo) -> int:
         return (await info.context.loaders.member_stats.load(self.row.id))[1]
 
@@ -162,11 +160,7 @@ class Member:
         return await FeedConnection.load(info, page, after)
 
     @strawberry.field
-    async def liked_playlist(
-        self, info: ContextInfo
-    ) -> Annotated[Playlist, strawberry.lazy("feedfabric.schema.playlists")]:  # noqa: F821
-        from feedfabric.schema.playlists import liked_playlist_of
-
+    async def liked_playlist(self, info: ContextInfo) -> Playlist:
         return await liked_playlist_of(info, self.row)
 
     @strawberry.field(description="Members following this member, most recent follow first.")
@@ -180,9 +174,7 @@ class Member:
     @strawberry.field(description="This member's playlists (USER kind), newest first.")
     async def playlists(
         self, info: ContextInfo, first: int | None = 20, after: str | None = None
-    ) -> Annotated[PlaylistConnection, strawberry.lazy("feedfabric.schema.playlists")]:  # noqa: F821
-        from feedfabric.schema.playlists import PlaylistConnection
-
+    ) -> PlaylistConnection:
         return PlaylistConnection.of(await reads.playlists(info.context, self.row, first, after), after)
 
 
@@ -209,7 +201,7 @@ async def visible_post(info: ContextInfo, post_id: uuid.UUID) -> Post:
     row = await info.context.loaders.visible_post.load(post_id)
     if row is None:
         raise NotFound("post not found")
-    return Post(row=row)
+    return await post_of(info.context, row)
 
 
 def member_or_none(row: models.Member | None) -> Member | None:
@@ -220,111 +212,106 @@ def member_or_none(row: models.Member | None) -> Member | None:
 class Media:
     row: strawberry.Private[Any]
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def id(self) -> strawberry.ID:
         return strawberry.ID(str(self.row["id"]))
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def status(self) -> MediaStatus:
         return MediaStatus(self.row["status"])
 
-    @strawberry.field(description="Sniffed from the bytes, never taken from the upload's declared type.")
+    @strawberry.field(
+        description="Sniffed from the bytes, never taken from the upload's declared type.",
+        metadata=SAME_FOR_EVERY_VIEWER,
+    )
     def content_type(self) -> str | None:
         return self.row["content_type"]
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def width(self) -> int | None:
         return self.row["width"]
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def height(self) -> int | None:
         return self.row["height"]
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def url(self) -> str | None:
         return f"/media/{self.row['id']}" if self.row["status"] == "ready" else None
 
-    @strawberry.field
+    @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def score(self) -> float | None:
         return self.row["score"]
 
-    @strawberry.field(description="Why worker-media refused the upload (REJECTED only).")
+    @strawberry.field(
+        description="Why worker-media refused the upload (REJECTED only).", metadata=SAME_FOR_EVERY_VIEWER
+    )
     def reject_reason(self) -> str | None:
         return self.row["reason"] if self.row["status"] == "rejected" else None
 
 
 @strawberry.type
 class Post:
-    """Scalar fields are copied from the row at construction (see Member)."""
+    """A post as feeds show it, built from one FeedPost (feeds.feed_posts) wherever it is reached: a feed
+    page builds its posts' in one statement, anywhere else `post_of` does through a DataLoader. Its fields
+    are then plain attributes, which graphql-core reads without a resolver call each (a resolver per
+    field costs Strawberry an Info object and argument parsing, on every field of every post)."""
 
     row: strawberry.Private[models.Post]
-    id: strawberry.ID = _FROM_ROW
-    content: str = _FROM_ROW
-    status: PostStatus = _FROM_ROW
-    created_at: datetime = _FROM_ROW
-    updated_at: datetime | None = _FROM_ROW
-    # GraphQL field name -> value, filled by FeedConnection.load for the fields the query selects.
-    loaded: strawberry.Private[dict[str, Any] | None] = None
+    feed: strawberry.Private[models.FeedPost]
+    # Built from a repost's FeedPost.original, which carries no original of its own.
+    nested: strawberry.Private[bool] = False
+    id: strawberry.ID = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    content: str = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    status: PostStatus = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    created_at: datetime = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    updated_at: datetime | None = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    author: Member = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    tags: list[str] = strawberry.field(
+        default=_FROM_ROW,
+        description="Hashtags and inferred topics, lower case, without '#'.",
+        metadata=SAME_FOR_EVERY_VIEWER,
+    )
+    media: list[Media] = strawberry.field(
+        default=_FROM_ROW, metadata={**SAME_FOR_EVERY_VIEWER, "max_items": MAX_MEDIA_PER_POST}
+    )
+    like_count: int = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    comment_count: int = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
+    viewer_has_liked: bool = _FROM_ROW
 
     def __post_init__(self) -> None:
-        row = self.row
+        row, feed = self.row, self.feed
         self.id = strawberry.ID(str(row.id))
         self.content = row.content
         self.status = PostStatus(row.status)
         self.created_at = row.created_at
         self.updated_at = row.updated_at
+        # None only for a post gone between its page's read and its extras': GraphQL then nulls the item.
+        self.author = Member(row=feed.author) if feed.author is not None else None  # type: ignore[assignment]
+        self.tags = feed.tags
+        self.media = [Media(row=m) for m in feed.media]
+        self.like_count = feed.like_count
+        self.comment_count = feed.comment_count
+        self.viewer_has_liked = feed.viewer_liked
 
-    def _loaded(self, name: str) -> Any:
-        return self.loaded.get(name, _NOT_LOADED) if self.loaded is not None else _NOT_LOADED
+    @classmethod
+    def of(cls, post: models.FeedPost, *, nested: bool = False) -> Post:
+        return cls(row=post.row, feed=post, nested=nested)
 
-    @strawberry.field
-    def author(self, info: ContextInfo) -> Member:
-        value = self._loaded("author")
-        return (
-            value if value is not _NOT_LOADED else _wrap(Member, info.context.loaders.member.load(self.row.author_id))
-        )
-
-    @strawberry.field(description="Hashtags and inferred topics, lower case, without '#'.")
-    def tags(self, info: ContextInfo) -> list[str]:
-        value = self._loaded("tags")
-        return value if value is not _NOT_LOADED else info.context.loaders.tags.load(self.row.id)
-
-    @strawberry.field(metadata={"max_items": MAX_MENTIONS_PER_POST})  # the query cost's bound (schema/cost.py)
+    @strawberry.field(
+        metadata={**SAME_FOR_EVERY_VIEWER, "max_items": MAX_MENTIONS_PER_POST}
+    )  # the bound: schema/cost.py
     async def mentions(self, info: ContextInfo) -> list[Member]:
         ids = await info.context.loaders.mentions.load(self.row.id)
         rows = await info.context.loaders.member.load_many(ids)
         return [Member(row=r) for r in rows if r is not None]
 
-    @strawberry.field(metadata={"max_items": MAX_MEDIA_PER_POST})  # the query cost's bound (schema/cost.py)
-    def media(self, info: ContextInfo) -> list[Media]:
-        value = self._loaded("media")
-        return value if value is not _NOT_LOADED else _wrap_all(Media, info.context.loaders.media.load(self.row.id))
-
     @strawberry.field(description="Set when this post is a repost; feeds show the shared post.")
-    def repost_of(self, info: ContextInfo) -> Post | None:
-        if self.row.repost_of is None:
-            return None
-        value = self._loaded("repostOf")
-        return (
-            value
-            if value is not _NOT_LOADED
-            else _wrap(Post, info.context.loaders.visible_post.load(self.row.repost_of))
-        )
-
-    @strawberry.field
-    def like_count(self, info: ContextInfo) -> int:
-        value = self._loaded("likeCount")
-        return value if value is not _NOT_LOADED else info.context.loaders.like_count.load(self.row.id)
-
-    @strawberry.field
-    def comment_count(self, info: ContextInfo) -> int:
-        value = self._loaded("commentCount")
-        return value if value is not _NOT_LOADED else info.context.loaders.comment_count.load(self.row.id)
-
-    @strawberry.field
-    def viewer_has_liked(self, info: ContextInfo) -> bool:
-        value = self._loaded("viewerHasLiked")
-        return value if value is not _NOT_LOADED else info.context.loaders.viewer_liked.load(self.row.id)
+    def repost_of(self) -> Post | None:
+        # The extras hold the original when the viewer may see it; an original is never itself a repost
+        # (reposting a repost reposts its original: feeds.posts).
+        original = self.feed.original if not self.nested else None
+        return Post.of(original, nested=True) if original is not None else None
 
     @strawberry.field
     async def comments(self, info: ContextInfo, first: int | None = 20, after: str | None = None) -> CommentConnection:
@@ -367,8 +354,6 @@ MentionItem = Annotated[Post | Comment, strawberry.union("MentionItem")]
 class FeedEdge:
     cursor: str
     node: Post
-    # Set by FeedConnection.load: completed directly when the selection allows (schema/prefetched.py).
-    prefetched: strawberry.Private[bool] = False
 
 
 @strawberry.type
@@ -378,27 +363,13 @@ class FeedConnection:
     source: FeedSource = strawberry.field(
         description="Where the page came from. Only the home feed ever says REDIS or REDIS_POSTGRES."
     )
-    prefetched: strawberry.Private[bool] = False
-
-    @classmethod
-    def of(cls, page: models.Page, after: str | None = None) -> FeedConnection:
-        edges = [FeedEdge(cursor=str(p.id), node=Post(row=p)) for p in page.items]
-        return cls(edges=edges, page_info=PageInfo.of(page, edges, after), source=FeedSource(page.source))
 
     @classmethod
     async def load(cls, info: ContextInfo, page: models.Page, after: str | None = None) -> FeedConnection:
-        """The page with what the query selects of its posts loaded up front, in one statement for all kinds."""
-        connection = cls.of(page, after)
-        posts = [edge.node for edge in connection.edges]
-        wanted = _node_fields(info) & _PAGE_FIELDS
-        if posts and wanted:
-            loaded = await load_page(info.context, page)
-            for post in posts:
-                post.loaded = _prefetched(post.row, loaded, wanted, nested=True)
-            connection.prefetched = True
-            for edge in connection.edges:
-                edge.prefetched = True
-        return connection
+        """The page's posts built as feeds show them, their extras in one statement for the page."""
+        posts = await load_feed_posts(info.context, page)
+        edges = [FeedEdge(cursor=str(p.row.id), node=Post.of(p)) for p in posts]
+        return cls(edges=edges, page_info=PageInfo.of(page, edges, after), source=FeedSource(page.source))
 
 
 @strawberry.type
@@ -448,7 +419,7 @@ class Notification:
         if self.row.post_id is None:
             return None
         row = await info.context.loaders.visible_post.load(self.row.post_id)
-        return Post(row=row) if row is not None else None
+        return await post_of(info.context, row) if row is not None else None
 
     @strawberry.field(description="Null when the comment, or the post it is on, is no longer visible to the viewer.")
     async def comment(self, info: ContextInfo) -> Comment | None:
@@ -481,68 +452,121 @@ class NotificationConnection:
     unread_count: int
 
 
-async def _wrap(kind: Any, pending: Awaitable[Any]) -> Any:
-    row = await pending
-    return kind(row=row) if row is not None else None
+async def post_of(ctx: Context, row: models.Post) -> Post:
+    """The Post of a row reached outside a feed page; concurrent ones share one statement."""
+    return Post.of(await feed_post_of(ctx, row))
 
 
-async def _wrap_all(kind: Any, pending: Awaitable[Iterable[Any]]) -> list[Any]:
-    return [kind(row=r) for r in await pending]
+async def posts_of(ctx: Context, rows: Iterable[models.Post]) -> list[Post]:
+    return list(await asyncio.gather(*(post_of(ctx, row) for row in rows)))
 
 
-# The Post fields a feed page fills from its prefetched extras (resolvers.page_loads).
-_PAGE_FIELDS = frozenset({"author", "tags", "media", "repostOf", "likeCount", "commentCount", "viewerHasLiked"})
+# Playlists: in this module with Member and Post, which they reference and which reference them.
 
 
-def _prefetched(
-    row: models.Post, loaded: PageExtras, wanted: frozenset[str] | set[str], *, nested: bool
-) -> dict[str, Any]:
-    """GraphQL field name -> value of one post, from the page's extras (only the fields the query selects).
-
-    A repost's original is filled the same way (its own extras are in the page's load); its own
-    `repostOf`, never prefetched, resolves through the loaders as anywhere else.
-    """
-    extras = loaded.extras.get(row.id)
-    out: dict[str, Any] = {}
-    if extras is None:
-        return out
-    for name in wanted:
-        if name == "author":
-            out[name] = Member(row=extras.author) if extras.author is not None else None
-        elif name == "tags":
-            out[name] = extras.tags
-        elif name == "media":
-            out[name] = [Media(row=m) for m in extras.media]
-        elif name == "likeCount":
-            out[name] = extras.like_count
-        elif name == "commentCount":
-            out[name] = extras.comment_count
-        elif name == "viewerHasLiked":
-            out[name] = extras.viewer_liked
-        elif name == "repostOf" and row.repost_of is None:
-            out[name] = None  # what the field answers for a post that is no repost
-        elif name == "repostOf" and nested:
-            original = loaded.originals.get(row.repost_of)
-            out[name] = (
-                None
-                if original is None
-                else Post(row=original, loaded=_prefetched(original, loaded, _PAGE_FIELDS - {"repostOf"}, nested=False))
-            )
-    return out
+@strawberry.enum
+class PlaylistKind(Enum):
+    USER = "user"
+    LIKED = "liked"
 
 
-def _node_fields(info: ContextInfo) -> set[str]:
-    """The Post fields selected under `edges { node { ... } }` of this connection, fragments included.
+@strawberry.type
+class PlaylistItem:
+    row: strawberry.Private[models.PlaylistItem]
 
-    Walks graphql-core's own nodes: Strawberry's `info.selected_fields` converts the whole selection
-    (arguments, directives) into objects of its own on every request, 3% of a GraphQL page's CPU."""
-    raw = info._raw_info
-    names: set[str] = set()
-    for connection in raw.field_nodes:
-        for edges, _ in iter_fields(connection.selection_set, raw.fragments):
-            if edges.name.value != "edges":
-                continue
-            for node, _ in iter_fields(edges.selection_set, raw.fragments):
-                if node.name.value == "node":
-                    names.update(field.name.value for field, _ in iter_fields(node.selection_set, raw.fragments))
-    return names
+    @strawberry.field
+    def id(self) -> strawberry.ID:
+        return strawberry.ID(str(self.row.id))
+
+    @strawberry.field
+    async def post(self, info: ContextInfo) -> Post:
+        # Pages list only items the viewer may see; a mutation's result may name a post hidden since.
+        return await visible_post(info, self.row.post_id)
+
+    @strawberry.field(description="The item's fractional (LexoRank-style) sort key.")
+    def rank(self) -> str:
+        return self.row.rank
+
+    @strawberry.field
+    def added_at(self) -> datetime:
+        return self.row.added_at
+
+
+@strawberry.type
+class PlaylistItemEdge:
+    cursor: str
+    node: PlaylistItem
+
+
+@strawberry.type
+class PlaylistItemConnection:
+    edges: list[PlaylistItemEdge]
+    page_info: PageInfo
+
+
+@strawberry.type
+class Playlist:
+    row: strawberry.Private[models.Playlist]
+
+    @strawberry.field
+    def id(self) -> strawberry.ID:
+        return strawberry.ID(str(self.row.id))
+
+    @strawberry.field
+    async def owner(self, info: ContextInfo) -> Member:
+        row = await info.context.loaders.member.load(self.row.owner_id)
+        assert row is not None
+        return Member(row=row)
+
+    @strawberry.field
+    def name(self) -> str:
+        return self.row.name
+
+    @strawberry.field
+    def kind(self) -> PlaylistKind:
+        return PlaylistKind(self.row.kind)
+
+    @strawberry.field
+    async def follower_count(self, info: ContextInfo) -> int:
+        return int(await info.context.loaders.playlist_followers.load(self.row.id))
+
+    @strawberry.field
+    async def viewer_follows(self, info: ContextInfo) -> bool:
+        return bool(await info.context.loaders.viewer_follows_playlist.load(self.row.id))
+
+    @strawberry.field(description="In playlist order (fractional rank), first to last.")
+    async def items(
+        self, info: ContextInfo, first: int | None = 20, after: str | None = None
+    ) -> PlaylistItemConnection:
+        page = await resolve_playlists.items(info.context, self.row, first, after)
+        edges = [PlaylistItemEdge(cursor=_cursor(i), node=PlaylistItem(row=i)) for i in page.items]
+        return PlaylistItemConnection(edges=edges, page_info=PageInfo.of(page, edges, after))
+
+
+@strawberry.type
+class PlaylistEdge:
+    cursor: str
+    node: Playlist
+
+
+@strawberry.type
+class PlaylistConnection:
+    edges: list[PlaylistEdge]
+    page_info: PageInfo
+
+    @classmethod
+    def of(cls, page: models.Page, after: str | None) -> PlaylistConnection:
+        edges = [PlaylistEdge(cursor=str(p.id), node=Playlist(row=p)) for p in page.items]
+        return cls(edges=edges, page_info=PageInfo.of(page, edges, after))
+
+
+def _cursor(item: models.PlaylistItem) -> str:
+    return resolve_playlists.item_cursor(item)
+
+
+async def liked_playlist_of(info: ContextInfo, member: models.Member) -> Playlist:
+    """Member.likedPlaylist: batched per request, created on first use."""
+    info.context.viewer  # a refused token is an error even here
+    row = await info.context.loaders.liked_playlist.load(member.id)
+    assert row is not None
+    return Playlist(row=row)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from feedfabric import chaos, metrics
+from feedfabric import failpoints, metrics
 from feedfabric.db import pipeline as db
 from feedfabric.events import TOPIC_OF, Event
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
@@ -141,7 +141,7 @@ async def _apply_earlier(spec: GroupSpec, ctx: WorkerContext, conn: asyncpg.Conn
 
 
 def _log_from_outbox(spec: GroupSpec, ctx: WorkerContext, event: Event, at_ns: int) -> None:
-    chaos.log_effect(
+    failpoints.log_effect(
         "apply",
         at_ns=at_ns,
         group=spec.name,

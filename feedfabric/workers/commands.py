@@ -9,6 +9,7 @@ import re
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from feedfabric.settings import Settings, load_settings
 
@@ -108,7 +109,8 @@ def cmd_verify(args: argparse.Namespace) -> None:
     sys.exit(main(_settings("database_url", "redis_url"), fix=args.repair, external_id=args.member))
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_commands(sub: Any) -> None:
+    """`sub`: the CLI's subparsers (what ArgumentParser.add_subparsers returned)."""
     sub.add_parser("relay", help="the outbox relay (several may run at once)").set_defaults(func=cmd_relay)
 
     worker = sub.add_parser("worker", help="consumer groups (default: all)")

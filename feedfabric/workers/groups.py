@@ -6,10 +6,10 @@ from feedfabric.workers.base import GroupSpec
 
 
 def all_groups() -> dict[str, GroupSpec]:
-    from feedfabric.workers import embeddings, engagement, fanout, media, notifications
+    from feedfabric.workers import embeddings, engagement, events, media, notifications
 
     specs = [
-        fanout.GROUP,
+        events.GROUP,
         engagement.GROUP,
         embeddings.GROUP,
         media.GROUP,

@@ -40,7 +40,7 @@ import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from feedfabric import chaos, metrics
+from feedfabric import failpoints, metrics
 from feedfabric.db import pipeline as db
 from feedfabric.db.outbox import NOTIFY_CHANNEL
 from feedfabric.db.pool import _init_connection
@@ -164,9 +164,9 @@ class Relay:
                     failed.add(row.key)
                     continue
                 stamped.append(row.id)
-                if chaos.logging_effects() and fut is not None:
+                if failpoints.logging_effects() and fut is not None:
                     meta = fut.result()
-                    chaos.log_effect(
+                    failpoints.log_effect(
                         "produce",
                         id=row.id,
                         key=row.key,
@@ -178,7 +178,7 @@ class Relay:
                     )
             if self.after_produce is not None:
                 await self.after_produce(rows)
-            chaos.crash_point("relay-after-produce")
+            failpoints.crash_point("relay-after-produce")
             await db.stamp(conn, stamped)
         self.published += len(stamped)
         metrics.OUTBOX_PUBLISHED.inc(len(stamped))

@@ -31,7 +31,7 @@ import asyncpg
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
-from feedfabric import chaos, metrics
+from feedfabric import failpoints, metrics
 from feedfabric.db import pipeline as db
 from feedfabric.events import Event
 from feedfabric.settings import Settings
@@ -198,7 +198,7 @@ class GroupRunner:
                 await self._dead_letter(record, "undecodable payload", None)
             elif event.type in self.spec.event_types:
                 applied = await applying.apply_in_order(self.spec, self.ctx, event)
-                chaos.log_effect(
+                failpoints.log_effect(
                     "apply",
                     at_ns=applied.at_ns,
                     group=self.spec.name,

@@ -6,7 +6,7 @@ import uuid
 
 import asyncpg
 import pytest
-from feedfabric.feeds.feedlog import FeedLog
+from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.models import Page, Post
 
 from tests.support import Api

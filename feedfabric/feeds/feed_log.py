@@ -14,7 +14,7 @@ from feedfabric.db import feed_log as feed_log_db
 from feedfabric.db.feed_log import ServedPage
 from feedfabric.models import Page
 
-log = logging.getLogger("feedfabric.feedlog")
+log = logging.getLogger("feedfabric.feed_log")
 
 
 class FeedLog:

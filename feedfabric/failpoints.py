@@ -1,4 +1,6 @@
-"""Crash points and an effect log for the fault suite (`faults/`); inert unless the environment arms them.
+"""Failpoints for the fault suite (`faults/`): crash points and an effect log, inert unless the environment
+arms them, and never armed in production mode: a process with FEEDFABRIC_PRODUCTION set and either variable
+below refuses to start.
 
 Both are read from the environment once, at import, so the hot path pays one
 dict lookup (crash points) or one attribute test (the log) when disarmed:
@@ -21,6 +23,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -32,6 +35,23 @@ def _armed(raw: str) -> dict[str, int]:
     return points
 
 
+# As pydantic reads the FEEDFABRIC_PRODUCTION setting (feedfabric.settings).
+_TRUE = frozenset({"1", "true", "t", "yes", "y", "on"})
+
+
+class ArmedInProduction(RuntimeError):
+    """Failpoints kill the process on purpose: a production process must never have them armed."""
+
+
+def _refuse_in_production(environ: Mapping[str, str]) -> None:
+    if environ.get("FEEDFABRIC_PRODUCTION", "").strip().lower() not in _TRUE:
+        return
+    armed = [name for name in ("FEEDFABRIC_CRASH_AT", "FEEDFABRIC_EFFECT_LOG") if environ.get(name)]
+    if armed:
+        raise ArmedInProduction(f"{', '.join(armed)} set in production mode (FEEDFABRIC_PRODUCTION): refusing to start")
+
+
+_refuse_in_production(os.environ)
 _CRASH_AT = _armed(os.environ.get("FEEDFABRIC_CRASH_AT", ""))
 _seen: dict[str, int] = {}
 _LOG_DIR = os.environ.get("FEEDFABRIC_EFFECT_LOG") or None
