@@ -178,15 +178,16 @@ async def test_every_response_reports_cost(api: Api) -> None:
 
 def test_list_fields_multiply_what_is_under_them() -> None:
     from feedfabric.schema import schema
+    from feedfabric.schema.served import graphql_schema
     from graphql import parse
 
     # A list with its own `first` multiplies everything under it, connections included.
     query = '{ similarPosts(postId: "1", first: 100) { author { posts(first: 100) { edges { node { id } } } } } }'
-    assert operation_cost(schema._schema, parse(query), None, None) == 100 + 100 + 100 + 10_000 + 10_000
+    assert operation_cost(graphql_schema(schema), parse(query), None, None) == 100 + 100 + 100 + 10_000 + 10_000
     # A list without `first` takes its declared maximum (4 media, 50 mentions a post), else the page
     # maximum (100).
     feed = "{ homeFeed(first: 2) { edges { node { media { id } mentions { id } } } } favourites { id } }"
-    assert operation_cost(schema._schema, parse(feed), None, None) == 1 + 2 + 2 + 2 * 4 + 2 * 50 + 100
+    assert operation_cost(graphql_schema(schema), parse(feed), None, None) == 1 + 2 + 2 + 2 * 4 + 2 * 50 + 100
 
 
 async def test_a_post_mentions_at_most_the_bound_the_cost_assumes(api: Api) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import asyncpg
 from feedfabric.ids import new_id
 from feedfabric.schema import schema
+from feedfabric.schema.served import graphql_schema
 from graphql import GraphQLNamedType, GraphQLObjectType, GraphQLUnionType, get_named_type
 
 from tests.support import Api
@@ -35,7 +36,7 @@ def _is_post(named: GraphQLNamedType) -> bool:
 def post_fields() -> set[str]:
     """`Type.field` of every field returning Post, a union with Post, or a connection of either."""
     found: set[str] = set()
-    for type_ in schema._schema.type_map.values():
+    for type_ in graphql_schema(schema).type_map.values():
         if not isinstance(type_, GraphQLObjectType) or type_.name.startswith("__") or type_.name.endswith("Edge"):
             continue
         for name, definition in type_.fields.items():

@@ -63,7 +63,7 @@ async def statements_for_page(
     return counter.count - before, len(result.data["homeFeed"]["edges"])
 
 
-async def test_pages_of_5_and_50_posts_cost_the_same_statements(
+async def test_pages_of_5_and_40_posts_cost_the_same_statements(
     api: Api, counted_pool: tuple[asyncpg.Pool, Counter]
 ) -> None:
     pool, counter = counted_pool
@@ -77,11 +77,12 @@ async def test_pages_of_5_and_50_posts_cost_the_same_statements(
             await api.gql(
                 "mutation($id: ID!) { repost(postId: $id) { id } }", {"id": post_id}, token=authors[(i + 1) % 5]
             )
-    for first in (5, 50):  # warm the pool: new connections introspect their types once
+    # 40, not 50: with every post field selected (mentions bounded at 50 a post), 50 posts cost over the cap.
+    for first in (5, 40):  # warm the pool: new connections introspect their types once
         await statements_for_page(api.settings, pool, counter, maya, first)
     small, small_size = await statements_for_page(api.settings, pool, counter, maya, 5)
-    large, large_size = await statements_for_page(api.settings, pool, counter, maya, 50)
-    assert (small_size, large_size) == (5, 50)
+    large, large_size = await statements_for_page(api.settings, pool, counter, maya, 40)
+    assert (small_size, large_size) == (5, 40)
     assert small == large
 
 

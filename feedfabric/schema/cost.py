@@ -53,7 +53,6 @@ from graphql import (
     is_list_type,
 )
 from strawberry.extensions import SchemaExtension
-from strawberry.schema.schema_converter import GraphQLCoreConverter
 
 from feedfabric import metrics
 from feedfabric.errors import QueryTooComplex
@@ -61,7 +60,7 @@ from feedfabric.feeds.paging import MAX_PAGE
 from feedfabric.schema.idmemo import IdMemo
 from feedfabric.schema.refusal import app_context, refuse
 from feedfabric.schema.selections import fragments_of, iter_fields
-from feedfabric.schema.served import graphql_schema
+from feedfabric.schema.served import graphql_schema, metadata_of
 
 log = logging.getLogger("feedfabric.graphql")
 
@@ -145,8 +144,7 @@ class _Walk:
 
 
 def _max_items(field: GraphQLField) -> int:
-    definition = (field.extensions or {}).get(GraphQLCoreConverter.DEFINITION_BACKREF)
-    declared = (getattr(definition, "metadata", None) or {}).get(MAX_ITEMS)
+    declared = metadata_of(field).get(MAX_ITEMS)
     return declared if isinstance(declared, int) and declared > 0 else MAX_PAGE
 
 
