@@ -143,7 +143,10 @@ class HomeFeedService:
         # An earlier first page served posts above the last entry read that the timeline may still lack
         # (fan-out lags, and lands out of order): Postgres fills that range, so none goes missing.
         gap = owed is not None and cursor is not None and owed > cursor
-        if exhausted and (len(items) < wanted or gap):
+        # Pulled posts (own, celebrities') below the last entry do not complete the page: only Postgres knows
+        # what else lies past the oldest entry Redis keeps.
+        past_end = len(items) < wanted or cursor is None or items[-1].id < cursor
+        if exhausted and (past_end or gap):
             # Past the oldest entry Redis keeps: Postgres continues the page (from above the gap, if any).
             boundary = uuid.UUID(int=owed.int + 1) if gap and owed is not None else cursor
             older = await posts_db.home_page(self.pool, member.id, boundary, wanted)
