@@ -152,12 +152,19 @@ async def rebuild_post_ids(
 
 # Candidates: the visible posts among the batch's IDs, the newest $4 visible posts before $3 of the
 # followed authors above the threshold ($5), never pushed, and the viewer's own newest $4 before $3
-# (read your writes: on the page whatever fan-out's lag). Their extras come with them.
+# (read your writes: on the page whatever fan-out's lag). Their extras come with them. When the batch
+# alone holds $4 visible posts, no post below the $4-th can be on the page, so own posts stop there: the
+# common page then pulls none (they are older than what the followed authors posted since) and costs
+# no extras for them.
 _FIRST_ROUND = (
     """
-WITH found AS (
-    SELECT id, author_id, content, repost_of, status, created_at, updated_at, false AS pulled
+WITH batch AS (
+    SELECT id, author_id, content, repost_of, status, created_at, updated_at
     FROM visible_posts($2) WHERE id = ANY($1::uuid[])
+), page_floor AS (
+    SELECT id FROM batch ORDER BY id DESC OFFSET $4 - 1 LIMIT 1
+), found AS (
+    SELECT id, author_id, content, repost_of, status, created_at, updated_at, false AS pulled FROM batch
     UNION ALL
     (SELECT p.id, p.author_id, p.content, p.repost_of, p.status, p.created_at, p.updated_at, true
      FROM follows f JOIN member_stats s ON s.member_id = f.target_id::uuid
@@ -171,6 +178,7 @@ WITH found AS (
     (SELECT p.id, p.author_id, p.content, p.repost_of, p.status, p.created_at, p.updated_at, true
      FROM visible_posts($2) p
      WHERE p.author_id = $2 AND ($3::uuid IS NULL OR p.id < $3)
+       AND p.id >= coalesce((SELECT id FROM page_floor), '00000000-0000-0000-0000-000000000000'::uuid)
      ORDER BY p.id DESC LIMIT $4)
 ), page AS (
     SELECT DISTINCT id, author_id, repost_of FROM found
