@@ -98,3 +98,19 @@ async def test_a_short_timeline_with_its_newest_post_pushed_first_keeps_the_rest
 
 async def _id(pool: asyncpg.Pool, username: str) -> uuid.UUID:
     return await pool.fetchval("SELECT id FROM members WHERE username = $1", username)  # type: ignore[no-any-return]
+
+
+async def test_own_unpushed_post_under_a_batch_of_gone_entries_is_still_on_the_page(
+    api: Api, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    maya = await api.member("maya")
+    theo = await api.member("theo")
+    await api.follow(maya, "theo")
+    older = [await api.post(theo, f"older {i}") for i in range(3)]
+    await fan_out(api, pool, redis, older)
+    mine = await api.post(maya, "mine, not yet pushed")
+    gone = [await api.post(theo, f"gone {i}") for i in range(20)]
+    await fan_out(api, pool, redis, gone)
+    # Deleted, but still in the timeline (no worker ran to take them out): the first batch shows nothing.
+    await pool.execute("UPDATE posts SET status = 'deleted' WHERE id = ANY($1::uuid[])", [uuid.UUID(g) for g in gone])
+    assert await first_page(api, maya, 2) == ([mine, older[2]], "REDIS")

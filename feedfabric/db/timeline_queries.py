@@ -150,35 +150,28 @@ async def rebuild_post_ids(
     return [r[0] for r in rows]
 
 
-# Candidates: the visible posts among the batch's IDs, the newest $4 visible posts before $3 of the
-# followed authors above the threshold ($5), never pushed, and the viewer's own newest $4 before $3
-# (read your writes: on the page whatever fan-out's lag). Their extras come with them. When the batch
-# alone holds $4 visible posts, no post below the $4-th can be on the page, so own posts stop there: the
-# common page then pulls none (they are older than what the followed authors posted since) and costs
-# no extras for them.
+# Candidates: the visible posts among the batch's IDs, and the newest $4 visible posts before $3 of
+# the followed authors above the threshold ($5), never pushed, and of the viewer (read your writes:
+# on the page whatever fan-out's lag), the viewer's only down to $6 when given. Their extras come with
+# them. The viewer is one more author of the pulled branch, not a branch of its own: a third branch
+# changed the statement's row estimates and its generic plan (hash joins over all members), 4-7x
+# slower.
 _FIRST_ROUND = (
     """
-WITH batch AS (
-    SELECT id, author_id, content, repost_of, status, created_at, updated_at
+WITH found AS (
+    SELECT id, author_id, content, repost_of, status, created_at, updated_at, false AS pulled
     FROM visible_posts($2) WHERE id = ANY($1::uuid[])
-), page_floor AS (
-    SELECT id FROM batch ORDER BY id DESC OFFSET $4 - 1 LIMIT 1
-), found AS (
-    SELECT id, author_id, content, repost_of, status, created_at, updated_at, false AS pulled FROM batch
     UNION ALL
     (SELECT p.id, p.author_id, p.content, p.repost_of, p.status, p.created_at, p.updated_at, true
-     FROM follows f JOIN member_stats s ON s.member_id = f.target_id::uuid
+     FROM (SELECT s.member_id AS author_id FROM follows f JOIN member_stats s ON s.member_id = f.target_id::uuid
+           WHERE f.follower_id = $2 AND f.target_type = 'member' AND s.followers > $5
+           UNION ALL
+           SELECT $2::uuid) a
      CROSS JOIN LATERAL (
          SELECT * FROM visible_posts($2) p
-         WHERE p.author_id = s.member_id AND ($3::uuid IS NULL OR p.id < $3)
+         WHERE p.author_id = a.author_id AND ($3::uuid IS NULL OR p.id < $3)
+           AND (a.author_id <> $2 OR $6::uuid IS NULL OR p.id >= $6)
          ORDER BY p.id DESC LIMIT $4) p
-     WHERE f.follower_id = $2 AND f.target_type = 'member' AND s.followers > $5
-     ORDER BY p.id DESC LIMIT $4)
-    UNION ALL
-    (SELECT p.id, p.author_id, p.content, p.repost_of, p.status, p.created_at, p.updated_at, true
-     FROM visible_posts($2) p
-     WHERE p.author_id = $2 AND ($3::uuid IS NULL OR p.id < $3)
-       AND p.id >= coalesce((SELECT id FROM page_floor), '00000000-0000-0000-0000-000000000000'::uuid)
      ORDER BY p.id DESC LIMIT $4)
 ), page AS (
     SELECT DISTINCT id, author_id, repost_of FROM found
@@ -211,6 +204,7 @@ async def first_round(
     before: uuid.UUID | None,
     limit: int,
     celebrity_threshold: int,
+    own_floor: uuid.UUID | None = None,
 ) -> FirstRound:
     """A home-feed page's first round in one statement: the visible posts among a batch of timeline IDs,
     the newest `limit` visible posts before `before` of the followed celebrities (never pushed) and of the
@@ -220,7 +214,7 @@ async def first_round(
     costs the API and Postgres more than the statement's own work. Each row is one subject of the
     extras; `c.pulled` is NULL for an original that is not itself a candidate.
     """
-    rows = await conn.fetch(_FIRST_ROUND, ids, viewer_id, before, limit, celebrity_threshold)
+    rows = await conn.fetch(_FIRST_ROUND, ids, viewer_id, before, limit, celebrity_threshold, own_floor)
     found: list[Post] = []
     pulled: list[Post] = []
     for r in rows:

@@ -115,6 +115,8 @@ class HomeFeedService:
         cursor: uuid.UUID | None = before
         exhausted = False
         rounds = 0
+        own_floor: uuid.UUID | None = None
+        first_visible = 0
         while len(visible) < wanted:
             if rounds:
                 batch = max(wanted - len(visible), 20)
@@ -126,18 +128,26 @@ class HomeFeedService:
             if not rounds:
                 # The followed celebrities' posts, never pushed, come with the first batch, and so do the
                 # extras of both: a page its first round fills needs no other statement.
-                first = await timelines.first_round(self.pool, self.settings, member.id, ids, before, wanted)
+                # The viewer's own posts come with them too (read your writes), only down to the batch's
+                # wanted-th entry when it has that many: a page its first round fills ends above it.
+                own_floor = ids[wanted - 1] if len(ids) >= wanted else None
+                first = await timelines.first_round(self.pool, self.settings, member.id, ids, before, wanted, own_floor)
                 found = {p.id: p for p in first.found}
                 pulled, extras = first.pulled, first.extras
             else:
                 found = await posts_db.visible_by_ids(self.pool, ids, member.id) if ids else {}
-            rounds += 1
             visible += [found[i] for i in ids if i in found]
+            if not rounds:
+                first_visible = len(visible)
+            rounds += 1
             if ids:
                 cursor = ids[-1]
             if len(ids) < batch:
                 exhausted = True
                 break
+        if own_floor is not None and first_visible < wanted:
+            # The first batch did not fill the page: the viewer's own posts below its floor may belong on it.
+            pulled = pulled + await posts_db.by_authors_page(self.pool, [member.id], member.id, before, wanted)
         items = _merge_pulled(visible, pulled, wanted)
         source = REDIS
         # An earlier first page served posts above the last entry read that the timeline may still lack

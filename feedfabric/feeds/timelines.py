@@ -240,11 +240,13 @@ async def first_round(
     ids: list[uuid.UUID],
     before: uuid.UUID | None,
     limit: int,
+    own_floor: uuid.UUID | None = None,
 ) -> q.FirstRound:
     """The visible posts among a page's first batch of timeline IDs, the newest `limit` posts before
-    `before` of the followed authors above the threshold, whose posts are never pushed, and the extras
-    of both, in one round trip."""
-    return await q.first_round(pool, ids, member_id, before, limit, settings.celebrity_follower_threshold)
+    `before` of the followed authors above the threshold, whose posts are never pushed, and of the member
+    (down to `own_floor`, if given), whose own a lagging fan-out has not pushed yet, and the extras of all,
+    in one round trip."""
+    return await q.first_round(pool, ids, member_id, before, limit, settings.celebrity_follower_threshold, own_floor)
 
 
 # -- Epochs: is this Redis run's data trustworthy? --------------------------
