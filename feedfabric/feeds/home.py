@@ -7,7 +7,11 @@ the Postgres path. Postgres serves the page when Redis is down or erroring
 from inactivity, and when the cursor is not in the timeline; a page that runs
 past the oldest entry Redis keeps continues from Postgres. Posts of followed
 celebrities, never pushed, are merged in by ID, so hybrid fan-out is
-invisible to the reader. Both sources order by ID, so their cursors mix.
+invisible to the reader; so are the viewer's own newest posts, so a member's
+own writes are on the next page whatever fan-out's lag. A first page that
+served posts the timeline lacked leaves an owed mark (timelines.py), and the
+next first page fills the range up to it from Postgres, so first pages never
+go backwards (docs/home-feed.md). Both sources order by ID, so their cursors mix.
 """
 
 from __future__ import annotations
