@@ -8,6 +8,7 @@ exercised at every page size.
 
 from __future__ import annotations
 
+import random
 import uuid
 
 import asyncpg
@@ -48,7 +49,10 @@ scenario = st.fixed_dictionaries(
 )
 
 
-async def build(pool: asyncpg.Pool, redis: aioredis.Redis, settings: Settings, spec: dict) -> list[Member]:
+async def build(
+    pool: asyncpg.Pool, redis: aioredis.Redis, settings: Settings, spec: dict, pending: list[uuid.UUID] | None = None
+) -> list[Member]:
+    """The scenario's members, follows and posts; each post fanned out at once, or left in `pending`."""
     run = uuid.uuid4().hex[:8]  # keeps each example's names apart in the shared database
     async with transaction(pool) as conn:
         members = [
@@ -73,6 +77,9 @@ async def build(pool: asyncpg.Pool, redis: aioredis.Redis, settings: Settings, s
             if kind in ("held", "deleted"):
                 await conn.execute("UPDATE posts SET status = $2 WHERE id = $1", post.id, kind)
             posted.append(post.id)
+        if pending is not None:
+            pending.append(post.id)
+            continue
         async with transaction(pool) as conn:
             await timelines.fan_out(conn, redis, settings, post.id)
     return members
@@ -105,3 +112,33 @@ async def test_redis_and_postgres_paths_return_identical_pages(
             via_redis = await pages(lambda c, n: service.read(viewer, member, c, n), first)
             via_postgres = await pages(lambda c, n: postgres_page(pool, member.id, c, n), first)
             assert via_redis == via_postgres, (member.username, first)
+
+
+@hsettings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spec=scenario, order=st.randoms(use_true_random=False), first=st.sampled_from([3, 8, 30]))
+async def test_first_pages_read_while_fan_out_runs_never_drop_what_an_earlier_one_showed(
+    spec: dict, order: random.Random, first: int, pool: asyncpg.Pool, redis: aioredis.Redis, settings: Settings
+) -> None:
+    """Events are consumed one by one, in any order (fan-out runs per post on several partitions), with every
+    member reading their first page between them: a member with no timeline yet is served by Postgres, one
+    whose timeline is half pushed by Redis. A post an earlier first page showed (all stay visible here) is on
+    every later first page, unless that page is full of newer posts."""
+    settings = settings.model_copy(update={"celebrity_follower_threshold": spec["celebrity_threshold"]})
+    pending: list[uuid.UUID] = []
+    members = await build(pool, redis, settings, spec, pending)
+    order.shuffle(pending)
+    service = HomeFeedService(settings, pool, redis, CircuitBreaker())
+    shown: dict[uuid.UUID, set[uuid.UUID]] = {m.id: set() for m in members}
+    for step in range(len(pending) + 1):
+        for member in members:
+            page = [p.id for p in (await service.read(Viewer(member=member), member, None, first)).items]
+            full = len(page) == first
+            missing = {p for p in shown[member.id] - set(page) if not (full and p < page[-1])}
+            assert not missing, (member.username, step)
+            shown[member.id] |= set(page)
+        if step < len(pending):
+            async with transaction(pool) as conn:
+                await timelines.fan_out(conn, redis, settings, pending[step])
+    for member in members:  # caught up: the same pages as Postgres
+        via_redis = (await service.read(Viewer(member=member), member, None, first)).items
+        assert via_redis == (await postgres_page(pool, member.id, None, first)).items

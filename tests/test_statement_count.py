@@ -1,12 +1,15 @@
 """A page costs a fixed number of SQL statements whatever its size, on every list of both APIs."""
 
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import asyncpg
 import pytest
+import redis.asyncio as aioredis
 from feedfabric.context import Resources, build_context
-from feedfabric.db.pool import create_pool
+from feedfabric.db.pool import create_pool, transaction
+from feedfabric.feeds import timelines
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.rest import routes
 from feedfabric.schema import schema
@@ -51,9 +54,14 @@ async def counted_pool(database_url: str) -> AsyncIterator[tuple[asyncpg.Pool, C
 
 
 async def statements_for_page(
-    settings: Settings, pool: asyncpg.Pool, counter: Counter, token: str, first: int
+    settings: Settings,
+    pool: asyncpg.Pool,
+    counter: Counter,
+    token: str,
+    first: int,
+    redis: aioredis.Redis | None = None,
 ) -> tuple[int, int]:
-    resources = Resources(settings=settings, pool=pool)
+    resources = Resources(settings=settings, pool=pool, redis=redis)
     viewer = await resolve_viewer(pool, settings, f"Bearer {token}")
     ctx = build_context(resources, viewer)
     before = counter.count
@@ -282,3 +290,31 @@ async def test_the_favourites_list_costs_the_same_statements_for_1_and_5_members
             assert len(data["favourites"]) == len(body["favourites"]) == i + 1
             counts.append((graphql, rest))
     assert counts[0] == counts[1]
+
+
+async def test_a_gap_fill_costs_one_statement_whatever_the_gap(
+    api: Api, counted_pool: tuple[asyncpg.Pool, Counter], redis: aioredis.Redis
+) -> None:
+    pool, counter = counted_pool
+    maya = await api.member("maya")
+    theo = await api.member("theo")
+    await api.follow(maya, "theo")
+    pushed = [await api.post(theo, f"pushed {i} #t{i % 3}") for i in range(25)]
+    for post_id in pushed:
+        async with transaction(pool) as conn:
+            await timelines.fan_out(conn, redis, api.settings, uuid.UUID(post_id))
+    maya_id = await pool.fetchval("SELECT id FROM members WHERE username = 'maya'")
+    unpushed = [await api.post(theo, f"not yet pushed {i}") for i in range(15)]
+
+    async def page_owing(newest: str | None) -> int:
+        """Statements of a first page after one that served posts up to `newest` the timeline lacks."""
+        await redis.delete(timelines.owed_key(maya_id))
+        if newest is not None:
+            await timelines.raise_owed(redis, maya_id, uuid.UUID(newest))
+        count, size = await statements_for_page(api.settings, pool, counter, maya, 20, redis)
+        assert size == 20
+        return count
+
+    await page_owing(None)  # warm the pool
+    no_gap, small_gap, large_gap = await page_owing(None), await page_owing(unpushed[1]), await page_owing(unpushed[-1])
+    assert small_gap == large_gap == no_gap + 1

@@ -212,6 +212,28 @@ async def home_after(conn: Executor, viewer_id: uuid.UUID, after: uuid.UUID, lim
     return [Post.of(r) for r in rows]
 
 
+async def by_authors_page(
+    conn: Executor,
+    author_ids: Sequence[uuid.UUID],
+    viewer_id: uuid.UUID | None,
+    before: uuid.UUID | None,
+    limit: int,
+) -> list[Post]:
+    """Newest visible posts of a set of authors (favourites feed, celebrity pull)."""
+    rows = await conn.fetch(
+        f"""SELECT {_P_COLUMNS} FROM unnest($1::uuid[]) AS a(author_id) CROSS JOIN LATERAL (
+                SELECT * FROM visible_posts($2) p
+                WHERE p.author_id = a.author_id AND ($3::uuid IS NULL OR p.id < $3)
+                ORDER BY p.id DESC LIMIT $4) p
+            ORDER BY p.id DESC LIMIT $4""",
+        list(author_ids),
+        viewer_id,
+        before,
+        limit,
+    )
+    return [Post.of(r) for r in rows]
+
+
 async def favourites_page(conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> list[Post]:
     rows = await conn.fetch(
         f"""SELECT {_P_COLUMNS} FROM favourites f CROSS JOIN LATERAL (

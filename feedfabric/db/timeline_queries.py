@@ -174,7 +174,11 @@ async def rebuild_post_ids(
 
 
 # Candidates: the visible posts among the batch's IDs, and the newest $4 visible posts before $3 of
-# the followed authors above the threshold ($5), never pushed. Their extras come with them.
+# the followed authors above the threshold ($5), never pushed, and of the viewer (read your writes:
+# on the page whatever fan-out's lag), the viewer's only down to $6 when given. Their extras come with
+# them. The viewer is one more author of the pulled branch, not a branch of its own: a third branch
+# changed the statement's row estimates and its generic plan (hash joins over all members), 4-7x
+# slower.
 _FIRST_ROUND = (
     """
 WITH found AS (
@@ -182,12 +186,15 @@ WITH found AS (
     FROM visible_posts($2) WHERE id = ANY($1::uuid[])
     UNION ALL
     (SELECT p.id, p.author_id, p.content, p.repost_of, p.status, p.created_at, p.updated_at, true
-     FROM follows f JOIN member_stats s ON s.member_id = f.target_id::uuid
+     FROM (SELECT s.member_id AS author_id FROM follows f JOIN member_stats s ON s.member_id = f.target_id::uuid
+           WHERE f.follower_id = $2 AND f.target_type = 'member' AND s.followers > $5
+           UNION ALL
+           SELECT $2::uuid) a
      CROSS JOIN LATERAL (
          SELECT * FROM visible_posts($2) p
-         WHERE p.author_id = s.member_id AND ($3::uuid IS NULL OR p.id < $3)
+         WHERE p.author_id = a.author_id AND ($3::uuid IS NULL OR p.id < $3)
+           AND (a.author_id <> $2 OR $6::uuid IS NULL OR p.id >= $6)
          ORDER BY p.id DESC LIMIT $4) p
-     WHERE f.follower_id = $2 AND f.target_type = 'member' AND s.followers > $5
      ORDER BY p.id DESC LIMIT $4)
 ), page AS (
     SELECT DISTINCT id, author_id, repost_of FROM found
@@ -220,16 +227,17 @@ async def first_round(
     before: uuid.UUID | None,
     limit: int,
     celebrity_threshold: int,
+    own_floor: uuid.UUID | None = None,
 ) -> FirstRound:
     """A home-feed page's first round in one statement: the visible posts among a batch of timeline IDs,
-    the newest `limit` visible posts before `before` of the followed celebrities (never pushed), and the
-    extras of both (db.post_extras), so a page filled by its first round costs one SQL round trip.
+    the newest `limit` visible posts before `before` of the followed celebrities (never pushed) and of the
+    viewer (whose own posts a lagging fan-out has not pushed yet), and the extras of all (db.post_extras), so a page filled by its first round costs one SQL round trip.
 
     Four statements before (hydration, the celebrity list, their posts, the extras); each round trip
     costs the API and Postgres more than the statement's own work. Each row is one subject of the
     extras; `c.pulled` is NULL for an original that is not itself a candidate.
     """
-    rows = await conn.fetch(_FIRST_ROUND, ids, viewer_id, before, limit, celebrity_threshold)
+    rows = await conn.fetch(_FIRST_ROUND, ids, viewer_id, before, limit, celebrity_threshold, own_floor)
     found: list[Post] = []
     pulled: list[Post] = []
     for r in rows:
@@ -245,6 +253,74 @@ async def first_round(
             )
             (pulled if r["pulled"] else found).append(post)
     return FirstRound(found, pulled, post_extras.extras_of(rows))
+
+
+# The home feed's sources (as posts.home_page: own posts, followed members', followed tags') with IDs
+# in ($1, $3], newest $4, and their extras: each source one index range bounded by the gap.
+_GAP = (
+    """
+WITH authors AS (
+    SELECT $2::uuid AS author_id
+    UNION
+    SELECT target_id::uuid FROM follows WHERE follower_id = $2 AND target_type = 'member'
+), candidates AS (
+    SELECT p.id FROM authors a CROSS JOIN LATERAL (
+        SELECT p.id FROM visible_posts($2) p
+        WHERE p.author_id = a.author_id AND p.id > $1::uuid AND p.id <= $3::uuid
+        ORDER BY p.id DESC LIMIT $4) p
+    UNION
+    SELECT t.post_id FROM follows f CROSS JOIN LATERAL (
+        SELECT pt.post_id FROM post_tags pt JOIN visible_posts($2) p ON p.id = pt.post_id
+        WHERE pt.tag = f.target_id AND pt.post_id > $1::uuid AND pt.post_id <= $3::uuid
+        ORDER BY pt.post_id DESC LIMIT $4) t
+    WHERE f.follower_id = $2 AND f.target_type = 'tag'
+), found AS (
+    SELECT p.id, p.author_id, p.content, p.repost_of, p.status, p.created_at, p.updated_at
+    FROM candidates c JOIN posts p ON p.id = c.id
+    ORDER BY p.id DESC LIMIT $4
+), page AS (
+    SELECT id, author_id, repost_of FROM found
+),"""
+    + post_extras.EXTRAS_CTES
+    + """
+SELECT x.*, c.id IS NOT NULL AS candidate, c.content AS candidate_content, c.repost_of AS candidate_repost_of,
+       c.status AS candidate_status, c.created_at AS candidate_created_at, c.updated_at AS candidate_updated_at
+FROM ("""
+    + post_extras.EXTRAS_SELECT
+    + """) x
+LEFT JOIN found c ON c.id = x.id
+"""
+)
+
+
+@dataclass(frozen=True)
+class GapFill:
+    """The posts of a gap, newest first, and their extras."""
+
+    posts: list[Post]
+    extras: PageExtras
+
+
+async def gap_page(
+    conn: asyncpg.Connection | asyncpg.Pool, viewer_id: uuid.UUID, after: uuid.UUID, through: uuid.UUID, limit: int
+) -> GapFill:
+    """The newest `limit` visible home-feed posts with IDs in (`after`, `through`], with their extras."""
+    rows = await conn.fetch(_GAP, after, viewer_id, through, limit)
+    posts = [
+        Post(
+            r["id"],
+            r["author_id"],
+            r["candidate_content"],
+            r["candidate_repost_of"],
+            r["candidate_status"],
+            r["candidate_created_at"],
+            r["candidate_updated_at"],
+        )
+        for r in rows
+        if r["candidate"]
+    ]
+    posts.sort(key=lambda p: p.id, reverse=True)
+    return GapFill(posts, post_extras.extras_of(rows))
 
 
 async def epoch(conn: asyncpg.Connection) -> tuple[str, uuid.UUID | None] | None:

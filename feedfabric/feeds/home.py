@@ -7,7 +7,11 @@ the Postgres path. Postgres serves the page when Redis is down or erroring
 from inactivity, and when the cursor is not in the timeline; a page that runs
 past the oldest entry Redis keeps continues from Postgres. Posts of followed
 celebrities, never pushed, are merged in by ID, so hybrid fan-out is
-invisible to the reader. Both sources order by ID, so their cursors mix.
+invisible to the reader; so are the viewer's own newest posts, so a member's
+own writes are on the next page whatever fan-out's lag. A first page that
+served posts the timeline lacked leaves an owed mark (timelines.py), and the
+next first page fills the range up to it from Postgres, so first pages never
+go backwards (docs/home-feed.md). Both sources order by ID, so their cursors mix.
 """
 
 from __future__ import annotations
@@ -62,21 +66,45 @@ class HomeFeedService:
         return self.read_pool or self.pool
 
     async def read(self, viewer: Viewer, member: Member, before: uuid.UUID | None, limit: int) -> Page:
-        if self.redis is None or viewer.returning:
+        if self.redis is None:
             return await postgres_page(self.reads, member.id, before, limit)
         breaker = self.breaker.shard(timelines.shard_of(self.redis, member.id))
         if not breaker.allows:
             return await postgres_page(self.reads, member.id, before, limit)
+        page: Page | None = None
+        if not viewer.returning:
+            try:
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for runs the read in a task of its own.
+                async with asyncio.timeout(self._redis_timeout_s):
+                    page = await self._from_redis(self.redis, member, before, limit)
+            except (*REDIS_ERRORS, OSError, TimeoutError) as error:
+                breaker.failed()
+                log.warning("redis unavailable for the home feed, serving from postgres: %s", type(error).__name__)
+                return await postgres_page(self.reads, member.id, before, limit)
+            breaker.succeeded()
+            if page is not None:
+                return page
+        page = await postgres_page(self.reads, member.id, before, limit)
+        owed = _newest_owed(page.items, member.id, set()) if before is None else None
+        if owed is not None:
+            await self._raise_owed(self.redis, member, owed, breaker)
+        return page
+
+    @property
+    def _redis_timeout_s(self) -> float:
+        return self.settings.redis_timeout_ms / 1000 * 4
+
+    async def _raise_owed(
+        self, redis: aioredis.Redis, member: Member, owed: uuid.UUID, breaker: CircuitBreaker
+    ) -> None:
+        """A first page Postgres served may hold posts the timeline lacks: the next first page must keep them.
+        Best effort: a Redis that fails here fails the mark, never the read."""
         try:
-            # asyncio.timeout, not wait_for: on Python 3.11 wait_for runs the read in a task of its own.
-            async with asyncio.timeout(self.settings.redis_timeout_ms / 1000 * 4):
-                page = await self._from_redis(self.redis, member, before, limit)
+            async with asyncio.timeout(self._redis_timeout_s):
+                await timelines.raise_owed(redis, member.id, owed)
         except (*REDIS_ERRORS, OSError, TimeoutError) as error:
             breaker.failed()
-            log.warning("redis unavailable for the home feed, serving from postgres: %s", type(error).__name__)
-            return await postgres_page(self.reads, member.id, before, limit)
-        breaker.succeeded()
-        return page if page is not None else await postgres_page(self.reads, member.id, before, limit)
+            log.warning("redis unavailable for the home feed's owed mark: %s", type(error).__name__)
 
     async def _from_redis(
         self, redis: aioredis.Redis, member: Member, before: uuid.UUID | None, limit: int
@@ -84,18 +112,27 @@ class HomeFeedService:
         """None: Postgres must serve this page (no timeline, or the cursor is not in it)."""
         wanted = limit + 1
         batch = max(wanted, 20)
-        # The stale-snapshot watermark (timelines.py), the timeline's existence and its first page, at once.
-        opened = await timelines.open_timeline(self.pool, redis, member.id, before, batch)
+        # The stale-snapshot watermark (timelines.py), the timeline's existence and its first page, at once;
+        # on a first page the owed mark too (what an earlier first page served that Redis may lack).
+        owed: uuid.UUID | None = None
+        if before is None:
+            first_page = await timelines.open_first_page(self.pool, redis, member.id, batch)
+            opened, owed = first_page.opened, first_page.owed
+        else:
+            opened = await timelines.open_timeline(self.pool, redis, member.id, before, batch)
         if opened.page is None:
             await self._request_rebuild(redis, member)
             return None
         floor, page = opened.floor, opened.page
         visible: list[Post] = []
         pulled: list[Post] = []
+        from_redis: set[uuid.UUID] = set()
         extras = PageExtras({}, {})
         cursor: uuid.UUID | None = before
         exhausted = False
         rounds = 0
+        own_floor: uuid.UUID | None = None
+        first_visible = 0
         while len(visible) < wanted:
             if rounds:
                 batch = max(wanted - len(visible), 20)
@@ -103,33 +140,62 @@ class HomeFeedService:
             if not page.cursor_found:
                 return None  # not in the timeline (or trimmed away between rounds)
             ids = [uuid.UUID(i) for i in page.ids]
+            from_redis.update(ids)
             if not rounds:
                 # The followed celebrities' posts, never pushed, come with the first batch, and so do the
                 # extras of both: a page its first round fills needs no other statement.
-                first = await timelines.first_round(self.reads, self.settings, member.id, ids, before, wanted)
+                # The viewer's own posts come with them too (read your writes), only down to the batch's
+                # wanted-th entry when it has that many: a page its first round fills ends above it.
+                own_floor = ids[wanted - 1] if len(ids) >= wanted else None
+                first = await timelines.first_round(
+                    self.reads, self.settings, member.id, ids, before, wanted, own_floor
+                )
                 found = {p.id: p for p in first.found}
                 pulled, extras = first.pulled, first.extras
             else:
                 found = await posts_db.visible_by_ids(self.reads, ids, member.id) if ids else {}
-            rounds += 1
             visible += [found[i] for i in ids if i in found]
+            if not rounds:
+                first_visible = len(visible)
+            rounds += 1
             if ids:
                 cursor = ids[-1]
             if len(ids) < batch:
                 exhausted = True
                 break
+        if own_floor is not None and first_visible < wanted:
+            # The first batch did not fill the page: the viewer's own posts below its floor may belong on it.
+            pulled = pulled + await posts_db.by_authors_page(self.reads, [member.id], member.id, before, wanted)
         items = _merge_pulled(visible, pulled, wanted)
         source = REDIS
-        if exhausted and len(items) < wanted:
-            # Past the oldest entry Redis keeps: Postgres continues the page.
-            boundary = cursor
+        # An earlier first page served posts above the last entry read that the timeline may still lack
+        # (fan-out lags, and lands out of order): Postgres fills that range, so none goes missing.
+        gap = owed is not None and cursor is not None and owed > cursor
+        # Pulled posts (own, celebrities') below the last entry do not complete the page: only Postgres knows
+        # what else lies past the oldest entry Redis keeps.
+        past_end = len(items) < wanted or cursor is None or items[-1].id < cursor
+        if exhausted and (past_end or gap):
+            # Past the oldest entry Redis keeps: Postgres continues the page (from above the gap, if any).
+            boundary = uuid.UUID(int=owed.int + 1) if gap and owed is not None else cursor
             older = await posts_db.home_page(self.reads, member.id, boundary, wanted)
-            merged = {p.id: p for p in older}
-            merged.update({p.id: p for p in items})
-            items = sorted(merged.values(), key=lambda p: p.id, reverse=True)[:wanted]
-            if boundary is None or any(p.id < boundary for p in items[:limit]):
-                source = MIXED
-        return _with_source(cut(items, limit), source, extras)
+            items = _merge_by_id(items, older, wanted)
+            if boundary is None:
+                source = MIXED  # no entry above the run's floor: Postgres served the page
+        elif gap and owed is not None and cursor is not None:
+            filled = await timelines.fill_gap(self.reads, member.id, cursor, owed, wanted)
+            items = _merge_by_id(items, filled.posts, wanted)
+            extras = PageExtras(
+                {**extras.extras, **filled.extras.extras}, {**extras.originals, **filled.extras.originals}
+            )
+        result = cut(items, limit)
+        pulled_ids = {p.id for p in pulled}
+        if any(p.id not in from_redis and p.id not in pulled_ids for p in result.items):
+            source = MIXED
+        if before is None:
+            newest = _newest_owed(result.items, member.id, from_redis | pulled_ids)
+            if newest != owed:
+                await timelines.record_owed(redis, member.id, owed, newest)
+        return _with_source(result, source, extras)
 
     async def _request_rebuild(self, redis: aioredis.Redis, member: Member) -> None:
         """A member with no timeline (new, or Redis lost its data) gets one rebuilt through the pipeline."""
@@ -152,6 +218,18 @@ def _merge_pulled(visible: list[Post], pulled: list[Post], wanted: int) -> list[
     merged = {p.id: p for p in visible}
     merged.update({p.id: p for p in pulled})
     return sorted(merged.values(), key=lambda p: p.id, reverse=True)[:wanted]
+
+
+def _merge_by_id(items: list[Post], more: list[Post], wanted: int) -> list[Post]:
+    merged = {p.id: p for p in more}
+    merged.update({p.id: p for p in items})
+    return sorted(merged.values(), key=lambda p: p.id, reverse=True)[:wanted]
+
+
+def _newest_owed(items: list[Post], viewer_id: uuid.UUID, supplied: set[uuid.UUID]) -> uuid.UUID | None:
+    """The newest post served that the timeline may lack: not read from it, not pulled at read time (the
+    viewer's own posts and followed celebrities' are pulled by every first page)."""
+    return max((p.id for p in items if p.id not in supplied and p.author_id != viewer_id), default=None)
 
 
 def _with_source(page: Page, source: str, extras: PageExtras) -> Page:

@@ -334,11 +334,13 @@ async def first_round(
     ids: list[uuid.UUID],
     before: uuid.UUID | None,
     limit: int,
+    own_floor: uuid.UUID | None = None,
 ) -> q.FirstRound:
     """The visible posts among a page's first batch of timeline IDs, the newest `limit` posts before
-    `before` of the followed authors above the threshold, whose posts are never pushed, and the extras
-    of both, in one round trip."""
-    return await q.first_round(pool, ids, member_id, before, limit, settings.celebrity_follower_threshold)
+    `before` of the followed authors above the threshold, whose posts are never pushed, and of the member
+    (down to `own_floor`, if given), whose own a lagging fan-out has not pushed yet, and the extras of all,
+    in one round trip."""
+    return await q.first_round(pool, ids, member_id, before, limit, settings.celebrity_follower_threshold, own_floor)
 
 
 # -- Epochs: is this Redis run's data trustworthy? --------------------------
@@ -463,3 +465,106 @@ async def open_timeline(
     if not await has_timeline(redis, member_id):
         return OpenedTimeline(floor, None)
     return OpenedTimeline(floor, await read_page(redis, member_id, after_post_id, count, floor))
+
+
+# -- What a reader was served that Redis may lack --------------------------------
+#
+# A first page can serve posts Redis does not hold yet: Postgres served the page
+# (no timeline, a returning member) or continued it, while fan-out is still
+# pushing those posts. Fan-out runs per post on several partitions, so it lands
+# out of order and a timeline can miss posts below its newest entry, not only
+# above it. One value beside the timeline, the *owed* mark, keeps the newest post
+# of the last first page that did not come from Redis; the next first page fills
+# everything between its last timeline entry and the mark from Postgres (one
+# statement bounded by that range), so nothing served before goes missing. The
+# mark is dropped once a page served nothing Redis lacked, so the common case
+# (a caught-up timeline) reads one key more in the first round's script and
+# writes nothing.
+
+OWED_TTL_S = 86_400  # a backlog older than this is not covered (docs/home-feed.md)
+
+
+def owed_key(member_id: uuid.UUID | str) -> str:
+    """Beside `feed_key`, hash-tagged by the member so both land on one cluster slot."""
+    return f"{KEY_PREFIX}{{{member_id}}}:owed"
+
+
+# The first page's opening script plus the owed mark, in the same round trip.
+_OPEN_FIRST_LUA = "local function open()\n" + _OPEN_LUA + "\nend\nreturn {redis.call('GET', KEYS[3]) or '', open()}\n"
+OPEN_FIRST = _Script(_OPEN_FIRST_LUA)
+
+# Compare and set: the mark read at the page's start is replaced (or dropped, ARGV[2] empty) only if no
+# other read changed it meanwhile; otherwise, or when the caller did not read it (ARGV[1] '*'), it may
+# only rise, so a concurrent read's debt is never forgotten.
+_OWE_LUA = """
+local cur = redis.call('GET', KEYS[1]) or ''
+if cur ~= ARGV[1] then
+  if ARGV[2] ~= '' and ARGV[2] > cur then redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3]) return 1 end
+  return 0
+end
+if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3]) end
+return 1
+"""
+OWE = _Script(_OWE_LUA)
+
+
+@dataclass(frozen=True)
+class OpenedFirstPage:
+    """`open_timeline` for a first page, with the owed mark (None: Redis holds all it served)."""
+
+    opened: OpenedTimeline
+    owed: uuid.UUID | None
+
+
+def _owed_of(value: object) -> uuid.UUID | None:
+    text = _text(value) if value is not None else ""
+    return uuid.UUID(text) if text else None
+
+
+async def open_first_page(
+    pool: asyncpg.Pool | asyncpg.Connection, redis: aioredis.Redis, member_id: uuid.UUID | str, count: int
+) -> OpenedFirstPage:
+    """`open_timeline` with no cursor and the owed mark, in one round trip when settled."""
+    if _is_cluster(redis):
+        return OpenedFirstPage(
+            await open_timeline(pool, redis, member_id, None, count), await read_owed(redis, member_id)
+        )
+    result = await OPEN_FIRST(redis, [EPOCH_KEY, feed_key(member_id), owed_key(member_id)], ("", count))
+    assert isinstance(result, list)
+    owed, opened = _owed_of(result[0]), result[1]
+    if not int(opened[0]):  # an unsettled run: settle it first
+        return OpenedFirstPage(await open_timeline(pool, redis, member_id, None, count), owed)
+    floor = _text(opened[1]) or None
+    if not int(opened[2]):
+        return OpenedFirstPage(OpenedTimeline(floor, None), owed)
+    return OpenedFirstPage(OpenedTimeline(floor, _page_of(opened[3], opened[4], floor)), owed)
+
+
+async def read_owed(redis: aioredis.Redis, member_id: uuid.UUID | str) -> uuid.UUID | None:
+    return _owed_of(await redis.get(owed_key(member_id)))
+
+
+async def record_owed(
+    redis: aioredis.Redis, member_id: uuid.UUID | str, read: uuid.UUID | None, owed: uuid.UUID | None
+) -> None:
+    """Replaces the mark `read` at the page's start with `owed` (None drops it), unless another read moved it."""
+    await OWE(
+        redis, [owed_key(member_id)], ("" if read is None else str(read), "" if owed is None else str(owed), OWED_TTL_S)
+    )
+
+
+async def raise_owed(redis: aioredis.Redis, member_id: uuid.UUID | str, owed: uuid.UUID) -> None:
+    """Raises the mark to `owed` (a page Postgres served whole, the mark not read first)."""
+    await OWE(redis, [owed_key(member_id)], ("*", str(owed), OWED_TTL_S))
+
+
+async def fill_gap(
+    pool: asyncpg.Pool | asyncpg.Connection,
+    member_id: uuid.UUID,
+    after: uuid.UUID,
+    through: uuid.UUID,
+    limit: int,
+) -> q.GapFill:
+    """The newest `limit` visible home-feed posts with IDs in (`after`, `through`], with their extras, in
+    one statement: what a timeline lacking posts a reader was served must be completed with."""
+    return await q.gap_page(pool, member_id, after, through, limit)
