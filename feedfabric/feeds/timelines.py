@@ -485,8 +485,8 @@ OWED_TTL_S = 86_400  # a backlog older than this is not covered (docs/home-feed.
 
 
 def owed_key(member_id: uuid.UUID | str) -> str:
-    """Beside `feed_key`, hash-tagged by the member so both land on one cluster slot."""
-    return f"{KEY_PREFIX}{{{member_id}}}:owed"
+    """Beside `feed_key`, on its cluster slot: the hash tag is the whole timeline key, which has no tag."""
+    return f"{{{feed_key(member_id)}}}:owed"
 
 
 # The first page's opening script plus the owed mark, in the same round trip.
