@@ -318,3 +318,27 @@ async def test_a_for_you_page_is_logged_with_its_preset_and_each_posts_source(ap
         (friend_post, 0, "for_you", "newest_first", "following", False),
         (fav_post, 1, "for_you", "newest_first", "favourites", True),
     ]
+
+
+async def test_learned_ranks_by_the_active_model(api: Api, pool: asyncpg.Pool) -> None:
+    reader = await api.member("reader")
+    friend = await api.member("friend")
+    fans = [await api.member(f"fan{i}") for i in range(3)]
+    await api.follow(reader, "friend")
+    quiet = await api.post(friend, "quiet, newer")
+    loud = await api.post(friend, "loud, older")
+    for fan in fans:
+        await _like(api, fan, loud)
+    await pool.execute("UPDATE posts SET created_at = now() - interval '30 hours' WHERE id = $1", uuid.UUID(loud))
+    await _profile(api, reader, preset="LEARNED")
+    # No model yet, so BALANCED: thirty hours of age outweigh three likes.
+    assert [e["node"]["id"] for e in (await _page(api, reader))["edges"]] == [quiet, loud]
+    await pool.execute(
+        "INSERT INTO ranker_models (training_rows, auc, baseline_auc, signals, weights, intercept, active)"
+        " VALUES (1000, 0.8, 0.7, $1, $2, 0, true)",
+        list(ranking.SIGNALS),
+        [0.0, 0.0, 0.0, 0.0, 0.0, 5.0],  # popularity alone
+    )
+    page = await _page(api, reader)
+    assert [e["node"]["id"] for e in page["edges"]] == [loud, quiet]
+    assert page["edges"][0]["score"] == pytest.approx(5.0 * np.log1p(3.0))

@@ -69,3 +69,26 @@ async def by_position(conn: Executor, days: int, positions: int = 20) -> list[Po
         positions,
     )
     return [PositionStats(r["position"], r["posts"], r["engaged"]) for r in rows]
+
+
+async def training_rows(conn: Executor, since: datetime | None, until: datetime) -> list[asyncpg.Record]:
+    """Every logged row served in [since, until) with its signals and outcome, oldest first."""
+    return await conn.fetch(
+        f"""SELECT f.served_at, f.affinity, f.interest, f.favourite, f.age_seconds, f.similarity, f.popularity,
+                   {ENGAGED} AS engaged
+            FROM feed_log f
+            WHERE ($1::timestamptz IS NULL OR f.served_at >= $1) AND f.served_at < $2
+            ORDER BY f.served_at, f.id""",
+        since,
+        until,
+    )
+
+
+async def rows_since(conn: Executor, since: datetime | None, until: datetime) -> int:
+    return int(
+        await conn.fetchval(
+            "SELECT count(*) FROM feed_log WHERE ($1::timestamptz IS NULL OR served_at >= $1) AND served_at < $2",
+            since,
+            until,
+        )
+    )
