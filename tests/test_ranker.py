@@ -105,3 +105,16 @@ async def test_too_little_log_trains_nothing(pool: asyncpg.Pool) -> None:
     with pytest.raises(ranker.NotEnoughData):
         await ranker.train(pool, now=NOW)
     assert await pool.fetchval("SELECT count(*) FROM ranker_models") == 0
+
+
+async def test_the_worker_retrains_once_a_day_and_only_with_enough_new_rows(pool: asyncpg.Pool) -> None:
+    from feedfabric.workers import retrain
+
+    await _seed(pool, 300, lambda s, rng: s["similarity"] > 0.5)
+    assert await retrain.retrain_once(pool, min_new_rows=301) is None  # not enough rows
+    first = await retrain.retrain_once(pool, min_new_rows=300)
+    assert first is not None and first.rows == 300
+    assert await retrain.retrain_once(pool, min_new_rows=1) is None  # trained less than a day ago
+    await pool.execute("UPDATE ranker_models SET trained_at = now() - interval '2 days'")
+    # Two days later, but only the rows of the day before that model are new to it: too few.
+    assert await ranker.retrain_if_due(pool, min_new_rows=300) is None
