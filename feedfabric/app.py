@@ -19,7 +19,7 @@ from strawberry.http import GraphQLHTTPResponse
 from strawberry.types import ExecutionResult
 from strawberry.types.unset import UNSET, UnsetType
 
-from feedfabric import health, jsonwire, metrics, playground
+from feedfabric import dashboard, health, jsonwire, metrics, playground
 from feedfabric.breaker import CircuitBreaker
 from feedfabric.context import Context, Resources, build_context
 from feedfabric.db.pool import create_pool
@@ -187,6 +187,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Route("/graphql", graphql),
             WebSocketRoute("/graphql", graphql),
             *playground.routes(settings),
+            *dashboard.routes(),
         ],
         lifespan=lifespan,
     )
