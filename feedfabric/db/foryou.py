@@ -117,7 +117,8 @@ async def candidates(
     comment_weight: float,
 ) -> list[Candidate]:
     """Every source's candidates and their signals in one statement; a repost counts as its original,
-    each post keeps its strongest source (lowest number), the visibility rule decides what is shown."""
+    each post keeps its strongest source (lowest number), the visibility rule decides what is shown.
+    Posts the member already liked or commented on (by `as_of`) are not offered again."""
     rows = await conn.fetch(
         """WITH fav AS (
                SELECT COALESCE(p.repost_of, p.id) AS post_id, 0 AS src
@@ -181,6 +182,9 @@ async def candidates(
            LEFT JOIN post_stats s ON s.post_id = v.id
            LEFT JOIN post_embeddings e ON e.post_id = v.id
            WHERE v.author_id <> $1
+             AND NOT EXISTS (SELECT 1 FROM likes l WHERE l.post_id = v.id AND l.member_id = $1 AND l.created_at <= $2)
+             AND NOT EXISTS (SELECT 1 FROM comments c WHERE c.author_id = $1 AND c.post_id = v.id
+                                                     AND c.created_at <= $2)
            ORDER BY b.src, v.created_at DESC, v.id DESC
            LIMIT $8""",
         member_id,
