@@ -55,7 +55,7 @@ async def load(database_url: str, rows: int) -> None:
                 INSERT INTO feed_log (member_id, feed, post_id, position, source, affinity, interest, favourite,
                                       age_seconds, similarity, popularity, served_at)
                 SELECT m.ids[1 + (i % 2000)], CASE WHEN i % 3 = 0 THEN 'for_you' ELSE 'following' END,
-                       p.ids[1 + ((i * 7919) % 50000)], i % 20, 'postgres',
+                       p.ids[1 + ((i::bigint * 7919) % 50000)::int], i % 20, 'postgres',
                        random() * 5, random() * 5, random() < 0.1, random() * 172800, random(), random() * 40,
                        now() - interval '10 days' + i * (interval '9 days' / {rows})
                 FROM generate_series(1, {rows}) i, m, p"""
