@@ -342,3 +342,17 @@ async def test_learned_ranks_by_the_active_model(api: Api, pool: asyncpg.Pool) -
     page = await _page(api, reader)
     assert [e["node"]["id"] for e in page["edges"]] == [loud, quiet]
     assert page["edges"][0]["score"] == pytest.approx(5.0 * np.log1p(3.0))
+
+
+async def test_a_page_past_more_hidden_posts_than_it_reads_ahead_still_fills_in_chain_order(api: Api) -> None:
+    reader, _ = await _world(api, 30)
+    admin = await api.member("admin", admin=True)
+    expected = [e["node"]["id"] for e in await _all(api, reader, 30)]
+    first = await _page(api, reader, 3)
+    hidden = expected[3:17]  # 14 in a row: more than a page of 3 reads ahead
+    for post_id in hidden:
+        await api.gql("mutation($p: ID!) { holdPost(id: $p) { id } }", {"p": post_id}, token=admin)
+    second = await _page(api, reader, 3, first["pageInfo"]["endCursor"])
+    assert [e["node"]["id"] for e in second["edges"]] == expected[17:20]
+    third = await _page(api, reader, 3, second["pageInfo"]["endCursor"])
+    assert [e["node"]["id"] for e in third["edges"]] == expected[20:23]

@@ -267,39 +267,49 @@ class ForYouService:
 
     async def next_page(self, member_id: uuid.UUID, cursor: str, limit: int) -> ForYouPage:
         chain, offset = parse_cursor(cursor)
-        entries = await self._kept(member_id, chain, offset, limit + _SLACK)
+        requested = limit + _SLACK + 1  # one more than a page may consume says whether the list goes on
+        rebuilt: list[Ranked] | None = None
         source = "redis"
-        if entries is None:
-            source = "postgres"
-            weights, _ = await _weights(self.pool, chain.profile.preset, chain.model_id)
-            ranked, _posts = await rank(self.pool, self.settings, member_id, chain.profile, chain.ranked_at, weights)
-            await self._keep_again(member_id, chain, ranked)
-            entries = ranked[offset : offset + limit + _SLACK + 1]
+
+        async def entries_from(start: int) -> list[Ranked]:
+            nonlocal rebuilt, source
+            if rebuilt is None:
+                kept = await self._kept(member_id, chain, start, requested)
+                if kept is not None:
+                    return kept
+                source = "postgres"
+                weights, _ = await _weights(self.pool, chain.profile.preset, chain.model_id)
+                rebuilt, _posts = await rank(
+                    self.pool, self.settings, member_id, chain.profile, chain.ranked_at, weights
+                )
+                await self._keep_again(member_id, chain, rebuilt)
+            return rebuilt[start : start + requested]
+
+        entries = await entries_from(offset)
+        exhausted = len(entries) < requested
         served: list[Ranked] = []
         posts: list[Post] = []
         ends: list[int] = []
-        consumed = 0
-        while True:
-            window = entries[consumed : consumed + limit - len(served) + _SLACK]
-            if not window:
-                break
+        pos = 0
+        while len(served) < limit and pos < len(entries):
+            window = entries[pos : pos + limit - len(served) + _SLACK]
             visible = await posts_db.visible_by_ids(self.pool, [r.post_id for r in window], member_id)
             for r in window:
-                consumed += 1
+                pos += 1
                 if r.post_id in visible:
                     served.append(r)
                     posts.append(visible[r.post_id])
-                    ends.append(offset + consumed)
+                    ends.append(offset + pos)
                     if len(served) == limit:
                         break
-            if len(served) == limit or consumed < len(window) or len(entries) <= consumed:
-                break
-            more = await self._more(member_id, chain, offset + consumed, limit + _SLACK)
-            entries = entries[:consumed] + more
-        has_more = len(entries) > consumed
-        if served:
-            ends[-1] = offset + consumed  # invisible entries after the last served one are passed too
-        return self._page(chain, served, posts, ends, has_more, source, offset + consumed)
+            if len(served) < limit and pos >= len(entries) and not exhausted:
+                more = await entries_from(offset + pos)
+                exhausted = len(more) < requested
+                entries += more
+        if ends:
+            ends[-1] = offset + pos  # entries gone invisible after the last served one are passed too
+        has_more = pos < len(entries) or not exhausted
+        return self._page(chain, served, posts, ends, has_more, source, offset + pos)
 
     def _page(
         self,
@@ -337,14 +347,6 @@ class ForYouService:
             log.warning("for you snapshot unreadable (%s); ranking again from postgres", type(error).__name__)
             return None
         return _unpack(raw) if exists else None
-
-    async def _more(self, member_id: uuid.UUID, chain: Chain, offset: int, count: int) -> list[Ranked]:
-        kept = await self._kept(member_id, chain, offset, count)
-        if kept is not None:
-            return kept
-        weights, _ = await _weights(self.pool, chain.profile.preset, chain.model_id)
-        ranked, _posts = await rank(self.pool, self.settings, member_id, chain.profile, chain.ranked_at, weights)
-        return ranked[offset : offset + count + 1]
 
     async def _keep_again(self, member_id: uuid.UUID, chain: Chain, ranked: list[Ranked]) -> None:
         if self.redis is None or not ranked:
