@@ -87,17 +87,16 @@ async def measure(database_url: str, redis_url: str, rounds: int) -> dict[str, f
             cursors[i % len(headers)] = response.json()["nextCursor"]
 
         async def later(i: int) -> None:
-            cursor = cursors.get(i % len(headers))
-            if cursor is None:
-                await first(i)
-                cursor = cursors[i % len(headers)]
+            cursor = cursors[i % len(headers)]
             url = f"/userfeed/foryou?limit={PAGE}&cursor={cursor}"
             (await http.get(url, headers=headers[i % len(headers)])).raise_for_status()
 
         kinds = {"following": following, "foryou_first": first, "foryou_next": later}
-        for i in range(60):  # caches, prepared statements, the pool; every viewer's first cursor
-            for run in kinds.values():
-                await run(i)
+        for i in range(len(headers)):  # caches, prepared statements, the pool; every viewer's first cursor
+            await following(i)
+            await first(i)
+        for i in range(60):
+            await later(i)
         await asyncio.sleep(1)  # let the feed log drain before counting
         cpu = dict.fromkeys(kinds, 0.0)
         count = dict.fromkeys(kinds, 0)
