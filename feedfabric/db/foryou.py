@@ -129,9 +129,12 @@ async def candidates(
                    ORDER BY p.id DESC LIMIT 100) p
                WHERE f.member_id = $1
                ORDER BY p.id DESC LIMIT 100
+           ), followed_all AS (
+               SELECT target_id::uuid AS author_id FROM follows WHERE follower_id = $1 AND target_type = 'member'
+           ), favourite_authors AS (
+               SELECT favourite_id AS author_id FROM favourites WHERE member_id = $1
            ), followed AS (
-               SELECT target_id::uuid AS author_id FROM follows
-               WHERE follower_id = $1 AND target_type = 'member' AND 'following' = ANY($5::text[])
+               SELECT author_id FROM followed_all WHERE 'following' = ANY($5::text[])
            ), fol AS (
                SELECT COALESCE(p.repost_of, p.id) AS post_id, 1 AS src
                FROM followed a CROSS JOIN LATERAL (
@@ -170,15 +173,15 @@ async def candidates(
                   COALESCE((SELECT max(ti.score) FROM post_tags pt
                             JOIN topic_interest ti ON ti.tag = pt.tag AND ti.member_id = $1
                             WHERE pt.post_id = v.id), 0) AS interest,
-                  EXISTS (SELECT 1 FROM favourites f WHERE f.member_id = $1 AND f.favourite_id = v.author_id)
-                      AS favourite,
-                  EXISTS (SELECT 1 FROM follows f WHERE f.follower_id = $1 AND f.target_type = 'member'
-                                                     AND f.target_id = v.author_id::text) AS followed,
+                  fa.author_id IS NOT NULL AS favourite,
+                  fo.author_id IS NOT NULL AS followed,
                   COALESCE(s.likes + $9 * s.comments, 0) AS popularity,
                   e.vector
            FROM best b
            JOIN visible_posts($1) v ON v.id = b.post_id
            LEFT JOIN author_affinity a ON a.member_id = $1 AND a.author_id = v.author_id
+           LEFT JOIN favourite_authors fa ON fa.author_id = v.author_id
+           LEFT JOIN followed_all fo ON fo.author_id = v.author_id
            LEFT JOIN post_stats s ON s.post_id = v.id
            LEFT JOIN post_embeddings e ON e.post_id = v.id
            WHERE v.author_id <> $1

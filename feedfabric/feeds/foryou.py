@@ -197,7 +197,9 @@ async def rank(
         favourites_since=favourites_since,
         sources=profile.sources,
         similar_ids=similar_ids,
-        per_source=settings.foryou_candidates,
+        # Each of FOLLOWING, TAGS and POPULAR brings at most a quarter of the candidates, so one busy
+        # source cannot crowd out the others and the per-candidate reads stay bounded.
+        per_source=max(1, settings.foryou_candidates // 4),
         total=settings.foryou_candidates,
         comment_weight=settings.comment_weight,
     )
