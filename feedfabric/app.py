@@ -19,7 +19,7 @@ from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.types.unset import UNSET, UnsetType
 
-from feedfabric import health, jsonwire, metrics, playground, vendor
+from feedfabric import dashboard, health, jsonwire, metrics, playground, vendor
 from feedfabric.breaker import CircuitBreaker
 from feedfabric.context import Context, Resources, build_context, route_reads
 from feedfabric.db.pool import create_pool
@@ -218,6 +218,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             *playground.routes(settings),
             # GraphiQL's scripts and styles, from the package (feedfabric.vendor): no CDN.
             Mount("/static/vendor", StaticFiles(directory=vendor.STATIC, check_dir=False), name="vendor"),
+            *dashboard.routes(),
         ],
         lifespan=lifespan,
         exception_handlers={StarletteHTTPException: http_error},

@@ -21,6 +21,34 @@ def _require(settings: Settings, *names: str) -> None:
         sys.exit(f"feedfabric: set {', '.join(missing)} (or use `feedfabric dev`)")
 
 
+def cmd_train_ranker(args: argparse.Namespace) -> None:
+    from datetime import datetime
+
+    from feedfabric.db.pool import create_pool
+    from feedfabric.feeds import ranker
+
+    settings = load_settings()
+    _require(settings, "database_url")
+    since = datetime.fromisoformat(args.since) if args.since else None
+
+    async def run() -> None:
+        pool = await create_pool(settings.database_url or "", min_size=1, max_size=2)
+        try:
+            trained = await ranker.train(pool, since=since)
+        except ranker.NotEnoughData as reason:
+            print(f"not trained: {reason}", file=sys.stderr)
+            raise SystemExit(1) from None
+        finally:
+            await pool.close()
+        weights = ", ".join(f"{k} {v:+.3f}" for k, v in trained.weights.items())
+        print(
+            f"model {trained.model_id}: {trained.rows} rows, auc {trained.auc:.4f} vs balanced "
+            f"{trained.baseline_auc:.4f}, {'active' if trained.active else 'not active'}; weights: {weights}"
+        )
+
+    asyncio.run(run())
+
+
 def cmd_migrate(args: argparse.Namespace) -> None:
     from feedfabric.db.migrate import migrate
 
@@ -185,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--ttl", type=int, default=3600)
     token.set_defaults(func=cmd_token)
 
+    train = sub.add_parser("train-ranker", help="train the For You ranker from the feed log")
+    train.add_argument("--since", help="only rows served from this ISO time on")
+    train.set_defaults(func=cmd_train_ranker)
     sub.add_parser("export-schema", help="print the served schema as SDL").set_defaults(func=cmd_export_schema)
 
     from feedfabric.workers.commands import add_commands as add_pipeline_commands

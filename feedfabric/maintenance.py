@@ -4,7 +4,7 @@ Each step deletes in bounded batches (one short transaction each, so it never
 holds locks the pipeline waits on for long) until nothing of its kind is past
 its window, and reports how many rows it removed. Steps are independent and
 idempotent: two passes at once (two workers) only share the work. A new kind
-of retention (the feed log's partitions) is one more entry in `STEPS`.
+of retention is one more entry in `STEPS`.
 
 The windows, and what idempotency relies on (docs/pipeline.md, "Retention"):
 a redelivered event is recognised by its `(group, eventId)` row in
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from feedfabric.db import feed_log
 from feedfabric.db import pipeline as db
 from feedfabric.feeds.media import sweep_originals
 from feedfabric.settings import Settings
@@ -58,6 +59,11 @@ async def _dead_letters(conn: asyncpg.Connection, settings: Settings) -> int:
     return await _drain(lambda: db.prune_dead_letters(conn, settings.dead_letter_retention_days, BATCH))
 
 
+async def _feed_log(conn: asyncpg.Connection, settings: Settings) -> int:
+    """Daily partitions past FEED_LOG_RETENTION_DAYS dropped (and the next days' made ahead of inserts)."""
+    return len(await feed_log.apply_retention(conn, settings.feed_log_retention_days))
+
+
 async def _drain(batch: Callable[[], Awaitable[int]]) -> int:
     total = 0
     for _ in range(MAX_BATCHES):
@@ -84,6 +90,7 @@ STEPS: list[RetentionStep] = [
     RetentionStep("outbox_keys", _idle_keys),
     RetentionStep("dead_letters", _dead_letters),
     RetentionStep("media_originals", sweep_originals),
+    RetentionStep("feed_log", _feed_log),
 ]
 
 

@@ -84,6 +84,13 @@ class Settings(BaseSettings):
     similar_scan_limit: int = Field(5_000, ge=1)
     # worker-embeddings: model replicas encoding in parallel, one CPU thread each.
     embedding_replicas: int = Field(2, ge=1, le=16)
+    # For You (docs/foryou.md): candidates ranked per request, how long a ranked chain of pages is
+    # kept in Redis, and the days of feed log kept (daily partitions).
+    foryou_candidates: int = Field(800, ge=1, le=10_000)
+    foryou_snapshot_ttl_seconds: int = Field(1800, ge=1)
+    feed_log_retention_days: int = Field(30, ge=1)
+    # The worker retrains the ranker daily when at least this many new log rows have a known outcome.
+    ranker_retrain_min_rows: int = Field(10_000, ge=1)
 
     # Public-API limits and production switches (docs/operations.md).
     feedfabric_production: bool = False  # no introspection, GraphiQL or field suggestions

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, time, timedelta
 
 import asyncpg
 import pytest
+from feedfabric.db import feed_log as feed_log_db
+from feedfabric.db.feed_log import ServedPage
 from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.models import Page, Post
 
@@ -95,3 +98,30 @@ async def test_a_repost_whose_original_no_longer_exists_is_not_logged(api: Api, 
     log.record(uuid.uuid4(), "following", Page([posts[0], gone], None, "redis"))
     assert await log.flush() == 1
     assert [r["post_id"] for r in await pool.fetch("SELECT post_id FROM feed_log")] == [posts[0].id]
+
+
+async def test_rows_of_a_day_without_a_partition_are_logged_into_a_new_one(api: Api, pool: asyncpg.Pool) -> None:
+    posts = await _posts(api, pool, 2)
+    served_at = datetime.now(UTC) - timedelta(days=40)
+    await feed_log_db.insert(
+        pool, [ServedPage(uuid.uuid4(), "following", tuple(p.id for p in posts), "redis", served_at)]
+    )
+    assert served_at.date() in await feed_log_db.partition_days(pool)
+    assert await pool.fetchval("SELECT count(*) FROM feed_log WHERE served_at = $1", served_at) == 2
+
+
+async def test_retention_drops_the_partitions_of_days_past_it_and_keeps_the_rest(api: Api, pool: asyncpg.Pool) -> None:
+    posts = await _posts(api, pool, 1)
+    today = datetime.now(UTC).date()
+    member = uuid.uuid4()
+    for days_ago in (31, 30, 29, 0):
+        at = datetime.combine(today - timedelta(days=days_ago), time(12), UTC)
+        await feed_log_db.insert(pool, [ServedPage(member, "following", (posts[0].id,), "redis", at)])
+    dropped = await feed_log_db.apply_retention(pool, 30, today=today)
+    assert dropped == [today - timedelta(days=31)]
+    kept = await pool.fetch("SELECT served_at FROM feed_log ORDER BY served_at")
+    assert [(today - r["served_at"].date()).days for r in kept] == [30, 29, 0]
+    days = await feed_log_db.partition_days(pool)
+    assert today - timedelta(days=31) not in days
+    assert {today + timedelta(days=1), today + timedelta(days=2)} <= set(days)
+    assert await feed_log_db.apply_retention(pool, 30, today=today) == []

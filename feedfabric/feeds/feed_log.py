@@ -30,12 +30,29 @@ class FeedLog:
         self.dropped = 0
         self._task: asyncio.Task[None] | None = None
 
-    def record(self, member_id: uuid.UUID, feed: str, page: Page) -> None:
+    def record(
+        self,
+        member_id: uuid.UUID,
+        feed: str,
+        page: Page,
+        *,
+        preset: str | None = None,
+        reasons: list[str] | None = None,
+        similarities: list[float] | None = None,
+    ) -> None:
+        """For You pages add their preset and, per post, the candidate source and similarity."""
         if not page.items:
             return
         # A repost is logged as the post it shares: that is what the reader sees and acts on.
         served = ServedPage(
-            member_id, feed, tuple(post.repost_of or post.id for post in page.items), page.source, datetime.now(UTC)
+            member_id,
+            feed,
+            tuple(post.repost_of or post.id for post in page.items),
+            page.source,
+            datetime.now(UTC),
+            preset,
+            tuple(reasons) if reasons is not None else None,
+            tuple(similarities) if similarities is not None else None,
         )
         try:
             self.queue.put_nowait(served)

@@ -18,6 +18,7 @@ from feedfabric.errors import BadInput, FeedFabricError
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.jsonwire import JSONResponse
 from feedfabric.models import Page
+from feedfabric.resolvers import foryou as foryou_resolvers
 from feedfabric.resolvers import media as media_resolvers
 from feedfabric.resolvers import reads, writes
 from feedfabric.resolvers.page_loads import feed_posts_of
@@ -100,6 +101,44 @@ async def favourites_feed(ctx: Context, request: Request) -> dict[str, Any]:
 async def tag_feed(ctx: Context, request: Request) -> dict[str, Any]:
     tag = request.path_params["tag"]
     return await _feed(ctx, await reads.tag_feed(ctx, tag, _limit(request), _cursor(request)))
+
+
+async def for_you(ctx: Context, request: Request) -> dict[str, Any]:
+    result = await foryou_resolvers.for_you(ctx, _limit(request), _cursor(request))
+    body = await _feed(ctx, result.page)
+    for post, reason, score in zip(body["posts"], result.reasons, result.scores, strict=True):
+        post["reason"] = reason.upper()
+        post["score"] = score
+    body["preset"] = result.preset.upper()
+    body["rankedAt"] = result.ranked_at.isoformat()
+    return body
+
+
+def _profile(profile: Any) -> dict[str, Any]:
+    return {
+        "preset": profile.preset.upper(),
+        "sources": [s.upper() for s in profile.sources],
+        "lookbackHours": profile.lookback_hours,
+    }
+
+
+async def feed_profile(ctx: Context, request: Request) -> dict[str, Any]:
+    if request.method == "GET":
+        ctx.viewer.require_member()
+        return {"profile": _profile(await foryou_resolvers.feed_profile(ctx))}
+    try:
+        body = await request.json()
+    except ValueError:
+        raise BadInput("the body must be a JSON object") from None
+    if not isinstance(body, dict) or set(body) - {"preset", "sources", "lookbackHours"}:
+        raise BadInput("the body takes preset, sources and lookbackHours")
+    preset, sources, hours = body.get("preset"), body.get("sources"), body.get("lookbackHours")
+    if preset is not None and not isinstance(preset, str):
+        raise BadInput("preset must be a string")
+    if sources is not None and (not isinstance(sources, list) or not all(isinstance(s, str) for s in sources)):
+        raise BadInput("sources must be a list of strings")
+    profile = await foryou_resolvers.update_feed_profile(ctx, preset, sources, hours)
+    return {"profile": _profile(profile)}
 
 
 async def mentions(ctx: Context, request: Request) -> dict[str, Any]:
@@ -214,6 +253,8 @@ def routes() -> list[Route]:
         Route("/userfeed/favourites", endpoint(favourites_feed), methods=["GET"]),
         Route("/userfeed/tags/{tag}/posts", endpoint(tag_feed), methods=["GET"]),
         Route("/userfeed/mentions", endpoint(mentions), methods=["GET"]),
+        Route("/userfeed/foryou", endpoint(for_you), methods=["GET"]),
+        Route("/feed-profile", endpoint(feed_profile), methods=["GET", "PUT"]),
         Route("/userfeed", endpoint(own_posts), methods=["GET"]),
         Route("/follows/{external_id}", endpoint(follow), methods=["PUT", "DELETE"]),
         Route("/favourites/{external_id}", endpoint(favourite), methods=["PUT", "DELETE"]),

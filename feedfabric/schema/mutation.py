@@ -5,6 +5,7 @@ from __future__ import annotations
 import strawberry
 
 from feedfabric.resolvers import writes
+from feedfabric.schema.foryou import ForYouMutation
 from feedfabric.schema.media import MediaMutation
 from feedfabric.schema.playlists import PlaylistMutation
 from feedfabric.schema.types import Comment, ContextInfo, Member, Post, post_of
@@ -17,7 +18,7 @@ class CreatePostInput:
 
 
 @strawberry.type
-class Mutation(PlaylistMutation, MediaMutation):
+class Mutation(PlaylistMutation, MediaMutation, ForYouMutation):
     @strawberry.mutation(description="Create or update the signed-in member's profile (sub of the token = externalId).")
     async def upsert_profile(
         self, info: ContextInfo, username: str, display_name: str, avatar_url: str | None = None

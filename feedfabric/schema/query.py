@@ -7,6 +7,7 @@ import asyncio
 import strawberry
 
 from feedfabric.resolvers import reads
+from feedfabric.schema.foryou import ForYouQuery
 from feedfabric.schema.media import MediaQuery
 from feedfabric.schema.playlists import PlaylistQuery
 from feedfabric.schema.types import (
@@ -28,7 +29,7 @@ from feedfabric.schema.types import (
 
 
 @strawberry.type
-class Query(PlaylistQuery, MediaQuery):
+class Query(PlaylistQuery, MediaQuery, ForYouQuery):
     @strawberry.field(description="The signed-in member; null when signed out.")
     async def viewer(self, info: ContextInfo) -> Member | None:
         return member_or_none(await reads.viewer(info.context))

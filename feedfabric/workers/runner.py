@@ -314,6 +314,12 @@ async def run_groups(settings: Settings, specs: Sequence[GroupSpec], stop: async
         tasks = [asyncio.create_task(r.run(stop), name=r.group_id) for r in runners]
         if settings.maintain_interval_seconds > 0:
             tasks.append(asyncio.create_task(_maintain_periodically(pool, settings, stop), name="maintain"))
+        if any(spec.name == "worker-engagement" for spec in specs):
+            from feedfabric.workers import retrain
+
+            tasks.append(
+                asyncio.create_task(retrain.run(pool, stop, settings.ranker_retrain_min_rows), name="ranker-retrain")
+            )
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:

@@ -1,0 +1,273 @@
+"""For You's tables and reads: feed profiles, candidates with their signals, and ranker models."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from feedfabric.models import Post
+
+Executor = asyncpg.Connection | asyncpg.Pool
+
+
+@dataclass(frozen=True)
+class Profile:
+    preset: str
+    sources: tuple[str, ...]
+    lookback_hours: int
+
+
+@dataclass(frozen=True)
+class Candidate:
+    post: Post
+    source: int  # index into feeds.ranking.SOURCES
+    affinity: float
+    interest: float
+    favourite: bool
+    followed: bool
+    popularity: float
+    vector: bytes | None
+
+
+@dataclass(frozen=True)
+class Model:
+    id: int
+    trained_at: datetime
+    training_rows: int
+    auc: float
+    baseline_auc: float
+    signals: list[str]
+    weights: list[float]
+    intercept: float
+    active: bool
+
+
+async def profile(conn: Executor, member_id: uuid.UUID) -> Profile | None:
+    row = await conn.fetchrow(
+        "SELECT preset, sources, lookback_hours FROM feed_profiles WHERE member_id = $1", member_id
+    )
+    return Profile(row["preset"], tuple(row["sources"]), row["lookback_hours"]) if row else None
+
+
+async def save_profile(conn: Executor, member_id: uuid.UUID, value: Profile) -> None:
+    await conn.execute(
+        "INSERT INTO feed_profiles (member_id, preset, sources, lookback_hours) VALUES ($1, $2, $3, $4)"
+        " ON CONFLICT (member_id) DO UPDATE SET preset = EXCLUDED.preset, sources = EXCLUDED.sources,"
+        " lookback_hours = EXCLUDED.lookback_hours, updated_at = now()",
+        member_id,
+        value.preset,
+        list(value.sources),
+        value.lookback_hours,
+    )
+
+
+async def taste_vectors(
+    conn: Executor, member_id: uuid.UUID, as_of: datetime, limit: int = 20
+) -> list[tuple[uuid.UUID, bytes]]:
+    """Vectors of the posts the member most recently liked or commented on (up to `as_of`)."""
+    rows = await conn.fetch(
+        """SELECT e.post_id, e.vector FROM (
+               (SELECT post_id, created_at FROM likes WHERE member_id = $1 AND created_at <= $2
+                ORDER BY created_at DESC LIMIT $3)
+               UNION ALL
+               (SELECT post_id, created_at FROM comments WHERE author_id = $1 AND created_at <= $2
+                ORDER BY created_at DESC LIMIT $3)
+           ) t
+           JOIN posts p ON p.id = t.post_id
+           JOIN post_embeddings e ON e.post_id = COALESCE(p.repost_of, p.id)
+           ORDER BY t.created_at DESC LIMIT $3""",
+        member_id,
+        as_of,
+        limit,
+    )
+    return [(r["post_id"], r["vector"]) for r in rows]
+
+
+async def window_vectors(
+    conn: Executor, member_id: uuid.UUID, since: datetime, as_of: datetime, limit: int
+) -> list[tuple[uuid.UUID, bytes]]:
+    """The newest embedded posts of the window (not the member's own), for the SIMILAR scan."""
+    rows = await conn.fetch(
+        """SELECT p.id, e.vector FROM posts p JOIN post_embeddings e ON e.post_id = p.id
+           WHERE p.created_at > $2 AND p.created_at <= $3 AND p.author_id <> $1 AND p.status = 'live'
+           ORDER BY p.created_at DESC LIMIT $4""",
+        member_id,
+        since,
+        as_of,
+        limit,
+    )
+    return [(r["id"], r["vector"]) for r in rows]
+
+
+async def candidates(
+    conn: Executor,
+    member_id: uuid.UUID,
+    *,
+    as_of: datetime,
+    since: datetime,
+    favourites_since: datetime,
+    sources: Sequence[str],
+    similar_ids: Sequence[uuid.UUID],
+    per_source: int,
+    total: int,
+    comment_weight: float,
+) -> list[Candidate]:
+    """Every source's candidates and their signals in one statement; a repost counts as its original,
+    each post keeps its strongest source (lowest number), the visibility rule decides what is shown.
+    Posts the member already liked or commented on (by `as_of`) are not offered again."""
+    rows = await conn.fetch(
+        """WITH fav AS (
+               SELECT COALESCE(p.repost_of, p.id) AS post_id, 0 AS src
+               FROM favourites f CROSS JOIN LATERAL (
+                   SELECT p.id, p.repost_of FROM posts p
+                   WHERE p.author_id = f.favourite_id AND p.created_at > $4 AND p.created_at <= $2
+                     AND p.status = 'live'
+                   ORDER BY p.id DESC LIMIT 100) p
+               WHERE f.member_id = $1
+               ORDER BY p.id DESC LIMIT 100
+           ), followed_all AS (
+               SELECT target_id::uuid AS author_id FROM follows WHERE follower_id = $1 AND target_type = 'member'
+           ), favourite_authors AS (
+               SELECT favourite_id AS author_id FROM favourites WHERE member_id = $1
+           ), followed AS (
+               SELECT author_id FROM followed_all WHERE 'following' = ANY($5::text[])
+           ), fol AS (
+               SELECT COALESCE(p.repost_of, p.id) AS post_id, 1 AS src
+               FROM followed a CROSS JOIN LATERAL (
+                   SELECT p.id, p.repost_of FROM posts p
+                   WHERE p.author_id = a.author_id AND p.created_at > $3 AND p.created_at <= $2
+                     AND p.status = 'live'
+                   ORDER BY p.id DESC LIMIT $7) p
+               ORDER BY p.id DESC LIMIT $7
+           ), interests AS (
+               SELECT target_id AS tag FROM follows WHERE follower_id = $1 AND target_type = 'tag'
+               UNION
+               (SELECT tag FROM topic_interest WHERE member_id = $1 AND score > 0 ORDER BY score DESC LIMIT 20)
+           ), tagged AS (
+               SELECT COALESCE(p.repost_of, p.id) AS post_id, 2 AS src
+               FROM interests i
+               JOIN post_tags pt ON pt.tag = i.tag
+               JOIN posts p ON p.id = pt.post_id AND p.created_at > $3 AND p.created_at <= $2 AND p.status = 'live'
+               WHERE 'tags' = ANY($5::text[])
+               ORDER BY p.created_at DESC LIMIT $7
+           ), sim AS (
+               SELECT s AS post_id, 3 AS src FROM unnest($6::uuid[]) AS s
+           ), pop AS (
+               SELECT p.id AS post_id, 4 AS src
+               FROM posts p JOIN post_stats s ON s.post_id = p.id
+               WHERE p.created_at > $3 AND p.created_at <= $2 AND p.repost_of IS NULL AND p.status = 'live'
+                 AND s.likes + s.comments > 0 AND 'popular' = ANY($5::text[])
+               ORDER BY s.likes + $9 * s.comments DESC, p.id DESC LIMIT $7
+           ), best AS (
+               SELECT post_id, min(src) AS src
+               FROM (SELECT * FROM fav UNION ALL SELECT * FROM fol UNION ALL SELECT * FROM tagged
+                     UNION ALL SELECT * FROM sim UNION ALL SELECT * FROM pop) c
+               GROUP BY post_id
+           )
+           SELECT v.id, v.author_id, v.content, v.repost_of, v.status, v.created_at, v.updated_at, b.src,
+                  COALESCE(a.score, 0) AS affinity,
+                  COALESCE((SELECT max(ti.score) FROM post_tags pt
+                            JOIN topic_interest ti ON ti.tag = pt.tag AND ti.member_id = $1
+                            WHERE pt.post_id = v.id), 0) AS interest,
+                  fa.author_id IS NOT NULL AS favourite,
+                  fo.author_id IS NOT NULL AS followed,
+                  COALESCE(s.likes + $9 * s.comments, 0) AS popularity,
+                  e.vector
+           FROM best b
+           JOIN visible_posts($1) v ON v.id = b.post_id
+           LEFT JOIN author_affinity a ON a.member_id = $1 AND a.author_id = v.author_id
+           LEFT JOIN favourite_authors fa ON fa.author_id = v.author_id
+           LEFT JOIN followed_all fo ON fo.author_id = v.author_id
+           LEFT JOIN post_stats s ON s.post_id = v.id
+           LEFT JOIN post_embeddings e ON e.post_id = v.id
+           WHERE v.author_id <> $1
+             AND NOT EXISTS (SELECT 1 FROM likes l WHERE l.post_id = v.id AND l.member_id = $1 AND l.created_at <= $2)
+             AND NOT EXISTS (SELECT 1 FROM comments c WHERE c.author_id = $1 AND c.post_id = v.id
+                                                     AND c.created_at <= $2)
+           ORDER BY b.src, v.created_at DESC, v.id DESC
+           LIMIT $8""",
+        member_id,
+        as_of,
+        since,
+        favourites_since,
+        list(sources),
+        list(similar_ids),
+        per_source,
+        total,
+        comment_weight,
+    )
+    return [
+        Candidate(
+            post=Post.of(r),
+            source=r["src"],
+            affinity=r["affinity"],
+            interest=r["interest"],
+            favourite=r["favourite"],
+            followed=r["followed"],
+            popularity=float(r["popularity"]),
+            vector=r["vector"],
+        )
+        for r in rows
+    ]
+
+
+def _model(row: asyncpg.Record) -> Model:
+    return Model(
+        id=row["id"],
+        trained_at=row["trained_at"],
+        training_rows=row["training_rows"],
+        auc=row["auc"],
+        baseline_auc=row["baseline_auc"],
+        signals=list(row["signals"]),
+        weights=list(row["weights"]),
+        intercept=row["intercept"],
+        active=row["active"],
+    )
+
+
+async def active_model(conn: Executor) -> Model | None:
+    row = await conn.fetchrow("SELECT * FROM ranker_models WHERE active")
+    return _model(row) if row else None
+
+
+async def model(conn: Executor, model_id: int) -> Model | None:
+    row = await conn.fetchrow("SELECT * FROM ranker_models WHERE id = $1", model_id)
+    return _model(row) if row else None
+
+
+async def models(conn: Executor, limit: int) -> list[Model]:
+    rows = await conn.fetch("SELECT * FROM ranker_models ORDER BY id DESC LIMIT $1", limit)
+    return [_model(r) for r in rows]
+
+
+async def store_model(
+    conn: asyncpg.Connection,
+    *,
+    training_rows: int,
+    auc: float,
+    baseline_auc: float,
+    signals: Sequence[str],
+    weights: Sequence[float],
+    intercept: float,
+    activate: bool,
+) -> int:
+    """Stores a model; activating it deactivates the previous one (call inside a transaction)."""
+    if activate:
+        await conn.execute("UPDATE ranker_models SET active = false WHERE active")
+    return int(
+        await conn.fetchval(
+            "INSERT INTO ranker_models (training_rows, auc, baseline_auc, signals, weights, intercept, active)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+            training_rows,
+            auc,
+            baseline_auc,
+            list(signals),
+            list(weights),
+            intercept,
+            activate,
+        )
+    )

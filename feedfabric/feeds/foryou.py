@@ -1,0 +1,359 @@
+"""For You: candidates from the member's profile, ranked by a preset, served as a chain of pages.
+
+The first page ranks and keeps the whole ranked list in Redis (`foryou:{member}:chain`, the member's
+hash tag keeping it in one Cluster slot) for FORYOU_SNAPSHOT_TTL_SECONDS; its cursors are offsets
+into that list, so scrolling neither repeats nor skips while posts arrive and scores move. The
+cursor also carries what the ranking was made from (its time, preset, sources, look-back and
+model), so when the list is gone the next page ranks again from Postgres as of that time: only
+posts created by then, ages measured to then. Later pages check visibility again, so a post held,
+deleted or whose author was suspended since drops out.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import struct
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import asyncpg
+import numpy as np
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from feedfabric import embeddings
+from feedfabric.db import foryou as foryou_db
+from feedfabric.db import posts as posts_db
+from feedfabric.db.foryou import Profile
+from feedfabric.errors import BadInput
+from feedfabric.feeds import ranking
+from feedfabric.models import Page, Post
+from feedfabric.settings import Settings
+
+log = logging.getLogger("feedfabric.foryou")
+
+DEFAULT_PROFILE = Profile("balanced", ranking.SOURCES, 48)
+MAX_LOOKBACK_HOURS = 720
+FAVOURITES_MIN_HOURS = 48
+# The SIMILAR scan compares the reader's taste with at most this many of the window's newest posts.
+SIMILAR_SCAN = 2_000
+SIMILAR_TAKE = 200
+_CURSOR = struct.Struct(">B16sqIBBHq")  # version, chain, rankedAt (us), offset, preset, sources, look-back, model
+_CURSOR_VERSION = 1
+_ENTRY = struct.Struct(">16sdBf")  # post id, score, source, similarity
+# Entries read past a page's size, so a few posts gone invisible do not cost a second round.
+_SLACK = 10
+
+
+def validate_profile(
+    preset: str | None, sources: list[str] | None, lookback_hours: int | None, current: Profile
+) -> Profile:
+    """The current profile with the given parts replaced; BadInput on a value outside the contract."""
+    new_preset = current.preset if preset is None else preset.lower()
+    if new_preset not in ranking.PRESETS:
+        raise BadInput(f"preset must be one of {', '.join(p.upper() for p in ranking.PRESETS)}")
+    if sources is None:
+        new_sources = current.sources
+    else:
+        wanted = {s.lower() for s in sources if isinstance(s, str)}
+        if len(wanted) != len(sources) or not wanted <= set(ranking.SOURCES):
+            raise BadInput(f"sources must be distinct values of {', '.join(s.upper() for s in ranking.SOURCES)}")
+        new_sources = tuple(s for s in ranking.SOURCES if s in wanted)
+    hours = current.lookback_hours if lookback_hours is None else lookback_hours
+    if isinstance(hours, bool) or not isinstance(hours, int) or not 1 <= hours <= MAX_LOOKBACK_HOURS:
+        raise BadInput(f"lookbackHours must be a whole number from 1 to {MAX_LOOKBACK_HOURS}")
+    return Profile(new_preset, new_sources, hours)
+
+
+async def profile_of(conn: asyncpg.Connection | asyncpg.Pool, member_id: uuid.UUID) -> Profile:
+    return await foryou_db.profile(conn, member_id) or DEFAULT_PROFILE
+
+
+@dataclass(frozen=True)
+class Chain:
+    """What a ranking was made from; the cursor carries it."""
+
+    id: uuid.UUID
+    ranked_at: datetime
+    profile: Profile
+    model_id: int  # 0: no model (LEARNED fell back to BALANCED, or another preset)
+
+    def key(self, member_id: uuid.UUID) -> str:
+        return f"foryou:{{{member_id}}}:{self.id.hex}"
+
+    def cursor(self, offset: int) -> str:
+        sources = sum(1 << ranking.SOURCES.index(s) for s in self.profile.sources)
+        raw = _CURSOR.pack(
+            _CURSOR_VERSION,
+            self.id.bytes,
+            int(self.ranked_at.timestamp() * 1_000_000),
+            offset,
+            ranking.PRESETS.index(self.profile.preset),
+            sources,
+            self.profile.lookback_hours,
+            self.model_id,
+        )
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def parse_cursor(cursor: str) -> tuple[Chain, int]:
+    bad = BadInput("not a valid For You cursor")
+    if not isinstance(cursor, str) or len(cursor) > 100:
+        raise bad
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        version, chain, micros, offset, preset, sources, hours, model_id = _CURSOR.unpack(raw)
+        ranked_at = datetime.fromtimestamp(micros / 1_000_000, UTC)
+    except (binascii.Error, struct.error, ValueError, OverflowError, OSError):
+        raise bad from None
+    if (
+        version != _CURSOR_VERSION
+        or preset >= len(ranking.PRESETS)
+        or sources >= 1 << len(ranking.SOURCES)
+        or not 1 <= hours <= MAX_LOOKBACK_HOURS
+        or model_id < 0
+        or offset > 100_000
+    ):
+        raise bad
+    profile = Profile(
+        ranking.PRESETS[preset], tuple(s for n, s in enumerate(ranking.SOURCES) if sources >> n & 1), hours
+    )
+    return Chain(uuid.UUID(bytes=chain), ranked_at, profile, model_id), offset
+
+
+@dataclass(frozen=True)
+class Ranked:
+    post_id: uuid.UUID
+    score: float
+    source: str
+    similarity: float
+
+
+@dataclass(frozen=True)
+class ForYouPage:
+    page: Page
+    reasons: list[str]
+    scores: list[float]
+    similarities: list[float]
+    preset: str
+    ranked_at: datetime
+    # Each item's own cursor: the chain continued after it.
+    cursors: list[str]
+
+
+def _taste(vectors: list[bytes]) -> np.ndarray | None:
+    if not vectors:
+        return None
+    mean = np.mean([embeddings.from_bytes(v) for v in vectors], axis=0)
+    norm = float(np.linalg.norm(mean))
+    return mean / norm if norm > 0 else None
+
+
+async def _weights(pool: asyncpg.Pool, chain_preset: str, model_id: int | None) -> tuple[ranking.Weights, int]:
+    """The preset's weights; LEARNED takes the given (or active) model, else falls back to BALANCED."""
+    if chain_preset != "learned":
+        return ranking.FIXED_PRESETS[chain_preset], 0
+    if model_id is None:
+        model = await foryou_db.active_model(pool)
+    else:
+        model = await foryou_db.model(pool, model_id) if model_id else None
+    if model is None:
+        return ranking.FIXED_PRESETS["balanced"], 0
+    by_signal = dict(zip(model.signals, model.weights, strict=True))
+    return ranking.Weights(by_signal, model.intercept), model.id
+
+
+async def rank(
+    pool: asyncpg.Pool,
+    settings: Settings,
+    member_id: uuid.UUID,
+    profile: Profile,
+    as_of: datetime,
+    weights: ranking.Weights,
+) -> tuple[list[Ranked], dict[uuid.UUID, Post]]:
+    """The ranked list as of `as_of`: candidates, their scores, the author-spread rule."""
+    since = as_of - timedelta(hours=profile.lookback_hours)
+    favourites_since = as_of - timedelta(hours=max(FAVOURITES_MIN_HOURS, profile.lookback_hours))
+    liked = await foryou_db.taste_vectors(pool, member_id, as_of)
+    taste = _taste([v for _, v in liked])
+    engaged = {post_id for post_id, _ in liked}
+    similar_ids: list[uuid.UUID] = []
+    if taste is not None and "similar" in profile.sources:
+        window = await foryou_db.window_vectors(pool, member_id, since, as_of, SIMILAR_SCAN)
+        if window:
+            matrix = np.stack([embeddings.from_bytes(v) for _, v in window])
+            sims = matrix @ taste
+            best = np.argsort(-sims, kind="stable")[:SIMILAR_TAKE]
+            # What the reader already engaged with is the taste, not news to it.
+            similar_ids = [window[i][0] for i in best if sims[i] > 0 and window[i][0] not in engaged]
+    found = await foryou_db.candidates(
+        pool,
+        member_id,
+        as_of=as_of,
+        since=since,
+        favourites_since=favourites_since,
+        sources=profile.sources,
+        similar_ids=similar_ids,
+        # Each of FOLLOWING, TAGS and POPULAR brings at most a quarter of the candidates, so one busy
+        # source cannot crowd out the others and the per-candidate reads stay bounded.
+        per_source=max(1, settings.foryou_candidates // 4),
+        total=settings.foryou_candidates,
+        comment_weight=settings.comment_weight,
+    )
+    if not found:
+        return [], {}
+    similarity = np.zeros(len(found))
+    if taste is not None:
+        for n, c in enumerate(found):
+            if c.vector is not None:
+                similarity[n] = float(embeddings.from_bytes(c.vector) @ taste)
+    ages = np.array([(as_of - c.post.created_at).total_seconds() for c in found])
+    rows = ranking.features(
+        np.array([c.affinity for c in found]),
+        np.array([c.interest for c in found]),
+        np.array([c.favourite for c in found], dtype=np.float64),
+        ages,
+        similarity,
+        np.array([c.popularity for c in found]),
+    )
+    score = ranking.scores(weights, rows, np.array([c.followed for c in found], dtype=np.float64))
+    # Ties (NEWEST_FIRST's equal ages aside, rare) fall to the newer post, so a rebuild orders alike.
+    order = sorted(
+        range(len(found)), key=lambda i: (-score[i], -found[i].post.created_at.timestamp(), found[i].post.id)
+    )
+    placed = ranking.spread(order, [c.post.author_id for c in found])
+    ranked = [
+        Ranked(found[i].post.id, float(score[i]), ranking.SOURCES[found[i].source], float(similarity[i]))
+        for i in placed
+    ]
+    return ranked, {c.post.id: c.post for c in found}
+
+
+def _pack(ranked: list[Ranked]) -> bytes:
+    return b"".join(
+        _ENTRY.pack(r.post_id.bytes, r.score, ranking.SOURCES.index(r.source), r.similarity) for r in ranked
+    )
+
+
+def _unpack(raw: bytes) -> list[Ranked]:
+    return [
+        Ranked(uuid.UUID(bytes=i), score, ranking.SOURCES[s], sim)
+        for i, score, s, sim in _ENTRY.iter_unpack(raw[: len(raw) - len(raw) % _ENTRY.size])
+    ]
+
+
+@dataclass
+class ForYouService:
+    settings: Settings
+    pool: asyncpg.Pool
+    redis: aioredis.Redis | None
+
+    async def first_page(self, member_id: uuid.UUID, limit: int) -> ForYouPage:
+        profile = await profile_of(self.pool, member_id)
+        weights, model_id = await _weights(self.pool, profile.preset, None)
+        chain = Chain(uuid.uuid4(), datetime.now(UTC), profile, model_id)
+        ranked, posts = await rank(self.pool, self.settings, member_id, profile, chain.ranked_at, weights)
+        source = "postgres"
+        if self.redis is not None and len(ranked) > limit:
+            try:
+                await self.redis.set(chain.key(member_id), _pack(ranked), ex=self.settings.foryou_snapshot_ttl_seconds)
+                source = "redis"
+            except (RedisError, OSError, TimeoutError) as error:
+                log.warning("for you snapshot not kept (%s); later pages rank again", type(error).__name__)
+        served = ranked[:limit]
+        ends = list(range(1, len(served) + 1))
+        return self._page(chain, served, [posts[r.post_id] for r in served], ends, len(ranked) > limit, source)
+
+    async def next_page(self, member_id: uuid.UUID, cursor: str, limit: int) -> ForYouPage:
+        chain, offset = parse_cursor(cursor)
+        requested = limit + _SLACK + 1  # one more than a page may consume says whether the list goes on
+        rebuilt: list[Ranked] | None = None
+        source = "redis"
+
+        async def entries_from(start: int) -> list[Ranked]:
+            nonlocal rebuilt, source
+            if rebuilt is None:
+                kept = await self._kept(member_id, chain, start, requested)
+                if kept is not None:
+                    return kept
+                source = "postgres"
+                weights, _ = await _weights(self.pool, chain.profile.preset, chain.model_id)
+                rebuilt, _posts = await rank(
+                    self.pool, self.settings, member_id, chain.profile, chain.ranked_at, weights
+                )
+                await self._keep_again(member_id, chain, rebuilt)
+            return rebuilt[start : start + requested]
+
+        entries = await entries_from(offset)
+        exhausted = len(entries) < requested
+        served: list[Ranked] = []
+        posts: list[Post] = []
+        ends: list[int] = []
+        pos = 0
+        while len(served) < limit and pos < len(entries):
+            window = entries[pos : pos + limit - len(served) + _SLACK]
+            visible = await posts_db.visible_by_ids(self.pool, [r.post_id for r in window], member_id)
+            for r in window:
+                pos += 1
+                if r.post_id in visible:
+                    served.append(r)
+                    posts.append(visible[r.post_id])
+                    ends.append(offset + pos)
+                    if len(served) == limit:
+                        break
+            if len(served) < limit and pos >= len(entries) and not exhausted:
+                more = await entries_from(offset + pos)
+                exhausted = len(more) < requested
+                entries += more
+        if ends:
+            ends[-1] = offset + pos  # entries gone invisible after the last served one are passed too
+        has_more = pos < len(entries) or not exhausted
+        return self._page(chain, served, posts, ends, has_more, source, offset + pos)
+
+    def _page(
+        self,
+        chain: Chain,
+        served: list[Ranked],
+        posts: list[Post],
+        ends: list[int],
+        has_more: bool,
+        source: str,
+        next_offset: int | None = None,
+    ) -> ForYouPage:
+        end = next_offset if next_offset is not None else (ends[-1] if ends else 0)
+        return ForYouPage(
+            Page(posts, chain.cursor(end) if has_more else None, source),
+            [r.source for r in served],
+            [r.score for r in served],
+            [r.similarity for r in served],
+            chain.profile.preset,
+            chain.ranked_at,
+            [chain.cursor(e) for e in ends],
+        )
+
+    async def _kept(self, member_id: uuid.UUID, chain: Chain, offset: int, count: int) -> list[Ranked] | None:
+        """`count` + 1 entries of the kept list from `offset` (one more says whether the list goes on);
+        None when the list is gone or Redis cannot say."""
+        if self.redis is None:
+            return None
+        key = chain.key(member_id)
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.exists(key)
+                pipe.getrange(key, offset * _ENTRY.size, (offset + count + 1) * _ENTRY.size - 1)
+                exists, raw = await pipe.execute()
+        except (RedisError, OSError, TimeoutError) as error:
+            log.warning("for you snapshot unreadable (%s); ranking again from postgres", type(error).__name__)
+            return None
+        return _unpack(raw) if exists else None
+
+    async def _keep_again(self, member_id: uuid.UUID, chain: Chain, ranked: list[Ranked]) -> None:
+        if self.redis is None or not ranked:
+            return
+        try:
+            await self.redis.set(chain.key(member_id), _pack(ranked), ex=self.settings.foryou_snapshot_ttl_seconds)
+        except (RedisError, OSError, TimeoutError):
+            pass

@@ -1,0 +1,98 @@
+"""For You's score: the logged signals turned into features, each preset a set of weights over them.
+
+The same `features` serve ranking a page and training the ranker on the feed log, so a learned
+model's weights mean what a preset's do. A score is a weighted sum (for LEARNED, the logistic
+regression's logit, which orders posts as its probability does).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+SIGNALS = ("affinity", "interest", "favourite", "recency", "similarity", "popularity")
+PRESETS = ("newest_first", "balanced", "close_circle", "discover", "learned")
+# Strongest first: a post several sources brought keeps the first of these as its reason.
+SOURCES = ("favourites", "following", "tags", "similar", "popular")
+# A post's recency halves about every 17 hours (e-folds in 24).
+RECENCY_HOURS = 24.0
+# No author holds more than MAX_PER_WINDOW of any SPREAD_WINDOW consecutive positions.
+SPREAD_WINDOW = 5
+MAX_PER_WINDOW = 2
+
+
+@dataclass(frozen=True)
+class Weights:
+    by_signal: dict[str, float]
+    intercept: float = 0.0
+    # DISCOVER lifts authors the viewer does not follow; not a logged signal, so never learned.
+    unfollowed: float = 0.0
+
+    def vector(self) -> np.ndarray:
+        return np.array([self.by_signal.get(s, 0.0) for s in SIGNALS], dtype=np.float64)
+
+
+FIXED_PRESETS: dict[str, Weights] = {
+    "newest_first": Weights({"recency": 1.0}),
+    "balanced": Weights(
+        {"affinity": 1.0, "interest": 1.0, "favourite": 1.0, "recency": 1.0, "similarity": 1.0, "popularity": 0.5}
+    ),
+    "close_circle": Weights(
+        {"affinity": 3.0, "interest": 0.5, "favourite": 3.0, "recency": 1.0, "similarity": 0.25, "popularity": 0.25}
+    ),
+    "discover": Weights(
+        {"affinity": 0.25, "interest": 1.0, "favourite": 0.5, "recency": 1.0, "similarity": 3.0, "popularity": 2.0},
+        unfollowed=1.0,
+    ),
+}
+
+
+def features(
+    affinity: np.ndarray,
+    interest: np.ndarray,
+    favourite: np.ndarray,
+    age_seconds: np.ndarray,
+    similarity: np.ndarray,
+    popularity: np.ndarray,
+) -> np.ndarray:
+    """Rows of SIGNALS: counts on a log scale (a tenth like matters less than the first), age as decay."""
+    return np.column_stack(
+        [
+            np.log1p(np.maximum(np.asarray(affinity, dtype=np.float64), 0.0)),
+            np.log1p(np.maximum(np.asarray(interest, dtype=np.float64), 0.0)),
+            np.asarray(favourite, dtype=np.float64),
+            np.exp(-np.maximum(np.asarray(age_seconds, dtype=np.float64), 0.0) / 3600.0 / RECENCY_HOURS),
+            np.clip(np.asarray(similarity, dtype=np.float64), 0.0, 1.0),
+            np.log1p(np.maximum(np.asarray(popularity, dtype=np.float64), 0.0)),
+        ]
+    )
+
+
+def scores(weights: Weights, rows: np.ndarray, followed: np.ndarray | None = None) -> np.ndarray:
+    out = rows @ weights.vector() + weights.intercept
+    if weights.unfollowed and followed is not None:
+        out = out + weights.unfollowed * (1.0 - np.asarray(followed, dtype=np.float64))
+    return out
+
+
+def spread(order: Sequence[int], authors: Sequence[uuid.UUID]) -> list[int]:
+    """`order` (indexes, best first) rearranged so no author holds more than MAX_PER_WINDOW of any
+    SPREAD_WINDOW consecutive positions: each position takes the best remaining post that fits.
+    Posts that fit nowhere (one author's surplus at the end) are left out rather than break the rule."""
+    placed: list[int] = []
+    recent: deque[uuid.UUID] = deque(maxlen=SPREAD_WINDOW - 1)
+    waiting = list(order)
+    while waiting:
+        for n, index in enumerate(waiting):
+            if sum(1 for a in recent if a == authors[index]) < MAX_PER_WINDOW:
+                placed.append(index)
+                recent.append(authors[index])
+                del waiting[n]
+                break
+        else:
+            break
+    return placed

@@ -1,0 +1,62 @@
+"""For You, the feed profile, and the admin's feed statistics and ranker models."""
+
+from __future__ import annotations
+
+from feedfabric.context import Context
+from feedfabric.db import feed_stats
+from feedfabric.db import foryou as foryou_db
+from feedfabric.db.foryou import Model, Profile
+from feedfabric.errors import BadInput
+from feedfabric.feeds import foryou, paging
+from feedfabric.feeds.foryou import ForYouPage
+
+MAX_STATS_DAYS = 366
+
+
+async def for_you(ctx: Context, first: int | None, after: str | None) -> ForYouPage:
+    member = ctx.viewer.require_member()
+    limit = paging.page_size(first)
+    r = ctx.resources
+    service = foryou.ForYouService(r.settings, r.pool, r.redis)
+    result = await service.next_page(member.id, after, limit) if after else await service.first_page(member.id, limit)
+    if r.feed_log is not None:
+        r.feed_log.record(
+            member.id,
+            "for_you",
+            result.page,
+            preset=result.preset,
+            reasons=result.reasons,
+            similarities=result.similarities,
+        )
+    return result
+
+
+async def feed_profile(ctx: Context) -> Profile | None:
+    member = ctx.viewer.member
+    return await foryou.profile_of(ctx.pool, member.id) if member is not None else None
+
+
+async def update_feed_profile(
+    ctx: Context, preset: str | None, sources: list[str] | None, lookback_hours: int | None
+) -> Profile:
+    member = ctx.viewer.require_member()
+    current = await foryou.profile_of(ctx.pool, member.id)
+    profile = foryou.validate_profile(preset, sources, lookback_hours, current)
+    await foryou_db.save_profile(ctx.pool, member.id, profile)
+    return profile
+
+
+async def stats(ctx: Context, days: int | None) -> list[feed_stats.DayStats]:
+    ctx.viewer.require_admin()
+    days = 14 if days is None else days
+    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_STATS_DAYS:
+        raise BadInput(f"days must be a whole number from 1 to {MAX_STATS_DAYS}")
+    return await feed_stats.by_day(ctx.pool, days)
+
+
+async def ranker_models(ctx: Context, first: int | None) -> list[Model]:
+    ctx.viewer.require_admin()
+    first = 10 if first is None else first
+    if isinstance(first, bool) or not isinstance(first, int) or not 1 <= first <= 100:
+        raise BadInput("first must be between 1 and 100")
+    return await foryou_db.models(ctx.pool, first)

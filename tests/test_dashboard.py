@@ -1,0 +1,157 @@
+"""The admin's view of the feeds: feedStats and rankerModels, and /dashboard drawn in Chromium."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import asyncpg
+import pytest
+from feedfabric.db import feed_log as feed_log_db
+from feedfabric.settings import Settings
+from playwright.async_api import Browser, async_playwright, expect
+
+from tests import factories
+from tests.realtime_support import serve
+from tests.support import Api
+from tests.test_playground_browser import CHROMIUM, CHROMIUM_ARGS
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+STATS = """{ feedStats(days: 3) { feed preset day pagesServed postsServed postsEngaged engagementRate } }"""
+MODELS = """{ rankerModels { id auc baselineAuc active trainingRows weights { signal weight } } }"""
+
+
+async def _seed(pool: asyncpg.Pool) -> dict[str, uuid.UUID]:
+    """Today: a reader served a Following page of 4 posts (liked 1) and a For You BALANCED page of 4
+    (liked 2, commented 1); yesterday: a For You LEARNED page of 2 (reposted 1). Likes after 24 hours
+    do not count. A model trained from it."""
+    reader = await factories.member(pool, name="reader")
+    author = await factories.member(pool, name="author")
+    now = datetime.now(UTC)
+    today = max(now - timedelta(minutes=30), now.replace(hour=0, minute=0, second=0, microsecond=0))  # still today
+    yesterday = today - timedelta(days=1)
+    await feed_log_db.ensure_partitions(pool, {today.date(), yesterday.date()})
+    posts = [await factories.post(pool, author) for _ in range(10)]
+    pages = [
+        ("following", None, today, posts[0:4]),
+        ("for_you", "balanced", today + timedelta(seconds=1), posts[4:8]),
+        ("for_you", "learned", yesterday, posts[8:10]),
+    ]
+    for feed, preset, at, ids in pages:
+        await pool.executemany(
+            "INSERT INTO feed_log (member_id, feed, post_id, position, source, age_seconds, served_at, preset)"
+            " VALUES ($1, $2, $3, $4, 'postgres', 60, $5, $6)",
+            [(reader, feed, post_id, n, at, preset) for n, post_id in enumerate(ids)],
+        )
+    await pool.executemany(
+        "INSERT INTO likes (post_id, member_id, created_at) VALUES ($1, $2, $3)",
+        [
+            (posts[0], reader, today + timedelta(minutes=5)),
+            (posts[1], reader, today + timedelta(hours=25)),  # too late to count
+            (posts[4], reader, today + timedelta(minutes=5)),
+            (posts[5], reader, today + timedelta(minutes=6)),
+        ],
+    )
+    await pool.execute(
+        "INSERT INTO comments (id, post_id, author_id, content, created_at) VALUES ($1, $2, $3, 'nice', $4)",
+        uuid.uuid4(),
+        posts[5],
+        reader,
+        today + timedelta(minutes=7),
+    )
+    await pool.execute(
+        "INSERT INTO posts (id, author_id, content, repost_of, created_at) VALUES ($1, $2, '', $3, $4)",
+        uuid.uuid4(),
+        reader,
+        posts[8],
+        yesterday + timedelta(hours=1),
+    )
+    await pool.execute(
+        "INSERT INTO ranker_models (training_rows, auc, baseline_auc, signals, weights, intercept, active)"
+        " VALUES (1000, 0.71, 0.64, $1, $2, -1.5, true)",
+        ["affinity", "interest", "favourite", "recency", "similarity", "popularity"],
+        [0.4, 0.9, 0.3, 0.2, 1.1, -0.1],
+    )
+    return {"reader": reader}
+
+
+async def test_feed_stats_count_pages_posts_and_engagement_within_24_hours(api: Api, pool: asyncpg.Pool) -> None:
+    admin = await api.member("admin", admin=True)
+    await _seed(pool)
+    rows = (await api.gql(STATS, token=admin))["feedStats"]
+    got = {(r["feed"], r["preset"]): r for r in rows}
+    assert {k: (r["pagesServed"], r["postsServed"], r["postsEngaged"]) for k, r in got.items()} == {
+        ("following", None): (1, 4, 1),
+        ("for_you", "BALANCED"): (1, 4, 2),
+        ("for_you", "LEARNED"): (1, 2, 1),
+    }
+    assert got[("for_you", "BALANCED")]["engagementRate"] == pytest.approx(0.5)
+    models = (await api.gql(MODELS, token=admin))["rankerModels"]
+    assert [(m["auc"], m["baselineAuc"], m["active"]) for m in models] == [(0.71, 0.64, True)]
+    assert {w["signal"]: w["weight"] for w in models[0]["weights"]}["similarity"] == 1.1
+
+
+async def test_feed_stats_and_models_are_for_admins_only(api: Api) -> None:
+    member = await api.member("member")
+    assert await api.error_codes(STATS, token=member) == ["FORBIDDEN"]
+    assert await api.error_codes(MODELS, token=member) == ["FORBIDDEN"]
+
+
+async def test_the_dashboard_is_a_clean_403_page_for_anyone_but_an_admin(api: Api) -> None:
+    member = await api.member("member")
+    for token in (member, None, "not-a-token"):
+        response = await api.rest("GET", "/dashboard", token=token)
+        assert response.status_code == 403
+        assert response.headers["content-type"].startswith("text/html")
+        assert "admins" in response.text and "Traceback" not in response.text
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+async def test_an_admin_sees_the_feeds_compared_as_charts(
+    settings: Settings, pool: asyncpg.Pool, browser: Browser
+) -> None:
+    await _seed(pool)
+    async with serve(settings) as server:
+        admin = await server.api.member("admin", admin=True)
+        context = await browser.new_context(
+            viewport={"width": 1280, "height": 1100}, extra_http_headers={"Authorization": f"Bearer {admin}"}
+        )
+        page = await context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        await page.goto(f"{server.url}/dashboard")
+        await expect(page.locator("body")).to_have_attribute("data-ready", "true")
+        for chart in ("rate-by-day", "served-by-feed", "by-position", "model-auc", "model-weights"):
+            await expect(page.locator(f"#{chart}")).to_have_attribute("data-rendered", "true")
+        drawn = await page.evaluate(
+            """() => Object.fromEntries(Object.entries(window.dashboardCharts).map(([id, chart]) =>
+                   [id, {labels: chart.data.labels, sets: chart.data.datasets.map(d => [d.label, d.data])}]))"""
+        )
+        served = drawn["served-by-feed"]
+        assert served["labels"] == ["following", "for_you · balanced", "for_you · learned"]
+        assert served["sets"] == [["posts served", [4, 4, 2]], ["posts engaged", [1, 2, 1]]]
+        rate = dict(drawn["rate-by-day"]["sets"])
+        assert rate["for_you · balanced"][-1] == pytest.approx(0.5)
+        assert drawn["model-auc"]["sets"] == [["model AUC", [0.71]], ["BALANCED AUC", [0.64]]]
+        assert drawn["model-weights"]["labels"][4] == "similarity"
+        assert drawn["by-position"]["labels"][:4] == [1, 2, 3, 4]
+        # Chart.js drew on the canvas: it is not blank.
+        assert await page.evaluate(
+            """() => { const c = document.getElementById('served-by-feed');
+                       const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                       for (let i = 3; i < px.length; i += 4) if (px[i] !== 0) return true; return false; }"""
+        )
+        await page.screenshot(path=str(DOCS / "dashboard.png"), full_page=True)
+        assert errors == []
+        await context.close()
