@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from feedfabric.db.executor import Executor
 from feedfabric.models import Comment
 
-Executor = asyncpg.Connection | asyncpg.Pool
 _COLUMNS = "id, post_id, author_id, content, created_at"
 
 

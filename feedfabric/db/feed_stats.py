@@ -11,7 +11,7 @@ from datetime import datetime
 
 import asyncpg
 
-Executor = asyncpg.Connection | asyncpg.Pool
+from feedfabric.db.executor import Executor
 
 # `f` is a feed_log row.
 ENGAGED = """(EXISTS (SELECT 1 FROM likes l WHERE l.post_id = f.post_id AND l.member_id = f.member_id

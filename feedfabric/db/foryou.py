@@ -9,9 +9,8 @@ from datetime import datetime
 
 import asyncpg
 
+from feedfabric.db.executor import Executor
 from feedfabric.models import Post
-
-Executor = asyncpg.Connection | asyncpg.Pool
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-Executor = asyncpg.Connection | asyncpg.Pool
+from feedfabric.db.executor import Executor
 
 
 async def add(conn: asyncpg.Connection, post_id: uuid.UUID, member_id: uuid.UUID) -> bool:

@@ -6,9 +6,9 @@ import uuid
 
 import asyncpg
 
+from feedfabric.db.executor import Executor
 from feedfabric.models import Notification
 
-Executor = asyncpg.Connection | asyncpg.Pool
 _COLUMNS = "id, kind, actor_id, post_id, comment_id, created_at, read_at"
 
 

@@ -22,11 +22,11 @@ from typing import Any
 
 import asyncpg
 
+from feedfabric.db.executor import Executor
 from feedfabric.models import Extras, Member, PageExtras, Post
 
 __all__ = ["EXTRAS_CTES", "EXTRAS_SELECT", "Extras", "PageExtras", "extras_of", "page_extras"]
 
-Executor = asyncpg.Connection | asyncpg.Pool
 
 # The extras of whatever a statement's `page` CTE (id, author_id, repost_of) holds, with the viewer
 # at $2, in two parts: the CTEs that follow `page`, and the select over them (one row per subject:

@@ -6,11 +6,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import asyncpg
-
+from feedfabric.db.executor import Executor
 from feedfabric.models import Post
-
-Executor = asyncpg.Connection | asyncpg.Pool
 
 _COLUMNS = "id, author_id, content, repost_of, status, created_at, updated_at"
 
