@@ -105,6 +105,7 @@ PROBES: dict[str, Probe] = {
     "Query.post": by_id("query($id: ID!) { post(id: $id) { id } }"),
     "Query.homeFeed": listing("{ homeFeed(first: 50) { edges { node { id } } } }"),
     "Query.favouritesFeed": listing("{ favouritesFeed(first: 50) { edges { node { id } } } }"),
+    "Query.forYouFeed": listing("{ forYouFeed(first: 50) { edges { node { id } } } }"),
     "Query.tagFeed": listing('{ tagFeed(tag: "probe", first: 50) { edges { node { id } } } }'),
     "Query.mentionsFeed": listing("{ mentionsFeed(first: 50) { edges { node { ... on Post { id } } } } }"),
     "Query.similarPosts": by_id("query($id: ID!) { similarPosts(postId: $id, first: 50) { id } }"),
