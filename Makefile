@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test bench faults load install clean constraints check-installed
+.PHONY: dev test bench faults load install clean constraints check-installed lint
 
 # Every install resolves inside constraints.txt: the exact set the tests passed on.
 $(STAMP): pyproject.toml constraints.txt feedfabric/vendor.json
@@ -26,8 +26,14 @@ install: $(STAMP) $(CHROMIUM)
 dev: $(STAMP)
 	$(BIN)/feedfabric dev --demo
 
-test: $(STAMP) $(CHROMIUM) check-installed
+test: $(STAMP) $(CHROMIUM) check-installed lint
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider
+
+# ruff (lint and format) and mypy, configured in pyproject.toml; `make test` runs them first.
+lint: $(STAMP)
+	$(BIN)/ruff check feedfabric tests bench faults
+	$(BIN)/ruff format --check feedfabric tests bench faults
+	$(BIN)/mypy
 
 # Fails when what is installed is not exactly constraints.txt (a package added, missing or at another
 # version), or when the installed set's own requirements are broken.

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.types.unset import UNSET, UnsetType
@@ -100,14 +100,14 @@ class BodyLimit:
             return
         seen = 0
 
-        async def limited() -> dict[str, Any]:
+        async def limited() -> Message:
             nonlocal seen
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
                     raise _BodyTooLarge
-            return message  # type: ignore[no-any-return]
+            return message
 
         try:
             await self.app(scope, limited, send)

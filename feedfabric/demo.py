@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import sys
+import uuid
 from datetime import timedelta
 
 from feedfabric.db import members as members_db
@@ -119,7 +120,7 @@ async def load_demo(settings: Settings, *, posts_per_member: int = 30, seed: int
                 timedelta(days=settings.inactive_after_days + 7),
             )
         total = posts_per_member * len(people)
-        written = []
+        written: list[uuid.UUID] = []
         for i in range(total):
             author = people[i % len(people)]
             lines = TOPICS[author.username]

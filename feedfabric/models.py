@@ -26,7 +26,7 @@ class Member:
 
     @classmethod
     def of(cls, record: Record) -> Member:
-        return _pick(cls, record)  # type: ignore[no-any-return]
+        return _pick(cls, record)
 
     @property
     def active(self) -> bool:
@@ -45,7 +45,7 @@ class Post:
 
     @classmethod
     def of(cls, record: Record) -> Post:
-        return _pick(cls, record)  # type: ignore[no-any-return]
+        return _pick(cls, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +58,7 @@ class Comment:
 
     @classmethod
     def of(cls, record: Record) -> Comment:
-        return _pick(cls, record)  # type: ignore[no-any-return]
+        return _pick(cls, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +73,7 @@ class Notification:
 
     @classmethod
     def of(cls, record: Record) -> Notification:
-        return _pick(cls, record)  # type: ignore[no-any-return]
+        return _pick(cls, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +138,7 @@ class Playlist:
 
     @classmethod
     def of(cls, record: Record) -> Playlist:
-        return _pick(cls, record)  # type: ignore[no-any-return]
+        return _pick(cls, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,4 +151,4 @@ class PlaylistItem:
 
     @classmethod
     def of(cls, record: Record) -> PlaylistItem:
-        return _pick(cls, record)  # type: ignore[no-any-return]
+        return _pick(cls, record)

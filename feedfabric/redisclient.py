@@ -23,6 +23,8 @@ Client = aioredis.Redis | RedisCluster
 # What a failing Redis raises: the cluster client's own errors (no node reachable, a slot no node
 # serves) are not RedisErrors.
 REDIS_ERRORS: tuple[type[Exception], ...] = (RedisError, RedisClusterException)
+# ... and a Redis that is unreachable or too slow: what a caller falls back from.
+REDIS_FAILURES: tuple[type[Exception], ...] = (*REDIS_ERRORS, OSError, TimeoutError)
 
 
 def create_redis(settings: Settings, *, url: str | None = None, timeout_ms: int | None = None, **options: Any) -> Any:

@@ -132,13 +132,13 @@ async def check_page(
     odd = await q.unexplained(conn, [(m, uuid.UUID(i)) for m, shown in served.items() for i, _ in shown])
     bad: list[MemberProblem] = []
     for member in members:
-        shown = served.get(member.id)
-        if shown is None:
+        kept = served.get(member.id)
+        if kept is None:
             continue
-        present = {i for i, _ in shown}
+        present = {i for i, _ in kept}
         missing = sorted((must.get(member.id, set()) - present) - pending_posts, reverse=True)
         extra = sorted(odd.get(member.id, set()), reverse=True)
-        misordered = [i for i, in_order in shown if not in_order]
+        misordered = [i for i, in_order in kept if not in_order]
         if missing or extra or misordered:
             bad.append(MemberProblem(member.id, member.external_id, missing, extra, misordered))
             report.missing += len(missing)

@@ -99,7 +99,7 @@ def make_loaders(pool: asyncpg.Pool, viewer_id: uuid.UUID | None) -> Loaders:
         comment=_loader(lambda ids: comments_db.by_ids(pool, ids)),
         tags=_loader(lambda ids: posts_db.tags_of(pool, ids), list),
         mentions=_loader(lambda ids: posts_db.mentioned_in(pool, ids), list),
-        media=_loader(lambda ids: media_db.media_for_posts(pool, ids), list),  # type: ignore[arg-type]
+        media=_loader(lambda ids: media_db.media_for_posts(pool, ids), list),
         like_count=_loader(lambda ids: likes_db.counts(pool, ids), int),
         comment_count=_loader(lambda ids: comments_db.counts(pool, ids), int),
         viewer_liked=_loader(lambda ids: viewer_set(lambda v: likes_db.liked_among(pool, v, ids), ids), bool),

@@ -19,7 +19,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("json", encoder=jsonwire.dumps_text, decoder=jsonwire.loads, schema="pg_catalog")
 
 
-class LeanConnection(asyncpg.Connection):  # type: ignore[misc]
+class LeanConnection(asyncpg.Connection):
     """A connection that remembers whether it took session state the pool must clear on release.
 
     asyncpg resets every released connection with `pg_advisory_unlock_all();
@@ -56,7 +56,7 @@ async def _lean_reset(conn: asyncpg.Connection) -> None:
     """The pool's `reset`: nothing unless the connection was marked (open transactions are already rolled back)."""
     if getattr(conn, "holds_session_state", False):
         await conn.execute(conn.get_reset_query())
-        conn.holds_session_state = False  # type: ignore[attr-defined]
+        conn.holds_session_state = False
 
 
 async def create_pool(

@@ -30,7 +30,7 @@ from feedfabric import embeddings
 from feedfabric.db import embeddings as embeddings_db
 from feedfabric.db import post_text, tags
 from feedfabric.errors import BadInput
-from feedfabric.redisclient import REDIS_ERRORS
+from feedfabric.redisclient import REDIS_FAILURES
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +81,10 @@ async def vector_of(
     redis: aioredis.Redis, pool: asyncpg.Pool | asyncpg.Connection, post_id: uuid.UUID
 ) -> np.ndarray | None:
     """The post's vector from Redis, else from Postgres (Redis down or flushed)."""
-    raw = None
+    raw: bytes | None = None
     try:
-        raw = await redis.get(vector_key(post_id))
-    except (TimeoutError, *REDIS_ERRORS, OSError) as exc:
+        raw = await redis.get(vector_key(post_id))  # type: ignore[assignment]  # bytes: no decode_responses
+    except REDIS_FAILURES as exc:
         log.warning("vector_of: Redis unavailable (%s); reading Postgres", type(exc).__name__)
     if raw is None:
         raw = await embeddings_db.get_vector(pool, post_id)

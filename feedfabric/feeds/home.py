@@ -32,7 +32,7 @@ from feedfabric.feeds import timelines
 from feedfabric.feeds.lists import cut
 from feedfabric.feeds.viewer import Viewer
 from feedfabric.models import Member, Page, PageExtras, Post
-from feedfabric.redisclient import REDIS_ERRORS
+from feedfabric.redisclient import REDIS_FAILURES
 from feedfabric.settings import Settings
 
 log = logging.getLogger("feedfabric.home")
@@ -77,7 +77,7 @@ class HomeFeedService:
                 # asyncio.timeout, not wait_for: on Python 3.11 wait_for runs the read in a task of its own.
                 async with asyncio.timeout(self._redis_timeout_s):
                     page = await self._from_redis(self.redis, member, before, limit)
-            except (*REDIS_ERRORS, OSError, TimeoutError) as error:
+            except REDIS_FAILURES as error:
                 breaker.failed()
                 log.warning("redis unavailable for the home feed, serving from postgres: %s", type(error).__name__)
                 return await postgres_page(self.reads, member.id, before, limit)
@@ -102,7 +102,7 @@ class HomeFeedService:
         try:
             async with asyncio.timeout(self._redis_timeout_s):
                 await timelines.raise_owed(redis, member.id, owed)
-        except (*REDIS_ERRORS, OSError, TimeoutError) as error:
+        except REDIS_FAILURES as error:
             breaker.failed()
             log.warning("redis unavailable for the home feed's owed mark: %s", type(error).__name__)
 

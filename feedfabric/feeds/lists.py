@@ -13,10 +13,9 @@ import asyncpg
 
 from feedfabric.db import notifications as notifications_db
 from feedfabric.db import posts as posts_db
+from feedfabric.db.executor import Executor
 from feedfabric.feeds import text
 from feedfabric.models import Page
-
-Executor = asyncpg.Connection | asyncpg.Pool
 
 
 def cut(rows: list[Any], limit: int, key: str = "id") -> Page:

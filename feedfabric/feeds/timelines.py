@@ -45,6 +45,7 @@ from typing import Any
 
 import asyncpg
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
 from feedfabric import failpoints
@@ -137,7 +138,9 @@ class _Script:
     def sha(self) -> str:
         return hashlib.sha1(self.source.encode()).hexdigest()
 
-    async def __call__(self, redis: aioredis.Redis, keys: Sequence[str], args: Sequence[object]) -> object:
+    async def __call__(
+        self, redis: aioredis.Redis, keys: Sequence[str], args: Sequence[bytes | str | int | float]
+    ) -> Any:
         try:
             return await redis.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
@@ -182,6 +185,7 @@ async def push(redis: aioredis.Redis, member_ids: Sequence[str], post_id: uuid.U
         await PUSH(redis, keys, (RAW_SCORE, member, max_length))
         return
     await redis.initialize()  # the slot map (a no-op once known)
+    assert isinstance(redis, RedisCluster)
     by_node: dict[str, tuple[Any, list[str]]] = {}
     for key in keys:
         node = redis.get_node_from_key(key)
@@ -319,7 +323,8 @@ async def has_timeline(redis: aioredis.Redis, member_id: uuid.UUID | str) -> boo
 
 async def timeline_ids(redis: aioredis.Redis, member_id: uuid.UUID | str) -> list[str]:
     """The whole timeline newest first (tests, tools)."""
-    return _unique(decode_member(i) for i in await redis.zrevrange(feed_key(member_id), 0, -1))
+    members: list[bytes | str] = await redis.zrevrange(feed_key(member_id), 0, -1)  # type: ignore[assignment]  # the stubs' union of withscores shapes
+    return _unique(decode_member(i) for i in members)
 
 
 def _unique(ids: Iterable[str]) -> list[str]:
@@ -370,7 +375,7 @@ async def serving_floor(pool: asyncpg.Pool | asyncpg.Connection, redis: aioredis
     """
     if _is_cluster(redis):
         return None
-    settled, run, floor = await EPOCH(redis, [EPOCH_KEY], ())  # type: ignore[misc]
+    settled, run, floor = await EPOCH(redis, [EPOCH_KEY], ())
     if int(settled):
         return _text(floor) or None
     if isinstance(pool, asyncpg.Connection):
@@ -389,7 +394,7 @@ async def settle(conn: asyncpg.Connection, redis: aioredis.Redis, run_id: str) -
     """
     await q.lock_epoch(conn)  # settlers queue, so a second one finds the run settled instead of "flushed"
     try:
-        settled, run, floor = await EPOCH(redis, [EPOCH_KEY], ())  # type: ignore[misc]
+        settled, run, floor = await EPOCH(redis, [EPOCH_KEY], ())
         if int(settled) and _text(run) == run_id:
             return _text(floor) or None
         async with conn.transaction():

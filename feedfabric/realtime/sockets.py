@@ -21,10 +21,12 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from graphql import GraphQLError, OperationType, get_operation_ast, parse
+from graphql import GraphQLError, GraphQLFormattedError, OperationType, get_operation_ast, parse
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import ErrorMessage as TransportError
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
+from strawberry.subscriptions.protocols.graphql_ws.types import ErrorMessage as LegacyError
 
 from feedfabric import metrics
 from feedfabric.feeds.viewer import resolve_viewer
@@ -82,12 +84,12 @@ async def _handle_counted(context: Context, handle: Awaitable[None]) -> None:
         context.resources.sessions.forget(context.response)
 
 
-def _limit_error(limit: int | None) -> dict[str, Any]:
+def _limit_error(limit: int | None) -> GraphQLFormattedError:
     error = GraphQLError(
         f"Subscription limit reached: at most {limit} operations at once on one socket",
         extensions={"code": LIMIT_CODE},
     )
-    return error.formatted  # type: ignore[return-value]
+    return error.formatted
 
 
 def _is_query_or_mutation(query: Any, operation_name: str | None) -> bool:
@@ -123,7 +125,7 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, Any]):
             and len(self.operations) >= limit
             and message["id"] not in self.operations
         ):
-            await self.send_message({"id": message["id"], "type": "error", "payload": [_limit_error(limit)]})
+            await self.send_message(TransportError(id=message["id"], type="error", payload=[_limit_error(limit)]))
             return
         await super().handle_subscribe(message)
 
@@ -156,7 +158,7 @@ class LegacyGraphQLWSHandler(BaseGraphQLWSHandler[Any, Any]):
             and len(self.tasks) >= limit
             and operation_id not in self.tasks
         ):
-            await self.send_message({"type": "error", "id": operation_id, "payload": _limit_error(limit)})
+            await self.send_message(LegacyError(type="error", id=operation_id, payload=_limit_error(limit)))
             return
         await super().handle_start(message)
 

@@ -41,12 +41,12 @@ def weak_async_helpers(executor: Any) -> GraphQLResolveInfoHelpers:
         _alive(track)(values)
 
     def gather_async_work(values: Sequence[Awaitable[Any]]) -> Awaitable[list[Any]]:
-        return _alive(gather)(values)  # type: ignore[no-any-return]
+        return _alive(gather)(values)
 
     return GraphQLResolveInfoHelpers(gather=gather_async_work, track=track_async_work)
 
 
-def _alive(method: weakref.WeakMethod) -> Any:  # type: ignore[type-arg]
+def _alive(method: weakref.WeakMethod) -> Any:
     bound = method()
     if bound is None:
         raise RuntimeError("async work was started for a GraphQL operation that has already finished")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import strawberry
 
@@ -68,7 +69,7 @@ class Query(PlaylistQuery, MediaQuery, ForYouQuery):
         page = await reads.mentions_feed(info.context, first, after)
         loaders = info.context.loaders
         # Both kinds loaded at once, each in one batch: awaiting them item by item was a statement each.
-        rows = await asyncio.gather(
+        rows: list[Any] = await asyncio.gather(
             *(
                 loaders.visible_post.load(item["post_id"])
                 if item["comment_id"] is None

@@ -92,8 +92,9 @@ async def park(
     event = row.event()
     async with contextlib.AsyncExitStack() as stack:
         if conn is None:
-            conn = await stack.enter_async_context(ctx.pool.acquire())
-            await stack.enter_async_context(conn.transaction())
+            acquired: asyncpg.Connection = await stack.enter_async_context(ctx.pool.acquire())
+            await stack.enter_async_context(acquired.transaction())
+            conn = acquired
         await db.mark_processed(conn, spec.name, event.event_id)
         await db.add_dead_letter(
             conn,

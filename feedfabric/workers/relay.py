@@ -35,6 +35,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -157,15 +158,15 @@ class Relay:
             for row, fut in pending:
                 if row.key in failed:
                     continue
-                exc = fut.exception() if fut is not None else None
-                if fut is None or exc is not None:
-                    if exc is not None:
-                        log.warning("relay: outbox row %d not acknowledged: %s", row.id, exc)
+                failure = fut.exception() if fut is not None else None
+                if fut is None or failure is not None:
+                    if failure is not None:
+                        log.warning("relay: outbox row %d not acknowledged: %s", row.id, failure)
                     failed.add(row.key)
                     continue
                 stamped.append(row.id)
                 if failpoints.logging_effects() and fut is not None:
-                    meta = fut.result()
+                    meta: Any = fut.result()
                     failpoints.log_effect(
                         "produce",
                         id=row.id,

@@ -66,7 +66,7 @@ class _Retry:
     resume_at: float
 
 
-class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+class _Listener(ConsumerRebalanceListener):
     def __init__(self, runner: GroupRunner) -> None:
         self.runner = runner
 
