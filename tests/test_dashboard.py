@@ -11,12 +11,12 @@ import asyncpg
 import pytest
 from feedfabric.db import feed_log as feed_log_db
 from feedfabric.settings import Settings
-from playwright.async_api import Browser, async_playwright, expect
+from playwright.async_api import Browser, expect
 
 from tests import factories
+from tests.browser_support import launched_chromium
 from tests.realtime_support import serve
 from tests.support import Api
-from tests.test_playground_browser import CHROMIUM, CHROMIUM_ARGS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 STATS = """{ feedStats(days: 3) { feed preset day pagesServed postsServed postsEngaged engagementRate } }"""
@@ -110,12 +110,8 @@ async def test_the_dashboard_is_a_clean_403_page_for_anyone_but_an_admin(api: Ap
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
+    async with launched_chromium() as launched:
+        yield launched
 
 
 async def test_an_admin_sees_the_feeds_compared_as_charts(

@@ -13,22 +13,18 @@ from urllib.parse import urlsplit
 import pytest
 from feedfabric import vendor
 from feedfabric.settings import Settings
-from playwright.async_api import Browser, Route, async_playwright, expect
+from playwright.async_api import Browser, Route, expect
 
+from tests.browser_support import launched_chromium
 from tests.realtime_support import serve
-from tests.test_playground_browser import CHROMIUM, CHROMIUM_ARGS
 
 LOOPBACK = {"127.0.0.1", "localhost", "[::1]", "::1"}
 
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
+    async with launched_chromium() as launched:
+        yield launched
 
 
 def test_graphiql_assets_are_installed_from_the_lock() -> None:

@@ -22,34 +22,20 @@ import redis.asyncio as aioredis
 from feedfabric.settings import Settings
 from feedfabric.workers import events, media, notifications
 from PIL import Image
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, expect
 
+from tests.browser_support import launched_chromium
 from tests.pipeline_support import eventually, group_runner, relay, running
 from tests.realtime_support import Server, serve
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 PAGE_SIZE = 20  # app.js PAGE_SIZE
 expect.set_options(timeout=15_000)  # two cores shared with the server, relay and workers
 
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Browser]:
-    """Playwright gives each launch a fresh temporary profile (its --user-data-dir)."""
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
+    async with launched_chromium() as launched:
+        yield launched
 
 
 async def signed_in_page(browser: Browser, server: Server, external_id: str) -> Page:
