@@ -30,6 +30,7 @@ TOPIC_OF: dict[str, str] = {
     "MemberReturned": MEMBERS,
     "MediaUploaded": MEDIA,
     "NotificationCreated": NOTIFICATIONS,
+    "NotificationGroupUpdated": NOTIFICATIONS,
 }
 
 

@@ -77,6 +77,22 @@ class Notification:
 
 
 @dataclass(frozen=True, slots=True)
+class NotificationGroup:
+    id: uuid.UUID
+    kind: str
+    post_id: uuid.UUID | None
+    comment_id: uuid.UUID | None
+    actor_count: int
+    notification_count: int
+    latest_at: datetime
+    read_at: datetime | None
+
+    @classmethod
+    def of(cls, record: Record) -> NotificationGroup:
+        return _pick(cls, record)
+
+
+@dataclass(frozen=True, slots=True)
 class Extras:
     """One post's extras; `media` are READY media as mappings with the columns of db.media (ids as UUIDs)."""
 

@@ -33,7 +33,8 @@ async def test_each_kind_once_never_to_yourself_and_redelivery_doubles_nothing(
         await api.follow(bob, "alice")  # FOLLOW alice
         await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": post}, token=bob)  # LIKE alice
         await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": post}, token=alice)  # own: nothing
-        await api.gql("mutation($p: ID!) { unlikePost(postId: $p) { id } }", {"p": post}, token=bob)  # nothing
+        await api.gql("mutation($p: ID!) { unlikePost(postId: $p) { id } }", {"p": post}, token=bob)  # takes it back
+        await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": post}, token=bob)  # LIKE alice, once
         await api.gql(  # COMMENT alice (not also MENTION alice); MENTION dave
             'mutation($p: ID!) { addComment(postId: $p, content: "nice @alice @dave") { id } }', {"p": post}, token=bob
         )

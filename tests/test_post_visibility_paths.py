@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
+from feedfabric.db import notification_groups
 from feedfabric.ids import new_id
 from feedfabric.schema import schema
 from feedfabric.schema.served import graphql_schema
@@ -113,6 +114,7 @@ PROBES: dict[str, Probe] = {
     "Post.repostOf": _repost_of,
     "Comment.post": listing("{ notifications(first: 50) { edges { node { comment { post { id } } } } } }"),
     "Notification.post": listing("{ notifications(first: 50) { edges { node { post { id } } } } }"),
+    "NotificationGroup.post": listing("{ notificationGroups(first: 50) { edges { node { post { id } } } } }"),
     "PlaylistItem.post": _playlist_items,
     "Mutation.likePost": by_id("mutation($id: ID!) { likePost(postId: $id) { id } }"),
     "Mutation.unlikePost": by_id("mutation($id: ID!) { unlikePost(postId: $id) { id } }"),
@@ -137,11 +139,13 @@ _events = itertools.count(1)
 
 
 async def notify(pool: asyncpg.Pool, recipient: str, actor: str, kind: str, post: str, comment: str | None) -> None:
+    """A notification and its group, written as worker-notifications writes them."""
+    notification_id = new_id()
     await pool.execute(
         """INSERT INTO notifications (id, recipient_id, kind, actor_id, post_id, comment_id, event_id)
            SELECT $1, r.id, $3, a.id, $5::uuid, $6::uuid, $7
            FROM members r, members a WHERE r.username = $2 AND a.username = $4""",
-        new_id(),
+        notification_id,
         recipient,
         kind,
         actor,
@@ -149,6 +153,8 @@ async def notify(pool: asyncpg.Pool, recipient: str, actor: str, kind: str, post
         comment,
         10**12 + next(_events),
     )
+    async with pool.acquire() as conn, conn.transaction():
+        await notification_groups.join(conn, [(notification_id, new_id())])
 
 
 async def build_world(api: Api, pool: asyncpg.Pool) -> World:

@@ -20,6 +20,7 @@ from feedfabric.db import follows as follows_db
 from feedfabric.db import likes as likes_db
 from feedfabric.db import media as media_db
 from feedfabric.db import members as members_db
+from feedfabric.db import notification_groups as notification_groups_db
 from feedfabric.db import playlists as playlists_db
 from feedfabric.db import post_extras as post_extras_db
 from feedfabric.db import posts as posts_db
@@ -66,6 +67,8 @@ class Loaders:
     liked_playlist: DataLoader[uuid.UUID, Playlist | None]
     playlist_followers: DataLoader[uuid.UUID, int]
     viewer_follows_playlist: DataLoader[uuid.UUID, bool]
+    # A notification group's most recent actors (IDs), for a page of groups at once.
+    group_actors: DataLoader[uuid.UUID, list[uuid.UUID]]
 
 
 def make_loaders(pool: asyncpg.Pool, viewer_id: uuid.UUID | None) -> Loaders:
@@ -111,4 +114,5 @@ def make_loaders(pool: asyncpg.Pool, viewer_id: uuid.UUID | None) -> Loaders:
             lambda ids: _by_uuid(follows_db.follower_counts(pool, "playlist", [str(k) for k in ids])), int
         ),
         viewer_follows_playlist=_loader(playlist_follows, bool),
+        group_actors=_loader(lambda ids: notification_groups_db.sample_actors(pool, ids), list),
     )

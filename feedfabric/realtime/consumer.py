@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-WANTED = frozenset({"PostCreated", "NotificationCreated"})
+WANTED = frozenset({"PostCreated", "NotificationCreated", "NotificationGroupUpdated"})
 
 
 def group_id(settings: Settings, instance: str) -> str:

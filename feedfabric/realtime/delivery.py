@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
+from feedfabric.db import notification_groups as groups_db
 from feedfabric.db import notifications as notifications_db
 from feedfabric.db import post_extras
 from feedfabric.db import realtime as realtime_db
@@ -88,6 +89,9 @@ async def deliver(pool: asyncpg.Pool, hub: Hub, events: Sequence[Event]) -> int:
         delivered += await _deliver_posts(pool, hub, created)
     if notified:
         delivered += await _deliver_notifications(pool, hub, notified)
+    grouped = [e for e in events if e.type in ("NotificationCreated", "NotificationGroupUpdated")]
+    if grouped and hub.connected(Channel.NOTIFICATION_GROUPS):
+        delivered += await _deliver_groups(pool, hub, grouped)
     return delivered
 
 
@@ -138,6 +142,23 @@ async def _deliver_notifications(pool: asyncpg.Pool, hub: Hub, events: Sequence[
         row: Notification | None = await notifications_db.by_id(pool, notification_id)
         if row is not None:
             delivered += hub.publish(Channel.NOTIFICATIONS, recipient, row)
+    return delivered
+
+
+async def _deliver_groups(pool: asyncpg.Pool, hub: Hub, events: Sequence[Event]) -> int:
+    """Each changed group once per polled chunk, as it is now: a burst of likes on one post costs one
+    statement and one item per chunk, not one per like."""
+    wanted = [
+        group_id
+        for group_id, recipient in ((_uuid(e.data.get("groupId")), _uuid(e.data.get("recipientId"))) for e in events)
+        if group_id is not None and recipient is not None and hub.is_connected(Channel.NOTIFICATION_GROUPS, recipient)
+    ]
+    if not wanted:
+        return 0
+    found = await groups_db.by_ids(pool, list(dict.fromkeys(wanted)))
+    delivered = 0
+    for recipient, group in found.values():
+        delivered += hub.publish(Channel.NOTIFICATION_GROUPS, recipient, group)
     return delivered
 
 

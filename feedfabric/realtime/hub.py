@@ -30,6 +30,7 @@ PUBLISH_BATCH = 64
 class Channel(Enum):
     TIMELINE = "timeline"
     NOTIFICATIONS = "notifications"
+    NOTIFICATION_GROUPS = "notification_groups"
 
 
 class SubscriberDropped(Exception):

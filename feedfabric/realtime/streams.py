@@ -1,4 +1,4 @@
-"""What a subscription yields: the replay-then-live home timeline, and new notifications.
+"""What a subscription yields: the replay-then-live home timeline, new notifications, changed groups.
 
 homeTimeline(since) subscribes to the hub *before* it runs the replay query,
 so a post committed meanwhile is either in the replay or queued live, never
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from feedfabric.db import posts as posts_db
 from feedfabric.feeds import paging
-from feedfabric.models import Notification
+from feedfabric.models import Notification, NotificationGroup
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.realtime.hub import Channel, Hub, Subscriber, SubscriberDropped
 
@@ -72,6 +72,15 @@ async def notifications(ctx: Context) -> AsyncIterator[Notification]:
             row: Notification = await _next(ctx, sub)
             if recent.first_time(row.id):
                 yield row
+
+
+async def notification_groups(ctx: Context) -> AsyncIterator[NotificationGroup]:
+    """The viewer's groups as they change. A group is sent whole each time, so a redelivered event
+    only repeats its current state and needs no memory of what was sent."""
+    member = ctx.viewer.require_member()
+    with hub_of(ctx.resources).subscribe(Channel.NOTIFICATION_GROUPS, member.id) as sub:
+        while True:
+            yield await _next(ctx, sub)
 
 
 class _Recent:

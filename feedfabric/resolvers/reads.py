@@ -13,6 +13,7 @@ from feedfabric.db import notifications as notifications_db
 from feedfabric.errors import BadInput
 from feedfabric.feeds import home, lists, paging
 from feedfabric.feeds import members as members_svc
+from feedfabric.feeds import notifications as notifications_svc
 from feedfabric.feeds import playlists as playlists_svc
 from feedfabric.ids import parse_id, parse_optional_id
 from feedfabric.models import Member, Page, Post
@@ -115,6 +116,12 @@ async def notifications(ctx: Context, first: int | None, after: str | None) -> t
     member = ctx.viewer.require_member()
     page = await lists.notifications(ctx.read_pool, member.id, paging.cursor(after), paging.page_size(first))
     return page, await notifications_db.unread_count(ctx.read_pool, member.id)
+
+
+async def notification_groups(ctx: Context, first: int | None, after: str | None) -> tuple[Page, int]:
+    member = ctx.viewer.require_member()
+    page = await notifications_svc.groups(ctx.read_pool, member, after, paging.page_size(first))
+    return page, await notifications_svc.unread_groups(ctx.read_pool, member)
 
 
 def _viewer_id(ctx: Context) -> uuid.UUID | None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from feedfabric.context import Context
-from feedfabric.db import notifications as notifications_db
 from feedfabric.db.pool import transaction
 from feedfabric.feeds import members as members_svc
+from feedfabric.feeds import notifications, reactions
 from feedfabric.feeds import posts as posts_svc
-from feedfabric.feeds import reactions
 from feedfabric.ids import parse_id, parse_optional_id
-from feedfabric.models import Comment, Member, Post
+from feedfabric.models import Comment, Member, NotificationGroup, Post
 
 
 async def upsert_profile(ctx: Context, username: str, display_name: str, avatar_url: str | None) -> Member:
@@ -95,7 +94,13 @@ async def add_comment(ctx: Context, post_id: str, content: str) -> Comment:
 async def mark_notifications_read(ctx: Context, up_to: str | None) -> int:
     member = ctx.viewer.require_member()
     async with transaction(ctx.pool) as conn:
-        return await notifications_db.mark_read(conn, member.id, parse_optional_id(up_to, "upTo"))
+        return await notifications.mark_read(conn, member, parse_optional_id(up_to, "upTo"))
+
+
+async def mark_notification_group_read(ctx: Context, key: str) -> NotificationGroup:
+    member = ctx.viewer.require_member()
+    async with transaction(ctx.pool) as conn:
+        return await notifications.mark_group_read(conn, member, key)
 
 
 async def hold_post(ctx: Context, post_id: str, held: bool) -> Post:

@@ -7,6 +7,7 @@ import strawberry
 from feedfabric.resolvers import writes
 from feedfabric.schema.foryou import ForYouMutation
 from feedfabric.schema.media import MediaMutation
+from feedfabric.schema.notification_groups import NotificationGroupMutation
 from feedfabric.schema.playlists import PlaylistMutation
 from feedfabric.schema.types import Comment, ContextInfo, Member, Post, post_of
 
@@ -18,7 +19,7 @@ class CreatePostInput:
 
 
 @strawberry.type
-class Mutation(PlaylistMutation, MediaMutation, ForYouMutation):
+class Mutation(PlaylistMutation, MediaMutation, ForYouMutation, NotificationGroupMutation):
     @strawberry.mutation(description="Create or update the signed-in member's profile (sub of the token = externalId).")
     async def upsert_profile(
         self, info: ContextInfo, username: str, display_name: str, avatar_url: str | None = None

@@ -10,6 +10,7 @@ import strawberry
 from feedfabric.resolvers import reads
 from feedfabric.schema.foryou import ForYouQuery
 from feedfabric.schema.media import MediaQuery
+from feedfabric.schema.notification_groups import NotificationGroupQuery
 from feedfabric.schema.playlists import PlaylistQuery
 from feedfabric.schema.types import (
     Comment,
@@ -30,7 +31,7 @@ from feedfabric.schema.types import (
 
 
 @strawberry.type
-class Query(PlaylistQuery, MediaQuery, ForYouQuery):
+class Query(PlaylistQuery, MediaQuery, ForYouQuery, NotificationGroupQuery):
     @strawberry.field(description="The signed-in member; null when signed out.")
     async def viewer(self, info: ContextInfo) -> Member | None:
         return member_or_none(await reads.viewer(info.context))

@@ -1,4 +1,4 @@
-"""The Subscription root: homeTimeline and notificationAdded over WebSocket.
+"""The Subscription root: homeTimeline, notificationAdded and notificationGroupUpdated over WebSocket.
 
 get_context runs once per socket, so before each event is rendered the
 context gets fresh DataLoaders (nothing cached across events), primed with
@@ -15,6 +15,7 @@ import strawberry
 
 from feedfabric.realtime import streams
 from feedfabric.realtime.delivery import TimelineItem
+from feedfabric.schema.notification_groups import NotificationGroup
 from feedfabric.schema.sharing import SAME_FOR_EVERY_VIEWER
 from feedfabric.schema.types import ContextInfo, Notification, Post, post_of
 
@@ -56,3 +57,10 @@ class Subscription:
         async for row in streams.notifications(ctx):
             ctx.reset_loaders()
             yield Notification(row=row)
+
+    @strawberry.subscription(description="The viewer's group, each time a notification joins or creates it.")
+    async def notification_group_updated(self, info: ContextInfo) -> AsyncGenerator[NotificationGroup, None]:
+        ctx = info.context
+        async for group in streams.notification_groups(ctx):
+            ctx.reset_loaders()
+            yield NotificationGroup(row=group)

@@ -204,6 +204,24 @@ async def visible_post(info: ContextInfo, post_id: uuid.UUID) -> Post:
     return await post_of(info.context, row)
 
 
+async def post_if_visible(info: ContextInfo, post_id: uuid.UUID | None) -> Post | None:
+    """A nullable Post field's value: null when the one visibility rule hides the post."""
+    if post_id is None:
+        return None
+    row = await info.context.loaders.visible_post.load(post_id)
+    return await post_of(info.context, row) if row is not None else None
+
+
+async def comment_if_visible(info: ContextInfo, comment_id: uuid.UUID | None) -> Comment | None:
+    """Null when the comment, or the post it is on, is not visible to the viewer."""
+    if comment_id is None:
+        return None
+    row = await info.context.loaders.comment.load(comment_id)
+    if row is None or await info.context.loaders.visible_post.load(row.post_id) is None:
+        return None
+    return Comment(row=row)
+
+
 def member_or_none(row: models.Member | None) -> Member | None:
     return Member(row=row) if row is not None else None
 
@@ -416,19 +434,11 @@ class Notification:
 
     @strawberry.field
     async def post(self, info: ContextInfo) -> Post | None:
-        if self.row.post_id is None:
-            return None
-        row = await info.context.loaders.visible_post.load(self.row.post_id)
-        return await post_of(info.context, row) if row is not None else None
+        return await post_if_visible(info, self.row.post_id)
 
     @strawberry.field(description="Null when the comment, or the post it is on, is no longer visible to the viewer.")
     async def comment(self, info: ContextInfo) -> Comment | None:
-        if self.row.comment_id is None:
-            return None
-        row = await info.context.loaders.comment.load(self.row.comment_id)
-        if row is None or await info.context.loaders.visible_post.load(row.post_id) is None:
-            return None
-        return Comment(row=row)
+        return await comment_if_visible(info, self.row.comment_id)
 
     @strawberry.field
     def created_at(self) -> datetime:

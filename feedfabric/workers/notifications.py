@@ -7,6 +7,12 @@ original author mentioned in a repost gets REPOST), and the table's unique
 anything. Each new row commits a NotificationCreated outbox event, keyed by
 the recipient, in the runner's transaction, so the realtime path delivers it
 exactly when the row exists. Unlike and unfollow notify nobody.
+
+Each notification joins its group (db.notification_groups) in the same
+transaction, and NotificationCreated names the group, so the realtime path
+sends notificationGroupUpdated beside notificationAdded. An unlike takes its
+like back: the notification goes, its actor leaves the group, and the group
+is sent again (NotificationGroupUpdated) or, left empty, deleted.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
+from feedfabric.db import notification_groups as groups_db
 from feedfabric.db import notifications as notifications_db
 from feedfabric.db.outbox import add_event
 from feedfabric.events import ENGAGEMENT, MEMBERS, POSTS, Event
@@ -86,6 +93,9 @@ def plan(event: Event) -> list[Planned]:
 
 
 async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> None:
+    if event.type == "PostUnliked":
+        await _take_back_like(ctx, conn, event)
+        return
     for item in plan(event):
         created = await notifications_db.add_for_event(
             conn,
@@ -97,14 +107,29 @@ async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> 
             comment_id=item.comment_id,
             only_new_mentions=item.only_new_mentions,
         )
+        group_of = await groups_db.join(conn, [(notification_id, new_id()) for notification_id, _ in created])
         for notification_id, recipient_id in created:
-            await add_event(
-                conn,
-                "NotificationCreated",
-                str(recipient_id),
-                {"notificationId": str(notification_id), "recipientId": str(recipient_id)},
-                shards=ctx.settings.outbox_shards,
-            )
+            payload = {"notificationId": str(notification_id), "recipientId": str(recipient_id)}
+            group_id = group_of.get(notification_id)
+            if group_id is not None:
+                payload["groupId"] = str(group_id)
+            await add_event(conn, "NotificationCreated", str(recipient_id), payload, shards=ctx.settings.outbox_shards)
+
+
+async def _take_back_like(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> None:
+    d = event.data
+    try:
+        post_id, member_id = _id(d["postId"]), _id(d["memberId"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise PermanentError(f"{event.type} payload is malformed: {exc!r}") from exc
+    for group_id, recipient_id in await groups_db.take_back_like(conn, post_id, member_id, event.event_id):
+        await add_event(
+            conn,
+            "NotificationGroupUpdated",
+            str(recipient_id),
+            {"groupId": str(group_id), "recipientId": str(recipient_id)},
+            shards=ctx.settings.outbox_shards,
+        )
 
 
 def _id(value: object) -> uuid.UUID:
@@ -122,6 +147,8 @@ def _ids(values: object) -> list[uuid.UUID]:
 GROUP = GroupSpec(
     name="worker-notifications",
     topics=(POSTS, ENGAGEMENT, MEMBERS),
-    event_types=frozenset({"MemberFollowed", "PostLiked", "CommentCreated", "PostCreated", "PostUpdated"}),
+    event_types=frozenset(
+        {"MemberFollowed", "PostLiked", "PostUnliked", "CommentCreated", "PostCreated", "PostUpdated"}
+    ),
     handle=handle,
 )

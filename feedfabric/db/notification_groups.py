@@ -1,0 +1,228 @@
+"""Grouped notifications: the groups worker-notifications keeps beside each notification, and their reads.
+
+The grouping rule lives here, in SQL, once: LIKE and REPOST group by post,
+FOLLOW by recipient, COMMENT and MENTION by the notification itself (never
+grouped). A group is open until it is read; the open group of a kind and
+target is unique (notification_groups_open_idx), and the writer's upsert on
+that index locks the group row until its transaction commits, so writers of
+one group queue behind each other and its counts stay exact.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+import asyncpg
+
+from feedfabric.db.executor import Executor
+from feedfabric.models import NotificationGroup
+
+SAMPLE_ACTORS = 8
+_COLUMNS = "id, kind, post_id, comment_id, actor_count, notification_count, latest_at, read_at"
+_TARGET = """CASE WHEN x.kind IN ('like', 'repost') THEN x.post_id
+                  WHEN x.kind = 'follow' THEN x.recipient_id
+                  ELSE x.id END"""
+
+
+async def join(
+    conn: asyncpg.Connection, notifications: Sequence[tuple[uuid.UUID, uuid.UUID]]
+) -> dict[uuid.UUID, uuid.UUID]:
+    """Puts just-written notifications, as (notification ID, ID for a new group) pairs, into their groups.
+
+    Returns each notification's group. A notification already in a group is
+    left alone, so a handler run twice on one event counts nothing twice.
+    """
+    if not notifications:
+        return {}
+    joined = await conn.fetch(
+        f"""WITH n AS (
+              SELECT x.id, x.recipient_id, x.kind, x.actor_id, x.post_id, x.comment_id, x.created_at,
+                     c.group_id AS new_group_id, {_TARGET} AS target_id
+              FROM unnest($1::uuid[], $2::uuid[]) AS c(notification_id, group_id)
+              JOIN notifications x ON x.id = c.notification_id
+              WHERE x.group_id IS NULL
+            ), g AS (
+              INSERT INTO notification_groups AS g
+                  (id, recipient_id, kind, target_id, post_id, comment_id, notification_count, latest_at)
+              SELECT new_group_id, recipient_id, kind, target_id, post_id, comment_id, 1, created_at
+              FROM n ORDER BY recipient_id, kind, target_id
+              ON CONFLICT (recipient_id, kind, target_id) WHERE read_at IS NULL
+              DO UPDATE SET notification_count = g.notification_count + 1,
+                            latest_at = greatest(g.latest_at, excluded.latest_at)
+              RETURNING g.id, g.recipient_id, g.kind, g.target_id
+            )
+            UPDATE notifications x SET group_id = g.id
+            FROM n JOIN g USING (recipient_id, kind, target_id)
+            WHERE x.id = n.id
+            RETURNING n.id AS notification_id, g.id AS group_id, n.actor_id, n.created_at""",
+        [n for n, _ in notifications],
+        [g for _, g in notifications],
+    )
+    if not joined:
+        return {}
+    # A second statement: the groups are locked now, and one statement cannot update their rows twice.
+    # Actors already in a group only move to the front of its sample; new ones are counted.
+    await conn.execute(
+        """WITH a AS (
+             SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS a(group_id, actor_id, at)
+           ), fresh AS (
+             INSERT INTO notification_group_actors (group_id, actor_id, latest_at)
+             SELECT group_id, actor_id, at FROM a
+             ON CONFLICT (group_id, actor_id) DO NOTHING
+             RETURNING group_id
+           ), seen AS (
+             UPDATE notification_group_actors x SET latest_at = greatest(x.latest_at, a.at)
+             FROM a WHERE x.group_id = a.group_id AND x.actor_id = a.actor_id
+           )
+           UPDATE notification_groups g SET actor_count = g.actor_count + f.n
+           FROM (SELECT group_id, count(*)::int AS n FROM fresh GROUP BY group_id) f
+           WHERE g.id = f.group_id""",
+        [r["group_id"] for r in joined],
+        [r["actor_id"] for r in joined],
+        [r["created_at"] for r in joined],
+    )
+    return {r["notification_id"]: r["group_id"] for r in joined}
+
+
+async def take_back_like(
+    conn: asyncpg.Connection, post_id: uuid.UUID, actor_id: uuid.UUID, before_event: int
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """An unlike: deletes the actor's like notifications of the post written by earlier events, takes the
+    actor out of their groups and deletes a group left empty.
+
+    Returns (group ID, recipient ID) of the groups that changed and still exist.
+    Only notifications of events before the unlike go, so a redelivered unlike
+    never takes back a like that came after it.
+    """
+    gone = await conn.fetch(
+        """WITH gone AS (
+             DELETE FROM notifications
+             WHERE kind = 'like' AND post_id = $1 AND actor_id = $2 AND event_id < $3
+             RETURNING group_id
+           )
+           SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
+        post_id,
+        actor_id,
+        before_event,
+    )
+    if not gone:
+        return []
+    changed = await conn.fetch(
+        """WITH c AS (SELECT * FROM unnest($1::uuid[], $2::int[]) AS c(group_id, n)),
+           left_group AS (
+             DELETE FROM notification_group_actors a USING c
+             WHERE a.group_id = c.group_id AND a.actor_id = $3
+               AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.group_id = a.group_id AND n.actor_id = $3)
+             RETURNING a.group_id
+           )
+           UPDATE notification_groups g
+           SET notification_count = g.notification_count - c.n,
+               actor_count = g.actor_count - (SELECT count(*) FROM left_group l WHERE l.group_id = g.id)::int
+           FROM c WHERE g.id = c.group_id
+           RETURNING g.id, g.recipient_id, g.notification_count""",
+        [r["group_id"] for r in gone],
+        [r["n"] for r in gone],
+        actor_id,
+    )
+    empty = [r["id"] for r in changed if r["notification_count"] <= 0]
+    if empty:
+        await conn.execute("DELETE FROM notification_groups WHERE id = ANY($1::uuid[])", empty)
+    return [(r["id"], r["recipient_id"]) for r in changed if r["notification_count"] > 0]
+
+
+Position = tuple[datetime, str]
+"""A keyset position: (the group's latest_at, its ID as text)."""
+
+
+async def page(conn: Executor, recipient_id: uuid.UUID, before: Position | None, limit: int) -> list[NotificationGroup]:
+    """Most recently changed first (index notification_groups_recent_idx: one range scan)."""
+    after = "AND (latest_at, id) < ($2, $3::uuid)" if before is not None else ""
+    args: list[object] = [recipient_id, *(before or ()), limit]
+    rows = await conn.fetch(
+        f"""SELECT {_COLUMNS} FROM notification_groups
+            WHERE recipient_id = $1 {after}
+            ORDER BY latest_at DESC, id DESC LIMIT ${len(args)}""",
+        *args,
+    )
+    return [NotificationGroup.of(r) for r in rows]
+
+
+async def unread_count(conn: Executor, recipient_id: uuid.UUID) -> int:
+    return int(
+        await conn.fetchval(
+            "SELECT count(*) FROM notification_groups WHERE recipient_id = $1 AND read_at IS NULL", recipient_id
+        )
+    )
+
+
+async def by_ids(
+    conn: Executor, group_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, tuple[uuid.UUID, NotificationGroup]]:
+    """Groups by ID, each with its recipient."""
+    rows = await conn.fetch(
+        f"SELECT recipient_id, {_COLUMNS} FROM notification_groups WHERE id = ANY($1::uuid[])", list(group_ids)
+    )
+    return {r["id"]: (r["recipient_id"], NotificationGroup.of(r)) for r in rows}
+
+
+async def sample_actors(conn: Executor, group_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[uuid.UUID]]:
+    """Each group's most recent actors, at most SAMPLE_ACTORS, for a whole page in one statement."""
+    rows = await conn.fetch(
+        """SELECT g.id AS group_id, a.actor_id
+           FROM unnest($1::uuid[]) AS g(id)
+           CROSS JOIN LATERAL (
+             SELECT actor_id FROM notification_group_actors
+             WHERE group_id = g.id ORDER BY latest_at DESC, actor_id DESC LIMIT $2
+           ) a""",
+        list(group_ids),
+        SAMPLE_ACTORS,
+    )
+    found: dict[uuid.UUID, list[uuid.UUID]] = {}
+    for r in rows:
+        found.setdefault(r["group_id"], []).append(r["actor_id"])
+    return found
+
+
+async def mark_read(conn: asyncpg.Connection, recipient_id: uuid.UUID, group_id: uuid.UUID) -> NotificationGroup | None:
+    """Reads one group and every notification in it; None when the recipient has no such group.
+
+    Two statements on purpose: the first waits for a writer holding the group,
+    and the second, with a snapshot taken after it, sees that writer's notification.
+    """
+    row = await conn.fetchrow(
+        f"""UPDATE notification_groups SET read_at = coalesce(read_at, now())
+            WHERE id = $1 AND recipient_id = $2 RETURNING {_COLUMNS}""",
+        group_id,
+        recipient_id,
+    )
+    if row is None:
+        return None
+    await conn.execute(
+        "UPDATE notifications SET read_at = now() WHERE group_id = $1 AND recipient_id = $2 AND read_at IS NULL",
+        group_id,
+        recipient_id,
+    )
+    return NotificationGroup.of(row)
+
+
+async def lock_open(conn: asyncpg.Connection, recipient_id: uuid.UUID) -> None:
+    """Locks the recipient's open groups, waiting for any writer adding to one, before notifications are
+    marked read: the statements after it then see every notification those groups hold."""
+    await conn.execute(
+        """SELECT 1 FROM notification_groups WHERE recipient_id = $1 AND read_at IS NULL
+           ORDER BY id FOR UPDATE""",
+        recipient_id,
+    )
+
+
+async def close_read(conn: asyncpg.Connection, recipient_id: uuid.UUID) -> int:
+    """Marks read each open group of the recipient none of whose notifications is unread any more."""
+    status = await conn.execute(
+        """UPDATE notification_groups g SET read_at = now()
+           WHERE g.recipient_id = $1 AND g.read_at IS NULL
+             AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.group_id = g.id AND n.read_at IS NULL)""",
+        recipient_id,
+    )
+    return int(status.split()[-1])
