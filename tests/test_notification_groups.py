@@ -1,0 +1,316 @@
+"""Grouped notifications: what groups, what an unlike and a read do, exact counts under concurrency, paging, live.
+
+Most tests apply worker-notifications' handler to the outbox rows the API
+wrote, in order, each in its own transaction (as the runner does), so they
+need no broker; the redelivery and live tests run the real relay and runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import asyncpg
+import pytest
+import redis.asyncio as aioredis
+from feedfabric.db import notification_groups
+from feedfabric.events import Event
+from feedfabric.ids import new_id
+from feedfabric.settings import Settings
+from feedfabric.workers import notifications
+from feedfabric.workers.base import WorkerContext
+
+from tests.pipeline_support import eventually, group_runner, relay, running
+from tests.realtime_support import PROTOCOLS, serve, wait_subscribed, ws_client
+from tests.support import Api
+
+GROUPS = """query($after: String, $first: Int) { notificationGroups(first: $first, after: $after) {
+  unreadCount pageInfo { hasNextPage endCursor }
+  edges { cursor node { key kind actorCount notificationCount read latestAt
+    sampleActors { username } post { id } comment { id } } } } }"""
+GROUP_SUB = """subscription { notificationGroupUpdated {
+  key kind actorCount notificationCount read sampleActors { username } post { id } } }"""
+LIKE = "mutation($p: ID!) { likePost(postId: $p) { id } }"
+UNLIKE = "mutation($p: ID!) { unlikePost(postId: $p) { id } }"
+READ_GROUP = "mutation($k: String!) { markNotificationGroupRead(key: $k) { key read actorCount } }"
+
+
+class Worker:
+    """worker-notifications' handler over the outbox, in outbox order, each event once."""
+
+    def __init__(self, settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
+        self.ctx = WorkerContext(settings=settings, pool=pool, redis=redis)
+        self.pool = pool
+        self.done = 0
+
+    async def events(self) -> list[Event]:
+        rows = await self.pool.fetch(
+            """SELECT id, key, event_type, aggregate_version, payload FROM outbox
+               WHERE id > $1 AND event_type = ANY($2::text[]) ORDER BY id""",
+            self.done,
+            sorted(notifications.GROUP.event_types),
+        )
+        return [Event(r["id"], r["event_type"], r["key"], r["aggregate_version"], r["payload"]) for r in rows]
+
+    async def apply(self, event: Event) -> None:
+        async with self.pool.acquire() as conn, conn.transaction():
+            await notifications.handle(self.ctx, conn, event)
+
+    async def catch_up(self) -> None:
+        for event in await self.events():
+            await self.apply(event)
+            self.done = event.event_id
+
+
+@pytest.fixture
+def worker(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> Worker:
+    return Worker(settings, pool, redis)
+
+
+async def groups(api: Api, token: str, first: int = 50, after: str | None = None) -> dict[str, Any]:
+    return (await api.gql(GROUPS, {"first": first, "after": after}, token=token))["notificationGroups"]
+
+
+def nodes(connection: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e["node"] for e in connection["edges"]]
+
+
+def by_kind(connection: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [n for n in nodes(connection) if n["kind"] == kind]
+
+
+async def test_likes_reposts_and_follows_group_by_target_while_comments_and_mentions_stay_single(
+    api: Api, worker: Worker
+) -> None:
+    ava = await api.member("ava")
+    fans = [await api.member(f"fan{i}") for i in range(3)]
+    first, second = await api.post(ava, "first"), await api.post(ava, "second")
+    for i, fan in enumerate(fans):
+        await api.follow(fan, "ava")
+        await api.gql(LIKE, {"p": first}, token=fan)
+        await api.gql("mutation($p: ID!) { repost(postId: $p) { id } }", {"p": first}, token=fan)
+        await api.gql(
+            'mutation($p: ID!) { addComment(postId: $p, content: "hi @ava") { id } }', {"p": first}, token=fan
+        )
+        await api.post(fan, f"hello @ava {i}")
+    await api.gql(LIKE, {"p": second}, token=fans[0])
+    await worker.catch_up()
+
+    listed = await groups(api, ava)
+    likes = {n["post"]["id"]: n for n in by_kind(listed, "LIKE")}
+    assert set(likes) == {first, second}
+    assert (likes[first]["actorCount"], likes[first]["notificationCount"]) == (3, 3)
+    assert [a["username"] for a in likes[first]["sampleActors"]] == ["fan2", "fan1", "fan0"]  # most recent first
+    assert likes[second]["actorCount"] == 1
+    [reposts] = by_kind(listed, "REPOST")
+    assert reposts["actorCount"] == 3 and reposts["post"]["id"] == first
+    [follows] = by_kind(listed, "FOLLOW")
+    assert follows["actorCount"] == 3 and follows["post"] is None
+    assert len(by_kind(listed, "COMMENT")) == 3 and all(n["actorCount"] == 1 for n in by_kind(listed, "COMMENT"))
+    assert len(by_kind(listed, "MENTION")) == 3
+    assert listed["unreadCount"] == len(listed["edges"]) == 2 + 1 + 1 + 3 + 3
+    times = [n["latestAt"] for n in nodes(listed)]
+    assert times == sorted(times, reverse=True)
+
+
+async def test_sample_actors_stop_at_eight_while_actor_count_counts_all(api: Api, worker: Worker) -> None:
+    ava = await api.member("ava")
+    post = await api.post(ava, "popular")
+    for i in range(10):
+        await api.gql(LIKE, {"p": post}, token=await api.member(f"liker{i}"))
+    await worker.catch_up()
+    [group] = nodes(await groups(api, ava))
+    assert group["actorCount"] == 10
+    assert [a["username"] for a in group["sampleActors"]] == [f"liker{i}" for i in range(9, 1, -1)]
+
+
+async def test_an_unlike_removes_its_actor_and_the_group_with_its_last_actor(api: Api, worker: Worker) -> None:
+    ava, bob, cal = await api.member("ava"), await api.member("bob"), await api.member("cal")
+    post = await api.post(ava, "like me")
+    for token in (bob, cal):
+        await api.gql(LIKE, {"p": post}, token=token)
+    await worker.catch_up()
+    await api.gql(UNLIKE, {"p": post}, token=bob)
+    await worker.catch_up()
+    [group] = nodes(await groups(api, ava))
+    assert (group["actorCount"], group["notificationCount"]) == (1, 1)
+    assert [a["username"] for a in group["sampleActors"]] == ["cal"]
+
+    await api.gql(UNLIKE, {"p": post}, token=cal)
+    await worker.catch_up()
+    listed = await groups(api, ava)
+    assert listed["edges"] == [] and listed["unreadCount"] == 0
+    assert (await api.gql("{ notifications { edges { node { id } } } }", token=ava))["notifications"]["edges"] == []
+
+
+async def test_a_like_toggled_many_times_counts_once(api: Api, worker: Worker) -> None:
+    ava, bob = await api.member("ava"), await api.member("bob")
+    post = await api.post(ava, "toggle")
+    for _ in range(4):
+        await api.gql(LIKE, {"p": post}, token=bob)
+        await api.gql(UNLIKE, {"p": post}, token=bob)
+    await api.gql(LIKE, {"p": post}, token=bob)
+    await worker.catch_up()
+    [group] = nodes(await groups(api, ava))
+    assert (group["actorCount"], group["notificationCount"]) == (1, 1)
+
+
+async def test_a_redelivered_like_or_unlike_changes_nothing(api: Api, worker: Worker, pool: asyncpg.Pool) -> None:
+    ava, bob, cal = await api.member("ava"), await api.member("bob"), await api.member("cal")
+    post = await api.post(ava, "once")
+    await api.gql(LIKE, {"p": post}, token=bob)
+    await api.gql(LIKE, {"p": post}, token=cal)
+    await api.gql(UNLIKE, {"p": post}, token=cal)
+    await api.gql(LIKE, {"p": post}, token=cal)
+    events = await worker.events()
+    unlike = next(e for e in events if e.type == "PostUnliked")
+    # Every event twice, the second time after all the first; then the unlike once more, after the like
+    # that followed it: it must not take that later like back.
+    for event in events + events + [unlike]:
+        await worker.apply(event)
+    [group] = nodes(await groups(api, ava))
+    assert (group["actorCount"], group["notificationCount"]) == (2, 2)
+    # Joining a notification that already has its group again counts nothing.
+    async with pool.acquire() as conn, conn.transaction():
+        notification_ids = [r["id"] for r in await conn.fetch("SELECT id FROM notifications")]
+        assert await notification_groups.join(conn, [(n, new_id()) for n in notification_ids]) == {}
+    [group] = nodes(await groups(api, ava))
+    assert (group["actorCount"], group["notificationCount"]) == (2, 2)
+
+
+async def test_fifty_concurrent_likers_of_one_post_are_counted_exactly(
+    api: Api, worker: Worker, pool: asyncpg.Pool
+) -> None:
+    ava = await api.member("ava")
+    post = await api.post(ava, "hot")
+    likers = [await api.member(f"hot{i}") for i in range(50)]
+    await asyncio.gather(*(api.gql(LIKE, {"p": post}, token=t) for t in likers))
+    likes = [e for e in await worker.events() if e.type == "PostLiked"]
+    assert len(likes) == 50
+    # Fifty transactions at once on one group, more than the pool has connections: they queue on its row.
+    await asyncio.gather(*(worker.apply(e) for e in likes))
+    [group] = nodes(await groups(api, ava))
+    assert (group["actorCount"], group["notificationCount"]) == (50, 50)
+    assert await pool.fetchval("SELECT count(*) FROM notification_groups") == 1
+    assert await pool.fetchval("SELECT count(*) FROM notification_group_actors") == 50
+
+
+async def test_a_read_group_stays_read_and_the_next_like_starts_a_new_group(api: Api, worker: Worker) -> None:
+    ava, bob, cal = await api.member("ava"), await api.member("bob"), await api.member("cal")
+    post = await api.post(ava, "read me")
+    await api.gql(LIKE, {"p": post}, token=bob)
+    await worker.catch_up()
+    [old] = nodes(await groups(api, ava))
+    read = (await api.gql(READ_GROUP, {"k": old["key"]}, token=ava))["markNotificationGroupRead"]
+    assert read == {"key": old["key"], "read": True, "actorCount": 1}
+    listed = await api.gql("{ notifications { unreadCount edges { node { read } } } }", token=ava)
+    assert listed["notifications"]["unreadCount"] == 0
+
+    await api.gql(LIKE, {"p": post}, token=cal)
+    await worker.catch_up()
+    listed_groups = await groups(api, ava)
+    assert listed_groups["unreadCount"] == 1
+    new, again = nodes(listed_groups)
+    assert new["key"] != old["key"] and again["key"] == old["key"]
+    assert (new["read"], new["actorCount"], [a["username"] for a in new["sampleActors"]]) == (False, 1, ["cal"])
+    assert (again["read"], again["actorCount"]) == (True, 1)
+
+
+async def test_mark_notifications_read_up_to_closes_only_groups_with_nothing_unread(api: Api, worker: Worker) -> None:
+    ava, bob, cal = await api.member("ava"), await api.member("bob"), await api.member("cal")
+    post = await api.post(ava, "partly read")
+    await api.follow(bob, "ava")
+    await api.gql(LIKE, {"p": post}, token=bob)
+    await worker.catch_up()
+    await api.gql(LIKE, {"p": post}, token=cal)
+    await worker.catch_up()
+    listed = await api.gql("{ notifications { edges { node { id kind actor { username } } } } }", token=ava)
+    bob_like = next(
+        e["node"]["id"]
+        for e in listed["notifications"]["edges"]
+        if e["node"]["kind"] == "LIKE" and e["node"]["actor"]["username"] == "bob"
+    )
+    # Up to bob's like: the FOLLOW group is all read, the LIKE group still holds cal's unread like.
+    assert (await api.gql("mutation($u: ID!) { markNotificationsRead(upTo: $u) }", {"u": bob_like}, token=ava)) == {
+        "markNotificationsRead": 2
+    }
+    state = {n["kind"]: n["read"] for n in nodes(await groups(api, ava))}
+    assert state == {"FOLLOW": True, "LIKE": False}
+    assert (await groups(api, ava))["unreadCount"] == 1
+
+    await api.gql("mutation { markNotificationsRead }", token=ava)
+    assert (await groups(api, ava))["unreadCount"] == 0
+
+
+async def test_a_group_key_must_be_the_viewers_own(api: Api, worker: Worker) -> None:
+    ava, bob = await api.member("ava"), await api.member("bob")
+    await api.follow(bob, "ava")
+    await worker.catch_up()
+    [group] = nodes(await groups(api, ava))
+    assert await api.error_codes(READ_GROUP, {"k": group["key"]}, token=bob) == ["NOT_FOUND"]
+    assert await api.error_codes(READ_GROUP, {"k": "not-a-key"}, token=ava) == ["BAD_USER_INPUT"]
+    assert await api.error_codes(READ_GROUP, {"k": group["key"]}) == ["UNAUTHENTICATED"]
+    assert nodes(await groups(api, ava))[0]["read"] is False
+
+
+async def test_groups_page_by_latest_change_without_repeats(api: Api, worker: Worker) -> None:
+    ava = await api.member("ava")
+    fan = await api.member("fan")
+    posts = [await api.post(ava, f"post {i}") for i in range(7)]
+    for post in posts:
+        await api.gql(LIKE, {"p": post}, token=fan)
+    await worker.catch_up()
+    seen: list[str] = []
+    after = None
+    while True:
+        page = await groups(api, ava, first=3, after=after)
+        seen += [n["post"]["id"] for n in nodes(page)]
+        if not page["pageInfo"]["hasNextPage"]:
+            break
+        after = page["pageInfo"]["endCursor"]
+    assert seen == list(reversed(posts))
+    assert await api.error_codes(GROUPS, {"first": 3, "after": "garbage"}, token=ava) == ["BAD_USER_INPUT"]
+
+
+async def test_a_groups_post_follows_the_visibility_rule(api: Api, worker: Worker) -> None:
+    ava, bob = await api.member("ava"), await api.member("bob")
+    admin = await api.member("mod", admin=True)
+    post = await api.post(ava, "soon held, then gone")
+    await api.gql(LIKE, {"p": post}, token=bob)
+    await worker.catch_up()
+    await api.gql("mutation($id: ID!) { holdPost(id: $id) { id } }", {"id": post}, token=admin)
+    assert nodes(await groups(api, ava))[0]["post"] == {"id": post}  # the author still sees their held post
+    await api.gql("mutation($id: ID!) { deletePost(id: $id) }", {"id": post}, token=ava)
+    [group] = nodes(await groups(api, ava))
+    assert group["post"] is None and group["actorCount"] == 1
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_each_change_of_a_group_is_sent_live(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis, protocol: str
+) -> None:
+    runner = group_runner(settings, pool, redis, notifications.GROUP)
+    async with serve(settings) as server, running(relay(settings).run, runner.run):
+        api = server.api
+        ava, bob, cal = await api.member("ava"), await api.member("bob"), await api.member("cal")
+        post = await api.post(ava, "watch the count")
+        async with ws_client(server, protocol, ava) as ws:
+            await ws.subscribe(GROUP_SUB)
+            await wait_subscribed(server, 1)
+            await api.gql(LIKE, {"p": post}, token=bob)
+            got = (await ws.next_data(timeout=20))["notificationGroupUpdated"]
+            assert (got["kind"], got["actorCount"], got["post"]) == ("LIKE", 1, {"id": post})
+            await api.gql(LIKE, {"p": post}, token=cal)
+            again = (await ws.next_data(timeout=20))["notificationGroupUpdated"]
+            assert again["key"] == got["key"] and again["actorCount"] == 2
+            assert [a["username"] for a in again["sampleActors"]] == ["cal", "bob"]
+            await api.gql(UNLIKE, {"p": post}, token=bob)
+            shrunk = (await ws.next_data(timeout=20))["notificationGroupUpdated"]
+            assert (shrunk["key"], shrunk["actorCount"]) == (got["key"], 1)
+            assert await ws.nothing_within(0.5)
+
+        async def listed() -> dict[str, Any] | None:
+            page = await groups(api, ava)
+            return page if nodes(page) and nodes(page)[0]["actorCount"] == 1 else None
+
+        assert nodes(await eventually(listed))[0]["key"] == got["key"]
