@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer
+from feedfabric.events import Event
 from feedfabric.settings import Settings
 from feedfabric.workers.base import GroupSpec, WorkerContext
 from feedfabric.workers.relay import Relay, RelayTimings
@@ -115,3 +116,31 @@ async def all_committed(runner: GroupRunner) -> bool:
         if (await consumer.committed(tp) or 0) < position or position < end:
             return False
     return bool(assigned)
+
+
+class InlineGroup:
+    """A consumer group's handler over the outbox, without a broker: the events it takes, in outbox
+    order, each in its own transaction as the runner runs them, each once unless applied again."""
+
+    def __init__(self, spec: GroupSpec, ctx: WorkerContext) -> None:
+        self.spec = spec
+        self.ctx = ctx
+        self.done = 0
+
+    async def events(self) -> list[Event]:
+        rows = await self.ctx.pool.fetch(
+            """SELECT id, key, event_type, aggregate_version, payload FROM outbox
+               WHERE id > $1 AND event_type = ANY($2::text[]) ORDER BY id""",
+            self.done,
+            sorted(self.spec.event_types),
+        )
+        return [Event(r["id"], r["event_type"], r["key"], r["aggregate_version"], r["payload"]) for r in rows]
+
+    async def apply(self, event: Event) -> None:
+        async with self.ctx.pool.acquire() as conn, conn.transaction():
+            await self.spec.handle(self.ctx, conn, event)
+
+    async def catch_up(self) -> None:
+        for event in await self.events():
+            await self.apply(event)
+            self.done = event.event_id

@@ -14,13 +14,12 @@ import asyncpg
 import pytest
 import redis.asyncio as aioredis
 from feedfabric.db import notification_groups
-from feedfabric.events import Event
 from feedfabric.ids import new_id
 from feedfabric.settings import Settings
 from feedfabric.workers import notifications
 from feedfabric.workers.base import WorkerContext
 
-from tests.pipeline_support import eventually, group_runner, relay, running
+from tests.pipeline_support import InlineGroup, eventually, group_runner, relay, running
 from tests.realtime_support import PROTOCOLS, serve, wait_subscribed, ws_client
 from tests.support import Api
 
@@ -35,36 +34,9 @@ UNLIKE = "mutation($p: ID!) { unlikePost(postId: $p) { id } }"
 READ_GROUP = "mutation($k: String!) { markNotificationGroupRead(key: $k) { key read actorCount } }"
 
 
-class Worker:
-    """worker-notifications' handler over the outbox, in outbox order, each event once."""
-
-    def __init__(self, settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
-        self.ctx = WorkerContext(settings=settings, pool=pool, redis=redis)
-        self.pool = pool
-        self.done = 0
-
-    async def events(self) -> list[Event]:
-        rows = await self.pool.fetch(
-            """SELECT id, key, event_type, aggregate_version, payload FROM outbox
-               WHERE id > $1 AND event_type = ANY($2::text[]) ORDER BY id""",
-            self.done,
-            sorted(notifications.GROUP.event_types),
-        )
-        return [Event(r["id"], r["event_type"], r["key"], r["aggregate_version"], r["payload"]) for r in rows]
-
-    async def apply(self, event: Event) -> None:
-        async with self.pool.acquire() as conn, conn.transaction():
-            await notifications.handle(self.ctx, conn, event)
-
-    async def catch_up(self) -> None:
-        for event in await self.events():
-            await self.apply(event)
-            self.done = event.event_id
-
-
 @pytest.fixture
-def worker(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> Worker:
-    return Worker(settings, pool, redis)
+def worker(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis) -> InlineGroup:
+    return InlineGroup(notifications.GROUP, WorkerContext(settings=settings, pool=pool, redis=redis))
 
 
 async def groups(api: Api, token: str, first: int = 50, after: str | None = None) -> dict[str, Any]:
@@ -80,7 +52,7 @@ def by_kind(connection: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 
 
 async def test_likes_reposts_and_follows_group_by_target_while_comments_and_mentions_stay_single(
-    api: Api, worker: Worker
+    api: Api, worker: InlineGroup
 ) -> None:
     ava = await api.member("ava")
     fans = [await api.member(f"fan{i}") for i in range(3)]
@@ -113,7 +85,7 @@ async def test_likes_reposts_and_follows_group_by_target_while_comments_and_ment
     assert times == sorted(times, reverse=True)
 
 
-async def test_sample_actors_stop_at_eight_while_actor_count_counts_all(api: Api, worker: Worker) -> None:
+async def test_sample_actors_stop_at_eight_while_actor_count_counts_all(api: Api, worker: InlineGroup) -> None:
     ava = await api.member("ava")
     post = await api.post(ava, "popular")
     for i in range(10):
@@ -124,7 +96,7 @@ async def test_sample_actors_stop_at_eight_while_actor_count_counts_all(api: Api
     assert [a["username"] for a in group["sampleActors"]] == [f"liker{i}" for i in range(9, 1, -1)]
 
 
-async def test_an_unlike_removes_its_actor_and_the_group_with_its_last_actor(api: Api, worker: Worker) -> None:
+async def test_an_unlike_removes_its_actor_and_the_group_with_its_last_actor(api: Api, worker: InlineGroup) -> None:
     ava, bob, cal = await api.member("ava"), await api.member("bob"), await api.member("cal")
     post = await api.post(ava, "like me")
     for token in (bob, cal):
@@ -143,7 +115,7 @@ async def test_an_unlike_removes_its_actor_and_the_group_with_its_last_actor(api
     assert (await api.gql("{ notifications { edges { node { id } } } }", token=ava))["notifications"]["edges"] == []
 
 
-async def test_a_like_toggled_many_times_counts_once(api: Api, worker: Worker) -> None:
+async def test_a_like_toggled_many_times_counts_once(api: Api, worker: InlineGroup) -> None:
     ava, bob = await api.member("ava"), await api.member("bob")
     post = await api.post(ava, "toggle")
     for _ in range(4):
@@ -155,7 +127,7 @@ async def test_a_like_toggled_many_times_counts_once(api: Api, worker: Worker) -
     assert (group["actorCount"], group["notificationCount"]) == (1, 1)
 
 
-async def test_a_redelivered_like_or_unlike_changes_nothing(api: Api, worker: Worker, pool: asyncpg.Pool) -> None:
+async def test_a_redelivered_like_or_unlike_changes_nothing(api: Api, worker: InlineGroup, pool: asyncpg.Pool) -> None:
     ava, bob, cal = await api.member("ava"), await api.member("bob"), await api.member("cal")
     post = await api.post(ava, "once")
     await api.gql(LIKE, {"p": post}, token=bob)
@@ -179,7 +151,7 @@ async def test_a_redelivered_like_or_unlike_changes_nothing(api: Api, worker: Wo
 
 
 async def test_fifty_concurrent_likers_of_one_post_are_counted_exactly(
-    api: Api, worker: Worker, pool: asyncpg.Pool
+    api: Api, worker: InlineGroup, pool: asyncpg.Pool
 ) -> None:
     ava = await api.member("ava")
     post = await api.post(ava, "hot")
@@ -195,7 +167,7 @@ async def test_fifty_concurrent_likers_of_one_post_are_counted_exactly(
     assert await pool.fetchval("SELECT count(*) FROM notification_group_actors") == 50
 
 
-async def test_a_read_group_stays_read_and_the_next_like_starts_a_new_group(api: Api, worker: Worker) -> None:
+async def test_a_read_group_stays_read_and_the_next_like_starts_a_new_group(api: Api, worker: InlineGroup) -> None:
     ava, bob, cal = await api.member("ava"), await api.member("bob"), await api.member("cal")
     post = await api.post(ava, "read me")
     await api.gql(LIKE, {"p": post}, token=bob)
@@ -216,7 +188,9 @@ async def test_a_read_group_stays_read_and_the_next_like_starts_a_new_group(api:
     assert (again["read"], again["actorCount"]) == (True, 1)
 
 
-async def test_mark_notifications_read_up_to_closes_only_groups_with_nothing_unread(api: Api, worker: Worker) -> None:
+async def test_mark_notifications_read_up_to_closes_only_groups_with_nothing_unread(
+    api: Api, worker: InlineGroup
+) -> None:
     ava, bob, cal = await api.member("ava"), await api.member("bob"), await api.member("cal")
     post = await api.post(ava, "partly read")
     await api.follow(bob, "ava")
@@ -242,7 +216,7 @@ async def test_mark_notifications_read_up_to_closes_only_groups_with_nothing_unr
     assert (await groups(api, ava))["unreadCount"] == 0
 
 
-async def test_a_group_key_must_be_the_viewers_own(api: Api, worker: Worker) -> None:
+async def test_a_group_key_must_be_the_viewers_own(api: Api, worker: InlineGroup) -> None:
     ava, bob = await api.member("ava"), await api.member("bob")
     await api.follow(bob, "ava")
     await worker.catch_up()
@@ -253,7 +227,7 @@ async def test_a_group_key_must_be_the_viewers_own(api: Api, worker: Worker) -> 
     assert nodes(await groups(api, ava))[0]["read"] is False
 
 
-async def test_groups_page_by_latest_change_without_repeats(api: Api, worker: Worker) -> None:
+async def test_groups_page_by_latest_change_without_repeats(api: Api, worker: InlineGroup) -> None:
     ava = await api.member("ava")
     fan = await api.member("fan")
     posts = [await api.post(ava, f"post {i}") for i in range(7)]
@@ -272,7 +246,7 @@ async def test_groups_page_by_latest_change_without_repeats(api: Api, worker: Wo
     assert await api.error_codes(GROUPS, {"first": 3, "after": "garbage"}, token=ava) == ["BAD_USER_INPUT"]
 
 
-async def test_a_groups_post_follows_the_visibility_rule(api: Api, worker: Worker) -> None:
+async def test_a_groups_post_follows_the_visibility_rule(api: Api, worker: InlineGroup) -> None:
     ava, bob = await api.member("ava"), await api.member("bob")
     admin = await api.member("mod", admin=True)
     post = await api.post(ava, "soon held, then gone")

@@ -22,10 +22,11 @@ from feedfabric.schema import schema
 from feedfabric.schema.served import graphql_schema
 from feedfabric.settings import Settings
 from feedfabric.workers import notifications
+from feedfabric.workers.base import WorkerContext
 from graphql import OperationDefinitionNode, OperationType, parse, print_ast, validate
 from PIL import Image
 
-from tests.pipeline_support import group_runner, relay, running
+from tests.pipeline_support import InlineGroup, group_runner, relay, running
 from tests.realtime_support import TRANSPORT_WS, serve, wait_subscribed, ws_client
 from tests.support import Api
 
@@ -137,6 +138,13 @@ SCENARIO = [
     step("FeedStats", "admin", {"days": 7}),
     step("RankerModels", "admin"),
     step("Notifications", "alice"),
+    step(
+        "NotificationGroups",
+        "alice",
+        {"first": 5},
+        saving("group", lambda d: d["notificationGroups"]["edges"][0]["node"]["key"]),
+    ),
+    step("MarkNotificationGroupRead", "alice", lambda g: {"key": g["group"]}),
     step("MarkNotificationsRead", "alice"),
     step("Member", "alice", {"externalId": "bob"}),
     step("Member", "bob", {"username": "alice", "first": 1}),
@@ -202,8 +210,12 @@ async def run_http(api: Api, name: str, text: str, variables: dict[str, Any], to
     return body["data"]  # type: ignore[no-any-return]
 
 
-async def test_every_query_and_mutation_runs_without_errors(api: Api) -> None:
+async def test_every_query_and_mutation_runs_without_errors(
+    api: Api, settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
     docs = documents()
+    # worker-notifications, applied inline before the notification steps: the groups are its writing.
+    notifier = InlineGroup(notifications.GROUP, WorkerContext(settings=settings, pool=pool, redis=redis))
     http_ops = {n for n, t in docs.items() if operation_of(t).operation != OperationType.SUBSCRIPTION}
     assert {s[0] for s in SCENARIO} == http_ops, "every query and mutation file has a step"
 
@@ -215,6 +227,8 @@ async def test_every_query_and_mutation_runs_without_errors(api: Api) -> None:
     }
     got: dict[str, Any] = {}
     for name, who, variables, save in SCENARIO:
+        if name == "Notifications":
+            await notifier.catch_up()
         data = await run_http(api, name, docs[name], variables(got), tokens[who])
         if save:
             save(got, data)
@@ -229,7 +243,7 @@ async def test_every_subscription_runs_over_graphql_transport_ws(
 ) -> None:
     docs = documents()
     subs = {n for n, t in docs.items() if operation_of(t).operation == OperationType.SUBSCRIPTION}
-    assert subs == {"HomeTimeline", "NotificationAdded"}
+    assert subs == {"HomeTimeline", "NotificationAdded", "NotificationGroupUpdated"}
 
     runner = group_runner(settings, pool, redis, notifications.GROUP)
     async with serve(settings) as server, running(relay(settings).run, runner.run):
@@ -255,6 +269,14 @@ async def test_every_subscription_runs_over_graphql_transport_ws(
                 kinds.append(got["kind"])
                 assert got["actor"]["username"] == "bob" and len(kinds) <= 2, kinds
             assert got["post"]["id"] == second
+        async with ws_client(server, TRANSPORT_WS, alice) as ws:
+            await ws.subscribe(docs["NotificationGroupUpdated"])
+            await wait_subscribed(server, 1)
+            await api.gql(
+                'mutation($p: ID!) { addComment(postId: $p, content: "hi") { id } }', {"p": second}, token=bob
+            )
+            group = (await ws.next_data(timeout=20))["notificationGroupUpdated"]
+            assert (group["kind"], group["actorCount"], group["sampleActors"][0]["username"]) == ("COMMENT", 1, "bob")
 
 
 @pytest.mark.parametrize("name", ["HomeFeed", "TagFeed", "Post", "Member"])
