@@ -53,11 +53,11 @@ const VIEWS = {
   notifications: {
     title: "Notifications",
     page: async (after) => {
-      const data = (await api.run("Notifications", { first: PAGE_SIZE, after })).notifications;
+      const data = (await api.run("NotificationGroups", { first: PAGE_SIZE, after })).notificationGroups;
       setUnread(data.unreadCount);
       return connection(data);
     },
-    item: (node) => render.notification(node),
+    item: (node) => render.notificationGroup(node),
   },
   people: {
     title: "People",
@@ -176,7 +176,8 @@ function endInSight() {
 
 // ---------------------------------------------------------------- live updates
 
-/** homeTimeline resumes from the newest item the page knows; notificationAdded refreshes the badge. */
+/** homeTimeline resumes from the newest item the page knows; notificationGroupUpdated redraws a group
+ * in place (moved to the top) and refreshes the badge. */
 async function startLive(token) {
   const url = new URL("/graphql", location.href);
   url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
@@ -185,19 +186,26 @@ async function startLive(token) {
     $("#live").dataset.state = s;
   });
   state.socket = socket;
-  const [timeline, notifications] = await Promise.all([operation("HomeTimeline"), operation("NotificationAdded")]);
+  const [timeline, groups] = await Promise.all([operation("HomeTimeline"), operation("NotificationGroupUpdated")]);
   if (state.socket !== socket) return;
   socket.subscribe(timeline, () => (state.newestHomeCursor ? { since: state.newestHomeCursor } : {}), {
     next: (data) => receiveTimelineItem(data.homeTimeline),
     error: (errors) => showError(errors),
   });
-  socket.subscribe(notifications, {}, {
+  socket.subscribe(groups, {}, {
     next: (data) => {
-      refreshUnread(); // asked, not counted: a notification made while the page loaded is not counted twice
-      if (state.view.name === "notifications") $("#feed").prepend(render.notification(data.notificationAdded));
+      refreshUnread(); // asked, not counted: a group changed while the page loaded is not counted twice
+      if (state.view.name === "notifications") showGroup(data.notificationGroupUpdated);
     },
     error: (errors) => showError(errors),
   });
+}
+
+function showGroup(group) {
+  const feed = $("#feed");
+  feed.querySelector(".empty")?.remove();
+  feed.querySelector(`article.notification[data-key="${CSS.escape(group.key)}"]`)?.remove();
+  feed.prepend(render.notificationGroup(group));
 }
 
 function receiveTimelineItem({ cursor, post }) {
@@ -235,7 +243,7 @@ function setUnread(count) {
 
 async function refreshUnread() {
   try {
-    setUnread((await api.run("Notifications", { first: 1 })).notifications.unreadCount);
+    setUnread((await api.run("NotificationGroups", { first: 1 })).notificationGroups.unreadCount);
   } catch (error) {
     showError(error);
   }
@@ -296,6 +304,11 @@ function setStatus(text) {
 // One listener for every button inside the feed (see render.js data-action).
 const ACTIONS = {
   "open-tag": (el) => openView("tag", el.dataset.tag),
+  "read-group": async (el) => {
+    const { markNotificationGroupRead } = await api.run("MarkNotificationGroupRead", { key: el.dataset.key });
+    el.closest("article").replaceWith(render.notificationGroup(markNotificationGroupRead));
+    refreshUnread();
+  },
   "toggle-like": async (el) => {
     const on = Boolean(el.dataset.on);
     const data = await api.run(on ? "UnlikePost" : "LikePost", { postId: el.dataset.post });

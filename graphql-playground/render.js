@@ -143,13 +143,25 @@ const KIND_TEXT = {
   REPOST: "reposted your post",
 };
 
-export function notification(item) {
-  return h("article", { class: item.read ? "notification" : "notification unread", dataset: { id: item.id } },
+/** "Ava liked your post", "Ava and Ben …", "Ava and 12 others …": a NotificationGroup. */
+export function notificationGroup(group) {
+  const [first, second] = group.sampleActors;
+  const others = group.actorCount - 1;
+  const who = !first ? "Someone"
+    : others === 0 ? first.displayName
+    : others === 1 && second ? `${first.displayName} and ${second.displayName}`
+    : `${first.displayName} and ${others} others`;
+  return h("article", {
+    class: group.read ? "notification" : "notification unread",
+    dataset: { key: group.key, count: String(group.actorCount) },
+  },
+    h("div", { class: "actors" }, ...group.sampleActors.map(avatar)),
     h("p", {},
-      h("strong", {}, item.actor.displayName), ` ${KIND_TEXT[item.kind] ?? item.kind.toLowerCase()}`,
-      h("span", { class: "muted" }, ` · ${when(item.createdAt)}`)),
-    item.comment ? h("p", { class: "quote" }, item.comment.content)
-      : item.post ? h("p", { class: "quote" }, item.post.content) : null);
+      h("strong", {}, who), ` ${KIND_TEXT[group.kind] ?? group.kind.toLowerCase()}`,
+      h("span", { class: "muted" }, ` · ${when(group.latestAt)}`)),
+    group.comment ? h("p", { class: "quote" }, group.comment.content)
+      : group.post ? h("p", { class: "quote" }, group.post.content) : null,
+    group.read ? null : h("button", { class: "action", dataset: { action: "read-group", key: group.key } }, "Mark read"));
 }
 
 export function memberRow(member, viewerId) {

@@ -102,7 +102,7 @@ async def test_a_sees_b_post_live_and_scrolls_a_second_page_without_duplicates(
 
         # B posts with a photo from its own page; A's page, never reloaded, shows it live.
         await a.evaluate("window.__sameDocument = true")
-        await wait_for_subscribers(server, 2)  # A: homeTimeline and notificationAdded
+        await wait_for_subscribers(server, 2)  # A: homeTimeline and notificationGroupUpdated
         b = await signed_in_page(browser, server, "bob")
         await b.locator("#compose textarea").fill("Live from the browser #browser")
         await b.locator("#compose input[type=file]").set_input_files(
@@ -131,11 +131,23 @@ async def test_a_sees_b_post_live_and_scrolls_a_second_page_without_duplicates(
         shown = await post_ids(a)
         assert len(shown) == len(written) + 1 and len(set(shown)) == len(shown)
 
-        # A likes it; B hears about it through notificationAdded (unread: A's follow and the like).
+        # A likes it; B hears about it through notificationGroupUpdated (unread groups: A's follow, the like).
         await newest_a.locator('[data-action="toggle-like"]').click()
         await expect(newest_a.locator('[data-action="toggle-like"]')).to_have_text("♥ 1")
         await expect(b.locator("#unread")).to_have_text("2", timeout=20_000)
         await b.locator("[data-view=notifications]").click()
-        await expect(b.locator("#feed > article.notification").first).to_contain_text("Alice liked your post")
+        like_group = b.locator("#feed > article.notification").first
+        await expect(like_group).to_contain_text("Alice liked your post")
+        # Two more like it while B watches: the same group grows in place, no new line per like.
+        liked_post = await newest_a.get_attribute("data-id")
+        for name in ("carol", "dan"):
+            await api.gql(
+                "mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": liked_post}, token=await api.member(name)
+            )
+        await expect(like_group).to_contain_text("and 2 others liked your post", timeout=20_000)
+        await expect(b.locator("#feed > article.notification")).to_have_count(2)  # the like group, the follow group
+        await expect(like_group.locator(".actors .avatar")).to_have_count(3)
+        await like_group.locator('[data-action="read-group"]').click()
+        await expect(b.locator("#unread")).to_have_text("1")
 
         assert a.errors == [] and b.errors == []  # type: ignore[attr-defined]
