@@ -55,7 +55,7 @@ faults: $(STAMP)
 load: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/load.py --seconds $${LOAD_SECONDS:-60}
 
-BENCHES := fanout post_to_timeline home_feed realtime embeddings media
+BENCHES := fanout post_to_timeline home_feed realtime embeddings media notification_groups
 
 bench: $(STAMP)
 	for b in $(BENCHES); do HF_HUB_OFFLINE=1 $(BIN)/python bench/$$b.py || exit 1; done
