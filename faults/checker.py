@@ -183,21 +183,38 @@ async def _check_log(case: Case, conn: asyncpg.Connection, outbox: list[asyncpg.
 
 
 async def _check_notifications(conn: asyncpg.Connection, outbox: list[asyncpg.Record], v: Verdict) -> None:
-    """Every notification the events ask for exists once, with one NotificationCreated event."""
+    """Every notification the events ask for exists once, with one NotificationCreated event, unless a
+    later unlike took the like back; and every group's counts are those of its notifications."""
     wanted: set[tuple[int, uuid.UUID, str]] = set()
+    likes: dict[int, tuple[str, str]] = {}
+    last_unlike: dict[tuple[str, str], int] = {}
     kinds = notifications_worker.GROUP.event_types
     for row in outbox:
         if row["event_type"] not in kinds:
             continue
         event = Event(row["id"], row["event_type"], row["key"], row["aggregate_version"], json.loads(row["payload"]))
+        if event.type in ("PostLiked", "PostUnliked"):
+            like = (str(event.data.get("postId")), str(event.data.get("memberId")))
+            if event.type == "PostLiked":
+                likes[row["id"]] = like
+            else:
+                last_unlike[like] = max(last_unlike.get(like, 0), row["id"])
         try:
             for item in notifications_worker.plan(event):
                 wanted |= {(row["id"], r, item.kind) for r in item.recipients}
         except Exception:  # noqa: BLE001 - a poison payload notifies nobody
             continue
+    taken_back = {w for w in wanted if w[0] in likes and last_unlike.get(likes[w[0]], 0) > w[0]}
     rows = await conn.fetch("SELECT id, event_id, recipient_id, kind FROM notifications")
     have = {(r["event_id"], r["recipient_id"], r["kind"]) for r in rows}
-    v.lost["notifications"] = len(wanted - have)
+    v.lost["notifications"] = len(wanted - taken_back - have)
+    v.duplicated["notifications taken back but kept"] = len(taken_back & have)
+    v.lost["grouped notifications"] = await conn.fetchval(
+        """SELECT count(*) FROM notification_groups g
+           LEFT JOIN LATERAL (SELECT count(*) AS n, count(DISTINCT actor_id) AS actors
+                              FROM notifications WHERE group_id = g.id) c ON true
+           WHERE (c.n, c.actors) IS DISTINCT FROM (g.notification_count::bigint, g.actor_count::bigint)"""
+    ) + await conn.fetchval("SELECT count(*) FROM notifications WHERE group_id IS NULL")
     v.duplicated["notifications"] = len(rows) - len(have)
     created = await conn.fetch(
         "SELECT payload->>'notificationId' AS n, count(*) AS c FROM outbox"
