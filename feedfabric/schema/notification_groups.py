@@ -7,8 +7,10 @@ from datetime import datetime
 import strawberry
 
 from feedfabric import models
+from feedfabric.db.notification_groups import SAMPLE_ACTORS
 from feedfabric.feeds.notifications import group_cursor
 from feedfabric.resolvers import reads, writes
+from feedfabric.schema.cost import MAX_ITEMS
 from feedfabric.schema.types import (
     Comment,
     ContextInfo,
@@ -38,7 +40,7 @@ class NotificationGroup:
     def kind(self) -> NotificationKind:
         return NotificationKind(self.row.kind)
 
-    @strawberry.field(description="Most recent actors first, at most 8.")
+    @strawberry.field(description="Most recent actors first, at most 8.", metadata={MAX_ITEMS: SAMPLE_ACTORS})
     async def sample_actors(self, info: ContextInfo) -> list[Member]:
         loaders = info.context.loaders
         ids = await loaders.group_actors.load(self.row.id)
