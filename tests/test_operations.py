@@ -275,8 +275,12 @@ async def test_every_subscription_runs_over_graphql_transport_ws(
             await api.gql(
                 'mutation($p: ID!) { addComment(postId: $p, content: "hi") { id } }', {"p": second}, token=bob
             )
-            group = (await ws.next_data(timeout=20))["notificationGroupUpdated"]
-            assert (group["kind"], group["actorCount"], group["sampleActors"][0]["username"]) == ("COMMENT", 1, "bob")
+            # Groups bob's earlier follow and like changed may still be on their way.
+            seen = []
+            while not seen or seen[-1]["kind"] != "COMMENT":
+                seen.append((await ws.next_data(timeout=20))["notificationGroupUpdated"])
+                assert len(seen) <= 3, seen
+            assert (seen[-1]["actorCount"], seen[-1]["sampleActors"][0]["username"]) == (1, "bob")
 
 
 @pytest.mark.parametrize("name", ["HomeFeed", "TagFeed", "Post", "Member"])
