@@ -300,7 +300,7 @@ async def fan_out(
     finally:
         # A failure leaves work in flight: the connection must finish its prefetch before the caller
         # rolls back, and a push still running is awaited rather than left unobserved.
-        pending = [t for t in (current, writing) if t is not None and not t.done()]
+        pending: list[asyncio.Future[Any]] = [t for t in (current, writing) if t is not None and not t.done()]
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
     return FanoutResult(pushed, celebrity)
