@@ -300,9 +300,10 @@ async def fan_out(
     finally:
         # A failure leaves work in flight: the connection must finish its prefetch before the caller
         # rolls back, and a push still running is awaited rather than left unobserved.
-        pending: list[asyncio.Future[Any]] = [t for t in (current, writing) if t is not None and not t.done()]
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        in_flight: tuple[asyncio.Future[Any] | None, ...] = (current, writing)
+        for task in in_flight:
+            if task is not None and not task.done():
+                await asyncio.gather(task, return_exceptions=True)
     return FanoutResult(pushed, celebrity)
 
 
