@@ -1,11 +1,10 @@
 """Bulk follow loads: 10k, 100k and 1M follows of one author, each in one statement.
 
-The follows_member_stats triggers count per statement (migration 215), so the
-time should grow linearly with the number of rows; the per-row trigger they
-replace updated the author's member_stats row once per row, each update
-walking the row's earlier versions (quadratic: 100k took over 13 minutes).
-Prints seconds and rows per second per size, checks the counts, and the
-single-follow cost (one INSERT per statement) beside it.
+The follows_member_stats triggers count per statement and per target only
+(migrations 215 and 280: a load of one author writes one member_stats row), so
+the time should grow linearly with the number of rows. Prints seconds and rows
+per second per size, with and without the counting trigger, checks the counts,
+and the single-follow cost (one INSERT per statement) beside it.
 
     PYTHONPATH=$PWD python bench/bulk_follows.py [--sizes 10000,100000,1000000]
 """
@@ -26,33 +25,6 @@ from feedfabric.ids import new_id  # noqa: E402
 from bench._stack import fresh_database, services  # noqa: E402
 
 SINGLES = 2_000
-
-# The per-row trigger of migration 070, put back in a second database for the side-by-side figures.
-ROW_TRIGGER = """
-DROP TRIGGER follows_member_stats_insert ON follows;
-DROP TRIGGER follows_member_stats_delete ON follows;
-CREATE FUNCTION follows_member_stats_row() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    row follows;
-    delta integer;
-BEGIN
-    IF TG_OP = 'INSERT' THEN row := NEW; delta := 1; ELSE row := OLD; delta := -1; END IF;
-    IF row.target_type = 'member' THEN
-        IF row.follower_id < row.target_id::uuid THEN
-            PERFORM bump_member_stats(row.follower_id, 0, delta);
-            PERFORM bump_member_stats(row.target_id::uuid, delta, 0);
-        ELSE
-            PERFORM bump_member_stats(row.target_id::uuid, delta, 0);
-            PERFORM bump_member_stats(row.follower_id, 0, delta);
-        END IF;
-    END IF;
-    RETURN NULL;
-END
-$$;
-CREATE TRIGGER follows_member_stats AFTER INSERT OR DELETE ON follows
-    FOR EACH ROW EXECUTE FUNCTION follows_member_stats_row();
-"""
-ROW_SIZES = (2_500, 5_000, 10_000)
 
 
 async def members(conn: asyncpg.Connection, n: int) -> list:
@@ -107,15 +79,12 @@ def main() -> None:
     sizes = [int(s) for s in parser.parse_args().sizes.split(",")]
     with services() as env:
         db = fresh_database(env["DATABASE_URL"])
-        old = fresh_database(env["DATABASE_URL"])
-        asyncio.run(_execute(old, ROW_TRIGGER))
         bare = fresh_database(env["DATABASE_URL"])
         asyncio.run(_execute(bare, "ALTER TABLE follows DISABLE TRIGGER USER"))
         results = [(size, asyncio.run(bulk(db, size))) for size in sizes]
         bare_results = [(size, asyncio.run(bulk(bare, size, counted=False))) for size in sizes]
-        row_results = [(size, asyncio.run(bulk(old, size))) for size in ROW_SIZES]
         single = asyncio.run(singles(db))
-        row_single = asyncio.run(singles(old))
+        bare_single = asyncio.run(singles(bare))
     print("bulk follows of one author, one INSERT ... SELECT each")
     print("  per-statement trigger (now):")
     for size, seconds in results:
@@ -123,12 +92,9 @@ def main() -> None:
     print("  no counting trigger at all (the insert's own cost), same run:")
     for size, seconds in bare_results:
         print(f"  {size:>9,} follows: {seconds:7.2f} s   {size / seconds:>9,.0f} rows/s")
-    print("  per-row trigger (before), same run:")
-    for size, seconds in row_results:
-        print(f"  {size:>9,} follows: {seconds:7.2f} s   {size / seconds:>9,.0f} rows/s")
     print(
-        f"  single follows ({SINGLES:,} one-row INSERTs): {single * 1e6:,.0f} µs each now,"
-        f" {row_single * 1e6:,.0f} µs with the per-row trigger"
+        f"  single follows ({SINGLES:,} one-row INSERTs): {single * 1e6:,.0f} µs each,"
+        f" {bare_single * 1e6:,.0f} µs without the counting trigger"
     )
 
 
