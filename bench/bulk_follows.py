@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -22,9 +23,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import asyncpg  # noqa: E402
 from feedfabric.ids import new_id  # noqa: E402
 
-from bench._stack import fresh_database, services  # noqa: E402
+from bench._stack import drop_database, fresh_database, services  # noqa: E402
 
 SINGLES = 2_000
+ROUNDS = 3
+
+# Migration 215's trigger (every follower's `following` upserted too), put back in a database of its own
+# for the side-by-side figures.
+PREVIOUS_TRIGGER = """
+ALTER TABLE member_stats ADD COLUMN following integer NOT NULL DEFAULT 0;
+CREATE OR REPLACE FUNCTION follows_member_stats() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO member_stats AS s (member_id, followers, following)
+        SELECT member, sum(d_followers), sum(d_following)
+        FROM (SELECT target_id::uuid AS member, 1 AS d_followers, 0 AS d_following
+              FROM inserted WHERE target_type = 'member'
+              UNION ALL
+              SELECT follower_id, 0, 1 FROM inserted WHERE target_type = 'member') d
+        GROUP BY member
+        ORDER BY member
+        ON CONFLICT (member_id) DO UPDATE
+           SET followers = s.followers + EXCLUDED.followers,
+               following = s.following + EXCLUDED.following;
+    END IF;
+    RETURN NULL;
+END
+$$;
+"""
 
 
 async def members(conn: asyncpg.Connection, n: int) -> list:
@@ -73,29 +99,43 @@ async def singles(db: str) -> float:
         await conn.close()
 
 
+VARIANTS = ("now (migration 280)", "before (migration 215)", "no counting trigger")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10000,100000,1000000")
     sizes = [int(s) for s in parser.parse_args().sizes.split(",")]
+    seconds: dict[tuple[str, int], list[float]] = {}
+    single: dict[str, list[float]] = {}
     with services() as env:
-        db = fresh_database(env["DATABASE_URL"])
-        bare = fresh_database(env["DATABASE_URL"])
-        asyncio.run(_execute(bare, "ALTER TABLE follows DISABLE TRIGGER USER"))
-        results = [(size, asyncio.run(bulk(db, size))) for size in sizes]
-        bare_results = [(size, asyncio.run(bulk(bare, size, counted=False))) for size in sizes]
-        single = asyncio.run(singles(db))
-        bare_single = asyncio.run(singles(bare))
-    print("bulk follows of one author, one INSERT ... SELECT each")
-    print("  per-statement trigger (now):")
-    for size, seconds in results:
-        print(f"  {size:>9,} follows: {seconds:7.2f} s   {size / seconds:>9,.0f} rows/s")
-    print("  no counting trigger at all (the insert's own cost), same run:")
-    for size, seconds in bare_results:
-        print(f"  {size:>9,} follows: {seconds:7.2f} s   {size / seconds:>9,.0f} rows/s")
-    print(
-        f"  single follows ({SINGLES:,} one-row INSERTs): {single * 1e6:,.0f} µs each,"
-        f" {bare_single * 1e6:,.0f} µs without the counting trigger"
-    )
+        # Fresh databases each round (tables of the same size at each size); the variants alternate at each
+        # size, so the shared machine's drift reaches all of them alike.
+        for _ in range(ROUNDS):
+            dbs = [fresh_database(env["DATABASE_URL"]) for _ in VARIANTS]
+            asyncio.run(_execute(dbs[1], PREVIOUS_TRIGGER))
+            asyncio.run(_execute(dbs[2], "ALTER TABLE follows DISABLE TRIGGER USER"))
+            for size in sizes:
+                for name, db in zip(VARIANTS, dbs, strict=True):
+                    seconds.setdefault((name, size), []).append(asyncio.run(bulk(db, size, counted=db != dbs[2])))
+            for name, db in zip(VARIANTS, dbs, strict=True):
+                single.setdefault(name, []).append(asyncio.run(singles(db)))
+            for db in dbs:
+                base, _, name = db.rpartition("/")
+                drop_database(base, name)
+    print(f"bulk follows of one author, one INSERT ... SELECT each; median of {ROUNDS} rounds (each round's figures)")
+    for name in VARIANTS:
+        print(f"  {name}:")
+        for size in sizes:
+            runs = seconds[(name, size)]
+            median = statistics.median(runs)
+            each = ", ".join(f"{r:.2f}" for r in runs)
+            print(f"  {size:>9,} follows: {median:7.2f} s  {median / size * 1e6:6.1f} µs/row   ({each})")
+    print(f"  single follows ({SINGLES:,} one-row INSERTs each round):")
+    for name in VARIANTS:
+        runs = single[name]
+        each = ", ".join(f"{r * 1e6:.0f}" for r in runs)
+        print(f"    {name}: {statistics.median(runs) * 1e6:,.0f} µs   ({each})")
 
 
 async def _execute(db: str, sql: str) -> None:
