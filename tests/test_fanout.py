@@ -153,6 +153,7 @@ async def test_post_with_a_followed_tag_reaches_tag_followers_once(
         assert await timelines.timeline_ids(redis, m) == [str(post)]
 
 
+@pytest.mark.redis_cluster
 async def test_an_author_following_their_own_tag_is_pushed_once(
     settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
 ) -> None:
@@ -169,6 +170,7 @@ async def test_an_author_following_their_own_tag_is_pushed_once(
         assert await timelines.timeline_ids(redis, m) == [str(post)]
 
 
+@pytest.mark.redis_cluster
 async def test_a_batch_redis_refuses_fails_the_fan_out_and_leaves_the_connection_usable(
     settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
 ) -> None:
