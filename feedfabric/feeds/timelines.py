@@ -46,6 +46,7 @@ from typing import Any
 import asyncpg
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
+from redis.crc import key_slot
 from redis.exceptions import NoScriptError, ResponseError
 
 from feedfabric import failpoints
@@ -213,8 +214,11 @@ async def push_packed(redis: aioredis.Redis, packed: str, post_id: uuid.UUID, ma
     assert isinstance(redis, RedisCluster)
     by_node: dict[str, tuple[Any, list[str]]] = {}
     ids = unpack_ids(packed)
+    # get_node_from_key's own per-key encoding was most of the worker's time on a cluster: the keys are
+    # ASCII with no hash tag, so their slots come straight from key_slot (CRC16, in C).
+    slots = redis.nodes_manager
     for member_id in ids:
-        node = redis.get_node_from_key(KEY_PREFIX + member_id)
+        node = slots.get_node_from_slot(key_slot(f"{KEY_PREFIX}{member_id}".encode()))
         by_node.setdefault(node.name, (node, []))[1].append(member_id)
     await asyncio.gather(*(push_on_node(redis, node, part, member, max_length) for node, part in by_node.values()))
     return len(ids)
