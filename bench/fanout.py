@@ -14,6 +14,7 @@ Targets: >= 150,000 inserts/s and >= 0.6 of the raw rate on one Redis.
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -71,11 +72,18 @@ async def new_post(conn: asyncpg.Connection, author: uuid.UUID) -> uuid.UUID:
 
 @dataclass
 class Costs:
-    """CPU seconds per insert: Redis's own (INFO cpu, one Redis only) and the worker process's."""
+    """CPU seconds per insert: Redis's own (INFO cpu, one Redis only), the worker process's, and its Postgres
+    backend's (from /proc: the benchmark's Postgres runs on this machine)."""
 
     redis: list[float] = field(default_factory=list)
     worker: list[float] = field(default_factory=list)
+    postgres: list[float] = field(default_factory=list)
     raw_redis: list[float] = field(default_factory=list)
+
+
+def _process_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _redis_cpu(info: dict) -> float:
@@ -97,6 +105,7 @@ async def fanout_rate(
     )
     redis = create_redis(settings)
     conn = await asyncpg.connect(db)
+    backend = int(await conn.fetchval("SELECT pg_backend_pid()"))
     rates = []
     try:
         await (redis.flushall() if cluster else redis.flushdb())
@@ -109,6 +118,7 @@ async def fanout_rate(
             post = await new_post(conn, author)
             cpu = None if cluster else _redis_cpu(await redis.info("cpu"))
             worker = time.process_time()
+            pg = _process_cpu(backend)
             started = time.perf_counter()
             async with conn.transaction():
                 result = await timelines.fan_out(conn, redis, settings, post)
@@ -117,6 +127,7 @@ async def fanout_rate(
             rates.append(result.pushed / elapsed)
             if costs is not None:
                 costs.worker.append((time.process_time() - worker) / result.pushed)
+                costs.postgres.append((_process_cpu(backend) - pg) / result.pushed)
                 if cpu is not None:
                     costs.redis.append((_redis_cpu(await redis.info("cpu")) - cpu) / result.pushed)
     finally:
@@ -184,7 +195,8 @@ def main() -> None:
     print(
         f"  Redis CPU per insert: fan-out {statistics.median(costs.redis) * 1e6:.2f} µs,"
         f" raw pipe {statistics.median(costs.raw_redis) * 1e6:.2f} µs;"
-        f" worker process CPU per insert {statistics.median(costs.worker) * 1e6:.2f} µs"
+        f" worker process {statistics.median(costs.worker) * 1e6:.2f} µs,"
+        f" Postgres backend {statistics.median(costs.postgres) * 1e6:.2f} µs"
     )
     print(
         f"  timeline inserts/s (3-master cluster):   {statistics.median(on_cluster):>10,.0f}   runs: {_runs(on_cluster)}"

@@ -164,6 +164,43 @@ def test_commands_are_real_subcommands(compose: dict[str, Any]) -> None:
         assert args.command == services(compose)[name]["command"][0]
 
 
+def test_every_feedfabric_service_is_checked_as_an_app_service(compose: dict[str, Any]) -> None:
+    """A service running this repo's image that is not in APP_SERVICES would escape the environment checks."""
+    ours = {
+        name
+        for name, service in services(compose).items()
+        if "build" in service or str(service.get("image", "")).startswith("feedfabric")
+    }
+    assert ours == set(APP_SERVICES)
+
+
+def test_every_service_environment_has_a_check(compose: dict[str, Any]) -> None:
+    """The engines' environments are checked against what the app services read (below and the Kafka test)."""
+    checked = {*APP_SERVICES, *KAFKA_NODES, "postgres", "postgres-replica"}
+    with_environment = {name for name, service in services(compose).items() if service.get("environment")}
+    assert with_environment <= checked, with_environment - checked
+
+
+def test_postgres_serves_the_database_and_credentials_the_app_services_use(compose: dict[str, Any]) -> None:
+    all_services = services(compose)
+    primary = all_services["postgres"]["environment"]
+    user, password, database = (
+        interpolated_default(primary[k]) for k in ("POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB")
+    )
+    for name in APP_SERVICES:
+        env = all_services[name]["environment"]
+        for key, host in (("DATABASE_URL", "postgres"), ("DATABASE_READ_URL", "postgres-replica")):
+            url = re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", env[key])
+            assert url == f"postgresql://{user}:{password}@{host}:5432/{database}", (name, key)
+    replica = all_services["postgres-replica"]["environment"]
+    assert replica["PRIMARY_HOST"] == "postgres"
+    assert interpolated_default(replica["REPLICATION_PASSWORD"]) == interpolated_default(
+        primary["REPLICATION_PASSWORD"]
+    )
+    for name in ("postgres", "postgres-replica"):
+        assert f"pg_isready -U {user} -d {database}" in " ".join(all_services[name]["healthcheck"]["test"]), name
+
+
 def _host(url: str) -> str:
     return re.sub(r"^[a-z]+://([^@/]*@)?", "", url).split("/")[0].split(":")[0]
 

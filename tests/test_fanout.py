@@ -10,6 +10,7 @@ from feedfabric.feeds import timelines
 from feedfabric.settings import Settings
 from feedfabric.workers import events
 from feedfabric.workers.base import WorkerContext
+from redis.exceptions import ResponseError
 
 from tests import factories as f
 from tests.pipeline_support import all_committed, eventually, group_runner, relay, running
@@ -150,3 +151,39 @@ async def test_post_with_a_followed_tag_reaches_tag_followers_once(
     assert result is not None and result.pushed == 5
     for m in [both, *tag_only]:
         assert await timelines.timeline_ids(redis, m) == [str(post)]
+
+
+@pytest.mark.redis_cluster
+async def test_an_author_following_their_own_tag_is_pushed_once(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    settings = _small(settings)
+    author = await f.member(pool)
+    fans = await f.members(pool, 3)
+    for m in [author, *fans]:
+        await f.follow(pool, m, "running", "tag")
+    post = await f.post(pool, author, tags=["running"])
+    async with pool.acquire() as conn:
+        result = await timelines.fan_out(conn, redis, settings, post)
+    assert result is not None and result.pushed == 4
+    for m in [author, *fans]:
+        assert await timelines.timeline_ids(redis, m) == [str(post)]
+
+
+@pytest.mark.redis_cluster
+async def test_a_batch_redis_refuses_fails_the_fan_out_and_leaves_the_connection_usable(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    # Batches of two, written while the next page is read: the third of five batches fails.
+    settings = _small(settings)
+    author = await f.member(pool)
+    fans = sorted(await f.members(pool, 10), key=str)
+    await f.followers(pool, author, fans)
+    await redis.set(timelines.feed_key(fans[5]), "not a timeline")
+    post = await f.post(pool, author)
+    async with pool.acquire() as conn:
+        with pytest.raises(ResponseError):
+            async with conn.transaction():
+                await timelines.fan_out(conn, redis, settings, post)
+        assert await conn.fetchval("SELECT 1") == 1
+    assert await timelines.timeline_ids(redis, fans[0]) == [str(post)]

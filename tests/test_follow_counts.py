@@ -1,10 +1,11 @@
-"""member_stats counts follows per statement: exact for bulk statements and under concurrent writers."""
+"""member_stats counts followers per statement: exact for bulk statements and under concurrent writers."""
 
 import asyncio
 import random
 import uuid
 
 import asyncpg
+from feedfabric.db import follows
 from feedfabric.ids import new_id
 
 
@@ -19,8 +20,9 @@ async def _members(pool: asyncpg.Pool, n: int) -> list[uuid.UUID]:
 
 
 async def _stats(pool: asyncpg.Pool) -> dict[uuid.UUID, tuple[int, int]]:
-    rows = await pool.fetch("SELECT member_id, followers, following FROM member_stats")
-    return {r["member_id"]: (r["followers"], r["following"]) for r in rows if r["followers"] or r["following"]}
+    """(followers, following) as readers get them: followers kept by the trigger, following counted."""
+    ids = [r["id"] for r in await pool.fetch("SELECT id FROM members")]
+    return {m: counts for m, counts in (await follows.member_stats(pool, ids)).items() if any(counts)}
 
 
 async def _recount(pool: asyncpg.Pool) -> dict[uuid.UUID, tuple[int, int]]:
@@ -94,3 +96,15 @@ async def test_counts_stay_exact_under_concurrent_follows_and_unfollows(pool: as
     recount = await _recount(pool)
     assert recount, "the writers followed no one"
     assert await _stats(pool) == recount
+
+
+async def test_a_bulk_load_of_one_author_writes_one_stats_row(pool: asyncpg.Pool) -> None:
+    # Followers' own counts are read from follows, so a load's cost in member_stats does not grow with it.
+    author, *fans = await _members(pool, 101)
+    await pool.execute(
+        "INSERT INTO follows (follower_id, target_type, target_id) SELECT id, 'member', $2 FROM unnest($1::uuid[]) AS id",
+        fans,
+        str(author),
+    )
+    assert await pool.fetch("SELECT member_id, followers FROM member_stats") == [(author, 100)]
+    assert (await follows.member_stats(pool, [fans[0], author]))[fans[0]] == (0, 1)

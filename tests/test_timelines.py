@@ -139,7 +139,7 @@ async def test_a_cluster_node_refusing_keys_it_does_not_serve_still_gets_each_ti
         wrong = next(n for n in redis.get_primaries() if n.name != redis.get_node_from_key(keys[0]).name)
         post = new_id()
         # As while slots move: the batch goes to a node that does not serve all of it.
-        await timelines.push_on_node(redis, wrong, keys, timelines.encode_member(post), 500)
+        await timelines.push_on_node(redis, wrong, members, timelines.encode_member(post), 500)
         for member in members:
             assert await timelines.timeline_ids(redis, member) == [str(post)]
     finally:

@@ -46,6 +46,7 @@ from typing import Any
 import asyncpg
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
+from redis.crc import key_slot
 from redis.exceptions import NoScriptError, ResponseError
 
 from feedfabric import failpoints
@@ -97,24 +98,30 @@ def decode_entry(member: bytes | str, score: float) -> tuple[str, bool]:
 
 # One call adds a post to a whole batch of timelines and trims each: the
 # server loops, so the client sends one small command per batch instead of
-# two per follower (redis-py packing, not Redis, was the bottleneck). The trim
-# runs only when the add made the set outgrow its length (ZCARD is O(1)).
+# two per follower (redis-py packing, not Redis, was the bottleneck). The
+# followers come as one argument, their IDs' 36-character texts back to back
+# (`AudiencePage.active`, straight from Postgres), and the script makes each
+# key as `feed_key` does: a thousand arguments cost the worker more to encode
+# than the script spends cutting them out. The trim runs only when the add
+# made the set outgrow its length (ZCARD is O(1)); an unconditional
+# ZREMRANGEBYRANK costs Redis as much as the check, and a lazier rule would let
+# a timeline hold more than its length, which readers see (where Postgres takes
+# over).
 #
-# On a Redis Cluster the keys come after the three arguments instead (none
-# declared, so the call is routed to the node given, not by key): one call per
-# node for the keys of all its slots, which Redis allows a script as long as
-# every key is local to that node (it refuses the call otherwise, and the
-# caller falls back to a pipeline).
+# No keys are declared: on a Redis Cluster the call is routed to the node
+# given, not by key, one call per node for the followers of all its slots,
+# which Redis allows a script as long as every key is local to that node (it
+# refuses the call otherwise, and the caller falls back to a pipeline).
 _PUSH_LUA = """
 local max = tonumber(ARGV[3])
-local function push(key)
+local prefix, ids = ARGV[4], ARGV[5]
+for i = 1, #ids, 36 do
+  local key = prefix .. string.sub(ids, i, i + 35)
   if redis.call('ZADD', key, ARGV[1], ARGV[2]) == 1 and redis.call('ZCARD', key) > max then
     redis.call('ZREMRANGEBYRANK', key, 0, -(max + 1))
   end
 end
-for i = 1, #KEYS do push(KEYS[i]) end
-for i = 4, #ARGV do push(ARGV[i]) end
-return #KEYS + #ARGV - 3
+return #ids / 36
 """
 
 # A page newest first after a cursor, in one round trip and one consistent view.
@@ -175,28 +182,52 @@ def shard_of(redis: object, member_id: uuid.UUID | str) -> str:
         return ""  # the slot map is not known yet (before the client's first command): the shared breaker
 
 
+ID_TEXT_LENGTH = q.ID_TEXT_LENGTH
+
+
+def pack_ids(member_ids: Sequence[str]) -> str:
+    """Member IDs as the push script takes them: canonical UUID texts back to back."""
+    packed = "".join(member_ids)
+    if len(packed) != ID_TEXT_LENGTH * len(member_ids):
+        raise ValueError("member IDs must be canonical UUID text")
+    return packed
+
+
+def unpack_ids(packed: str) -> list[str]:
+    return [packed[i : i + ID_TEXT_LENGTH] for i in range(0, len(packed), ID_TEXT_LENGTH)]
+
+
 async def push(redis: aioredis.Redis, member_ids: Sequence[str], post_id: uuid.UUID, max_length: int) -> None:
     """Adds one post to many timelines, each trimmed to `max_length`. Idempotent (same member, same score)."""
-    if not member_ids:
-        return
-    keys = [KEY_PREFIX + m for m in member_ids]
+    await push_packed(redis, pack_ids(member_ids), post_id, max_length)
+
+
+async def push_packed(redis: aioredis.Redis, packed: str, post_id: uuid.UUID, max_length: int) -> int:
+    """`push` for IDs already packed (`pack_ids`, or a fan-out page from Postgres); returns how many."""
+    if not packed:
+        return 0
     member = encode_member(post_id)
     if not _is_cluster(redis):
-        await PUSH(redis, keys, (RAW_SCORE, member, max_length))
-        return
+        await PUSH(redis, [], (RAW_SCORE, member, max_length, KEY_PREFIX, packed))
+        return len(packed) // ID_TEXT_LENGTH
     await redis.initialize()  # the slot map (a no-op once known)
     assert isinstance(redis, RedisCluster)
     by_node: dict[str, tuple[Any, list[str]]] = {}
-    for key in keys:
-        node = redis.get_node_from_key(key)
-        by_node.setdefault(node.name, (node, []))[1].append(key)
+    ids = unpack_ids(packed)
+    # get_node_from_key's own per-key encoding was most of the worker's time on a cluster: the keys are
+    # ASCII with no hash tag, so their slots come straight from key_slot (CRC16, in C).
+    slots = redis.nodes_manager
+    for member_id in ids:
+        node = slots.get_node_from_slot(key_slot(f"{KEY_PREFIX}{member_id}".encode()))
+        by_node.setdefault(node.name, (node, []))[1].append(member_id)
     await asyncio.gather(*(push_on_node(redis, node, part, member, max_length) for node, part in by_node.values()))
+    return len(ids)
 
 
-async def push_on_node(redis: Any, node: Any, keys: list[str], member: bytes, max_length: int) -> None:
-    """One script call on the node that serves every one of `keys`; a pipeline (one command per key,
-    each routed by its slot) when the node refuses it, as while slots move between nodes."""
-    args = (RAW_SCORE, member, max_length, *keys)
+async def push_on_node(redis: Any, node: Any, member_ids: list[str], member: bytes, max_length: int) -> None:
+    """One script call on the node that serves every one of the members' timelines; a pipeline (one
+    command per key, each routed by its slot) when the node refuses it, as while slots move between nodes."""
+    args = (RAW_SCORE, member, max_length, KEY_PREFIX, pack_ids(member_ids))
     try:
         try:
             await redis.execute_command("EVALSHA", PUSH.sha, 0, *args, target_nodes=node)
@@ -206,7 +237,7 @@ async def push_on_node(redis: Any, node: Any, keys: list[str], member: bytes, ma
     except ResponseError:
         pass
     pipe = redis.pipeline(transaction=False)
-    for key in keys:
+    for key in map(feed_key, member_ids):
         pipe.zadd(key, {member: RAW_SCORE})
         pipe.zremrangebyrank(key, 0, -(max_length + 1))
     await pipe.execute()
@@ -223,8 +254,10 @@ async def fan_out(
 ) -> FanoutResult | None:
     """Pushes a post to its author and audience; None when the post does not exist.
 
-    While one batch is written to Redis the next page of followers is already
-    being read from Postgres, so the two round trips overlap.
+    Three processes work at once: while Redis runs one batch's push, this
+    worker already holds the next page and sends its push behind it (so Redis
+    never waits on the worker between batches), and Postgres reads the page
+    after that. At most one page read and two pushes are in flight.
     """
     post = await q.fanout_post(conn, post_id)
     if post is None:
@@ -246,26 +279,35 @@ async def fan_out(
                 after,
                 settings.fanout_batch_size,
                 settings.inactive_after_days,
+                post.author_id,
             )
         )
 
     pushed = 1
-    author_text = str(post.author_id)
     current: asyncio.Task[q.AudiencePage] | None = page(_FIRST_ID)
+    writing: asyncio.Task[int] | None = None
     try:
         while current is not None:
             batch = await current
             current = None
             if batch.scanned >= settings.fanout_batch_size and batch.last is not None:
                 current = page(batch.last)
-            audience = [m for m in batch.active if m != author_text]
-            await push(redis, audience, post.id, settings.feed_max_length)
-            pushed += len(audience)
+            sent = asyncio.ensure_future(push_packed(redis, batch.active, post.id, settings.feed_max_length))
+            if writing is not None:
+                pushed += await writing
+                failpoints.crash_point("fanout-batch")
+            writing = sent
+        if writing is not None:
+            pushed += await writing
+            writing = None
             failpoints.crash_point("fanout-batch")
     finally:
-        if current is not None and not current.done():
-            # The connection is still busy with the prefetch; let it finish before the caller rolls back.
-            await asyncio.gather(current, return_exceptions=True)
+        # A failure leaves work in flight: the connection must finish its prefetch before the caller
+        # rolls back, and a push still running is awaited rather than left unobserved.
+        in_flight: tuple[asyncio.Future[Any] | None, ...] = (current, writing)
+        for task in in_flight:
+            if task is not None and not task.done():
+                await asyncio.gather(task, return_exceptions=True)
     return FanoutResult(pushed, celebrity)
 
 
