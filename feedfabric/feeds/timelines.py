@@ -46,7 +46,6 @@ from typing import Any
 import asyncpg
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
-from redis.crc import key_slot
 from redis.exceptions import NoScriptError, ResponseError
 
 from feedfabric import failpoints
@@ -214,11 +213,10 @@ async def push_packed(redis: aioredis.Redis, packed: str, post_id: uuid.UUID, ma
     assert isinstance(redis, RedisCluster)
     by_node: dict[str, tuple[Any, list[str]]] = {}
     ids = unpack_ids(packed)
-    # get_node_from_key's own per-key encoding was most of the worker's time on a cluster: the keys are
-    # ASCII with no hash tag, so their slots come straight from key_slot (CRC16, in C).
-    slots = redis.nodes_manager
+    # get_node_from_key, the client's public routing, is most of the worker's CPU on a cluster; its slot map
+    # (nodes_manager) would be cheaper but is the client's internals, which change between releases.
     for member_id in ids:
-        node = slots.get_node_from_slot(key_slot(f"{KEY_PREFIX}{member_id}".encode()))
+        node = redis.get_node_from_key(f"{KEY_PREFIX}{member_id}")
         by_node.setdefault(node.name, (node, []))[1].append(member_id)
     await asyncio.gather(*(push_on_node(redis, node, part, member, max_length) for node, part in by_node.values()))
     return len(ids)
