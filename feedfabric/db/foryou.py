@@ -30,6 +30,9 @@ class Candidate:
     followed: bool
     popularity: float
     vector: bytes | None
+    # The reader's (the same on every candidate): see migration 270's engagement_leanings.
+    popular_lean: float = 0.0
+    fresh_lean: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,8 @@ async def candidates(
                WHERE p.created_at > $3 AND p.created_at <= $2 AND p.repost_of IS NULL AND p.status = 'live'
                  AND s.likes + s.comments > 0 AND 'popular' = ANY($5::text[])
                ORDER BY s.likes + $9 * s.comments DESC, p.id DESC LIMIT $7
+           ), leaning AS (
+               SELECT popular, fresh FROM engagement_leanings($1, $2, $9)
            ), best AS (
                SELECT post_id, min(src) AS src
                FROM (SELECT * FROM fav UNION ALL SELECT * FROM fol UNION ALL SELECT * FROM tagged
@@ -175,8 +180,9 @@ async def candidates(
                   fa.author_id IS NOT NULL AS favourite,
                   fo.author_id IS NOT NULL AS followed,
                   COALESCE(s.likes + $9 * s.comments, 0) AS popularity,
-                  e.vector
+                  e.vector, r.popular AS popular_lean, r.fresh AS fresh_lean
            FROM best b
+           CROSS JOIN leaning r
            JOIN visible_posts($1) v ON v.id = b.post_id
            LEFT JOIN author_affinity a ON a.member_id = $1 AND a.author_id = v.author_id
            LEFT JOIN favourite_authors fa ON fa.author_id = v.author_id
@@ -209,6 +215,8 @@ async def candidates(
             followed=r["followed"],
             popularity=float(r["popularity"]),
             vector=r["vector"],
+            popular_lean=r["popular_lean"],
+            fresh_lean=r["fresh_lean"],
         )
         for r in rows
     ]

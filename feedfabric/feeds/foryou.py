@@ -4,18 +4,22 @@ The first page ranks and keeps the whole ranked list in Redis (`foryou:{member}:
 hash tag keeping it in one Cluster slot) for FORYOU_SNAPSHOT_TTL_SECONDS; its cursors are offsets
 into that list, so scrolling neither repeats nor skips while posts arrive and scores move. The
 cursor also carries what the ranking was made from (its time, preset, sources, look-back and
-model), so when the list is gone the next page ranks again from Postgres as of that time: only
-posts created by then, ages measured to then. Later pages check visibility again, so a post held,
-deleted or whose author was suspended since drops out.
+model) and a fingerprint of every post the chain served, so when the list is gone the next page
+ranks again from Postgres as of that time (only posts created by then, ages measured to then),
+leaves out what was served and goes on from the top of the rest: neither an offset into a list that
+changed nor a post gone since can make it repeat or skip. Later pages check visibility again, so a
+post held, deleted or whose author was suspended since drops out.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import logging
 import struct
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -41,8 +45,12 @@ FAVOURITES_MIN_HOURS = 48
 # The SIMILAR scan compares the reader's taste with at most this many of the window's newest posts.
 SIMILAR_SCAN = 2_000
 SIMILAR_TAKE = 200
-_CURSOR = struct.Struct(">B16sqIBBHq")  # version, chain, rankedAt (us), offset, preset, sources, look-back, model
-_CURSOR_VERSION = 1
+# version, list, rankedAt (us), offset, preset, sources, look-back, model, served count; then the served
+# posts' fingerprints (4 bytes each), so a rebuilt list can leave out exactly what the chain served.
+_CURSOR = struct.Struct(">B16sqIBBHqH")
+_CURSOR_VERSION = 2
+_FINGERPRINT = struct.Struct(">I")
+MAX_SERVED = 10_000  # FORYOU_CANDIDATES' upper bound: a chain never serves more
 _ENTRY = struct.Struct(">16sdBf")  # post id, score, source, similarity
 # Entries read past a page's size, so a few posts gone invisible do not cost a second round.
 _SLACK = 10
@@ -72,9 +80,16 @@ async def profile_of(conn: asyncpg.Connection | asyncpg.Pool, member_id: uuid.UU
     return await foryou_db.profile(conn, member_id) or DEFAULT_PROFILE
 
 
+def fingerprint(post_id: uuid.UUID) -> int:
+    """4 bytes standing for a served post in the cursor: two posts of one candidate list share one
+    about once in 10^6 chains of 800 candidates, and the cost is then one post left out of a rebuild."""
+    return int.from_bytes(hashlib.blake2b(post_id.bytes, digest_size=4).digest(), "big")
+
+
 @dataclass(frozen=True)
 class Chain:
-    """What a ranking was made from; the cursor carries it."""
+    """What a ranking was made from, and which kept list (`id`) the cursor's offset counts in; the
+    cursor carries it. A rebuild keeps its list under a new id: offsets in the lost list mean nothing there."""
 
     id: uuid.UUID
     ranked_at: datetime
@@ -84,7 +99,7 @@ class Chain:
     def key(self, member_id: uuid.UUID) -> str:
         return f"foryou:{{{member_id}}}:{self.id.hex}"
 
-    def cursor(self, offset: int) -> str:
+    def cursor(self, offset: int, served: Sequence[int]) -> str:
         sources = sum(1 << ranking.SOURCES.index(s) for s in self.profile.sources)
         raw = _CURSOR.pack(
             _CURSOR_VERSION,
@@ -95,33 +110,41 @@ class Chain:
             sources,
             self.profile.lookback_hours,
             self.model_id,
-        )
+            len(served),
+        ) + b"".join(_FINGERPRINT.pack(f) for f in served)
         return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
-def parse_cursor(cursor: str) -> tuple[Chain, int]:
+_MAX_CURSOR = (_CURSOR.size + MAX_SERVED * _FINGERPRINT.size) * 4 // 3 + 4
+
+
+def parse_cursor(cursor: str) -> tuple[Chain, int, list[int]]:
+    """The chain, the offset in its kept list, and the fingerprints of the posts it served."""
     bad = BadInput("not a valid For You cursor")
-    if not isinstance(cursor, str) or len(cursor) > 100:
+    if not isinstance(cursor, str) or len(cursor) > _MAX_CURSOR:
         raise bad
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        version, chain, micros, offset, preset, sources, hours, model_id = _CURSOR.unpack(raw)
+        version, chain, micros, offset, preset, sources, hours, model_id, count = _CURSOR.unpack_from(raw)
         ranked_at = datetime.fromtimestamp(micros / 1_000_000, UTC)
     except (binascii.Error, struct.error, ValueError, OverflowError, OSError):
         raise bad from None
     if (
         version != _CURSOR_VERSION
+        or len(raw) != _CURSOR.size + count * _FINGERPRINT.size
         or preset >= len(ranking.PRESETS)
         or sources >= 1 << len(ranking.SOURCES)
         or not 1 <= hours <= MAX_LOOKBACK_HOURS
         or model_id < 0
-        or offset > 100_000
+        or offset > MAX_SERVED * 2
+        or count > MAX_SERVED
     ):
         raise bad
     profile = Profile(
         ranking.PRESETS[preset], tuple(s for n, s in enumerate(ranking.SOURCES) if sources >> n & 1), hours
     )
-    return Chain(uuid.UUID(bytes=chain), ranked_at, profile, model_id), offset
+    served = [f for (f,) in _FINGERPRINT.iter_unpack(raw[_CURSOR.size :])]
+    return Chain(uuid.UUID(bytes=chain), ranked_at, profile, model_id), offset, served
 
 
 @dataclass(frozen=True)
@@ -218,6 +241,8 @@ async def rank(
         ages,
         similarity,
         np.array([c.popularity for c in found]),
+        np.array([c.popular_lean for c in found]),
+        np.array([c.fresh_lean for c in found]),
     )
     score = ranking.scores(weights, rows, np.array([c.followed for c in found], dtype=np.float64))
     # Ties (NEWEST_FIRST's equal ages aside, rare) fall to the newer post, so a rebuild orders alike.
@@ -264,86 +289,86 @@ class ForYouService:
             except (RedisError, OSError, TimeoutError) as error:
                 log.warning("for you snapshot not kept (%s); later pages rank again", type(error).__name__)
         served = ranked[:limit]
-        ends = list(range(1, len(served) + 1))
-        return self._page(chain, served, [posts[r.post_id] for r in served], ends, len(ranked) > limit, source)
+        prints = [fingerprint(r.post_id) for r in served]
+        cursors = [chain.cursor(n, prints[:n]) for n in range(1, len(served) + 1)]
+        end = cursors[-1] if cursors and len(ranked) > limit else None
+        return self._page(chain, served, [posts[r.post_id] for r in served], cursors, end, source)
 
     async def next_page(self, member_id: uuid.UUID, cursor: str, limit: int) -> ForYouPage:
-        chain, offset = parse_cursor(cursor)
+        """Continues the kept list at the cursor's offset; when the list is gone, ranks again as of
+        `rankedAt`, leaves out what the chain served (the cursor's fingerprints) and goes on from the
+        top of what is left, so posts gone invisible or scores moved since cannot shift the page."""
+        chain, offset, prints = parse_cursor(cursor)
         requested = limit + _SLACK + 1  # one more than a page may consume says whether the list goes on
         rebuilt: list[Ranked] | None = None
         source = "redis"
-
-        async def entries_from(start: int) -> list[Ranked]:
-            nonlocal rebuilt, source
-            if rebuilt is None:
-                kept = await self._kept(member_id, chain, start, requested)
-                if kept is not None:
-                    return kept
-                source = "postgres"
-                weights, _ = await _weights(self.pool, chain.profile.preset, chain.model_id)
-                rebuilt, _posts = await rank(
-                    self.pool, self.settings, member_id, chain.profile, chain.ranked_at, weights
-                )
-                await self._keep_again(member_id, chain, rebuilt)
-            return rebuilt[start : start + requested]
-
-        entries = await entries_from(offset)
-        exhausted = len(entries) < requested
         served: list[Ranked] = []
         posts: list[Post] = []
-        ends: list[int] = []
-        pos = 0
-        while len(served) < limit and pos < len(entries):
-            window = entries[pos : pos + limit - len(served) + _SLACK]
-            visible = await posts_db.visible_by_ids(self.pool, [r.post_id for r in window], member_id)
+        cursors: list[str] = []
+        while True:
+            kept = await self._kept(member_id, chain, offset, requested) if rebuilt is None else None
+            if kept is None and rebuilt is None:
+                source = "postgres"
+                chain, rebuilt = await self._rebuild(member_id, chain, set(prints))
+                offset = 0
+            entries = kept if kept is not None else (rebuilt or [])[offset : offset + requested]
+            window = entries[: limit - len(served) + _SLACK]
+            visible = await posts_db.visible_by_ids(self.pool, [r.post_id for r in window], member_id) if window else {}
+            consumed = 0
             for r in window:
-                pos += 1
+                consumed += 1
+                offset += 1
                 if r.post_id in visible:
                     served.append(r)
                     posts.append(visible[r.post_id])
-                    ends.append(offset + pos)
+                    prints.append(fingerprint(r.post_id))
+                    cursors.append(chain.cursor(offset, prints))
                     if len(served) == limit:
                         break
-            if len(served) < limit and pos >= len(entries) and not exhausted:
-                more = await entries_from(offset + pos)
-                exhausted = len(more) < requested
-                entries += more
-        if ends:
-            ends[-1] = offset + pos  # entries gone invisible after the last served one are passed too
-        has_more = pos < len(entries) or not exhausted
-        return self._page(chain, served, posts, ends, has_more, source, offset + pos)
+            goes_on = consumed < len(entries)  # a window is shorter than `requested`
+            if len(served) == limit or not goes_on:
+                break
+        end = chain.cursor(offset, prints) if goes_on else None
+        return self._page(chain, served, posts, cursors, end, source)
 
     def _page(
         self,
         chain: Chain,
         served: list[Ranked],
         posts: list[Post],
-        ends: list[int],
-        has_more: bool,
+        cursors: list[str],
+        end_cursor: str | None,
         source: str,
-        next_offset: int | None = None,
     ) -> ForYouPage:
-        end = next_offset if next_offset is not None else (ends[-1] if ends else 0)
         return ForYouPage(
-            Page(posts, chain.cursor(end) if has_more else None, source),
+            Page(posts, end_cursor, source),
             [r.source for r in served],
             [r.score for r in served],
             [r.similarity for r in served],
             chain.profile.preset,
             chain.ranked_at,
-            [chain.cursor(e) for e in ends],
+            cursors,
         )
 
+    async def _rebuild(self, member_id: uuid.UUID, lost: Chain, served: set[int]) -> tuple[Chain, list[Ranked]]:
+        """The ranking made again as of the lost chain's time, less what the chain served, kept anew."""
+        weights, _ = await _weights(self.pool, lost.profile.preset, lost.model_id)
+        ranked, _posts = await rank(self.pool, self.settings, member_id, lost.profile, lost.ranked_at, weights)
+        rest = [r for r in ranked if fingerprint(r.post_id) not in served]
+        chain = Chain(uuid.uuid4(), lost.ranked_at, lost.profile, lost.model_id)
+        await self._keep_again(member_id, chain, rest)
+        return chain, rest
+
     async def _kept(self, member_id: uuid.UUID, chain: Chain, offset: int, count: int) -> list[Ranked] | None:
-        """`count` + 1 entries of the kept list from `offset` (one more says whether the list goes on);
-        None when the list is gone or Redis cannot say."""
+        """`count` entries of the kept list from `offset` (fewer where it ends); None when the list is
+        gone or Redis cannot say."""
         if self.redis is None:
             return None
         key = chain.key(member_id)
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.exists(key)
-                pipe.getrange(key, offset * _ENTRY.size, (offset + count + 1) * _ENTRY.size - 1)
+                pipe.getrange(key, offset * _ENTRY.size, (offset + count) * _ENTRY.size - 1)
                 exists, raw = await pipe.execute()
         except (RedisError, OSError, TimeoutError) as error:
             log.warning("for you snapshot unreadable (%s); ranking again from postgres", type(error).__name__)
