@@ -114,23 +114,25 @@ async def candidates(
     favourites_since: datetime,
     sources: Sequence[str],
     similar_ids: Sequence[uuid.UUID],
+    popular_ids: Sequence[uuid.UUID],
     per_source: int,
     total: int,
     comment_weight: float,
 ) -> list[Candidate]:
     """Every source's candidates and their signals in one statement; a repost counts as its original,
     each post keeps its strongest source (lowest number), the visibility rule decides what is shown.
-    Posts the member already liked or commented on (by `as_of`) are not offered again."""
+    Posts the member already liked or commented on (by `as_of`) are not offered again. SIMILAR and
+    POPULAR come as lists of IDs (`popular`: one list shared by every member, see feeds.foryou)."""
     rows = await conn.fetch(
         """WITH fav AS (
                SELECT COALESCE(p.repost_of, p.id) AS post_id, 0 AS src
                FROM favourites f CROSS JOIN LATERAL (
-                   SELECT p.id, p.repost_of FROM posts p
+                   SELECT p.id, p.repost_of, p.created_at FROM posts p
                    WHERE p.author_id = f.favourite_id AND p.created_at > $4 AND p.created_at <= $2
                      AND p.status = 'live'
-                   ORDER BY p.id DESC LIMIT 100) p
+                   ORDER BY p.created_at DESC LIMIT 100) p
                WHERE f.member_id = $1
-               ORDER BY p.id DESC LIMIT 100
+               ORDER BY p.created_at DESC LIMIT 100
            ), followed_all AS (
                SELECT target_id::uuid AS author_id FROM follows WHERE follower_id = $1 AND target_type = 'member'
            ), favourite_authors AS (
@@ -140,30 +142,29 @@ async def candidates(
            ), fol AS (
                SELECT COALESCE(p.repost_of, p.id) AS post_id, 1 AS src
                FROM followed a CROSS JOIN LATERAL (
-                   SELECT p.id, p.repost_of FROM posts p
+                   SELECT p.id, p.repost_of, p.created_at FROM posts p
                    WHERE p.author_id = a.author_id AND p.created_at > $3 AND p.created_at <= $2
                      AND p.status = 'live'
-                   ORDER BY p.id DESC LIMIT $7) p
-               ORDER BY p.id DESC LIMIT $7
+                   ORDER BY p.created_at DESC LIMIT $7) p
+               ORDER BY p.created_at DESC LIMIT $7
            ), interests AS (
                SELECT target_id AS tag FROM follows WHERE follower_id = $1 AND target_type = 'tag'
                UNION
                (SELECT tag FROM topic_interest WHERE member_id = $1 AND score > 0 ORDER BY score DESC LIMIT 20)
            ), tagged AS (
                SELECT COALESCE(p.repost_of, p.id) AS post_id, 2 AS src
-               FROM interests i
-               JOIN post_tags pt ON pt.tag = i.tag
-               JOIN posts p ON p.id = pt.post_id AND p.created_at > $3 AND p.created_at <= $2 AND p.status = 'live'
+               FROM interests i CROSS JOIN LATERAL (
+                   SELECT pt.post_id, pt.created_at FROM post_tags pt
+                   WHERE pt.tag = i.tag AND pt.created_at > $3 AND pt.created_at <= $2
+                   ORDER BY pt.created_at DESC LIMIT $7) t
+               JOIN posts p ON p.id = t.post_id AND p.status = 'live'
                WHERE 'tags' = ANY($5::text[])
-               ORDER BY p.created_at DESC LIMIT $7
+               ORDER BY t.created_at DESC LIMIT $7
            ), sim AS (
                SELECT s AS post_id, 3 AS src FROM unnest($6::uuid[]) AS s
            ), pop AS (
-               SELECT p.id AS post_id, 4 AS src
-               FROM posts p JOIN post_stats s ON s.post_id = p.id
-               WHERE p.created_at > $3 AND p.created_at <= $2 AND p.repost_of IS NULL AND p.status = 'live'
-                 AND s.likes + s.comments > 0 AND 'popular' = ANY($5::text[])
-               ORDER BY s.likes + $9 * s.comments DESC, p.id DESC LIMIT $7
+               SELECT p.id AS post_id, 4 AS src FROM unnest($10::uuid[]) AS s
+               JOIN posts p ON p.id = s AND p.created_at > $3 AND p.created_at <= $2
            ), leaning AS (
                SELECT popular, fresh FROM engagement_leanings($1, $2, $9)
            ), best AS (
@@ -204,6 +205,7 @@ async def candidates(
         per_source,
         total,
         comment_weight,
+        list(popular_ids),
     )
     return [
         Candidate(
@@ -220,6 +222,23 @@ async def candidates(
         )
         for r in rows
     ]
+
+
+async def popular(
+    conn: Executor, *, since: datetime, as_of: datetime, limit: int, comment_weight: float
+) -> list[uuid.UUID]:
+    """The window's most engaged live original posts, most engaged first (For You's POPULAR source)."""
+    rows = await conn.fetch(
+        """SELECT p.id FROM posts p JOIN post_stats s ON s.post_id = p.id
+           WHERE p.created_at > $1 AND p.created_at <= $2 AND p.repost_of IS NULL AND p.status = 'live'
+             AND s.likes + s.comments > 0
+           ORDER BY s.likes + $4 * s.comments DESC, p.id DESC LIMIT $3""",
+        since,
+        as_of,
+        limit,
+        comment_weight,
+    )
+    return [r["id"] for r in rows]
 
 
 def _model(row: asyncpg.Record) -> Model:

@@ -45,6 +45,7 @@ FAVOURITES_MIN_HOURS = 48
 # The SIMILAR scan compares the reader's taste with at most this many of the window's newest posts.
 SIMILAR_SCAN = 2_000
 SIMILAR_TAKE = 200
+POPULAR_KEEP_SECONDS = 120
 # version, list, rankedAt (us), offset, preset, sources, look-back, model, served count; then the served
 # posts' fingerprints (4 bytes each), so a rebuilt list can leave out exactly what the chain served.
 _CURSOR = struct.Struct(">B16sqIBBHqH")
@@ -81,8 +82,8 @@ async def profile_of(conn: asyncpg.Connection | asyncpg.Pool, member_id: uuid.UU
 
 
 def fingerprint(post_id: uuid.UUID) -> int:
-    """4 bytes standing for a served post in the cursor: two posts of one candidate list share one
-    about once in 10^6 chains of 800 candidates, and the cost is then one post left out of a rebuild."""
+    """4 bytes standing for a served post in the cursor. A candidate sharing one with a served post
+    (odds about 1 in 36,000 for a rebuild 200 posts deep into 800 candidates) is left out of the rebuild."""
     return int.from_bytes(hashlib.blake2b(post_id.bytes, digest_size=4).digest(), "big")
 
 
@@ -189,6 +190,42 @@ async def _weights(pool: asyncpg.Pool, chain_preset: str, model_id: int | None) 
     return ranking.Weights(by_signal, model.intercept), model.id
 
 
+async def popular_ids(
+    pool: asyncpg.Pool,
+    redis: aioredis.Redis | None,
+    settings: Settings,
+    as_of: datetime,
+    lookback_hours: int,
+    limit: int,
+) -> list[uuid.UUID]:
+    """POPULAR's list, the same for every member: the most engaged posts of `as_of`'s minute and the
+    look-back before it, made once a minute per look-back and shared through Redis
+    (POPULAR_KEEP_SECONDS), so a first page does not sort the whole window's posts by engagement.
+    The candidates statement keeps those of the ranking's own window."""
+    minute = as_of.replace(second=0, microsecond=0)
+    key = f"foryou:popular:{lookback_hours}:{limit}:{int(minute.timestamp())}"
+    if redis is not None:
+        try:
+            raw = await redis.get(key)
+        except (RedisError, OSError, TimeoutError):
+            raw = None
+        if raw is not None:
+            return [uuid.UUID(bytes=raw[n : n + 16]) for n in range(0, len(raw) - len(raw) % 16, 16)]
+    ids = await foryou_db.popular(
+        pool,
+        since=minute - timedelta(hours=lookback_hours),
+        as_of=minute + timedelta(minutes=1),
+        limit=limit,
+        comment_weight=settings.comment_weight,
+    )
+    if redis is not None:
+        try:
+            await redis.set(key, b"".join(i.bytes for i in ids), ex=POPULAR_KEEP_SECONDS)
+        except (RedisError, OSError, TimeoutError):
+            pass
+    return ids
+
+
 async def rank(
     pool: asyncpg.Pool,
     settings: Settings,
@@ -196,6 +233,7 @@ async def rank(
     profile: Profile,
     as_of: datetime,
     weights: ranking.Weights,
+    redis: aioredis.Redis | None = None,
 ) -> tuple[list[Ranked], dict[uuid.UUID, Post]]:
     """The ranked list as of `as_of`: candidates, their scores, the author-spread rule."""
     since = as_of - timedelta(hours=profile.lookback_hours)
@@ -212,6 +250,14 @@ async def rank(
             best = np.argsort(-sims, kind="stable")[:SIMILAR_TAKE]
             # What the reader already engaged with is the taste, not news to it.
             similar_ids = [window[i][0] for i in best if sims[i] > 0 and window[i][0] not in engaged]
+    # Each of FOLLOWING, TAGS and POPULAR brings at most a quarter of the candidates, so one busy
+    # source cannot crowd out the others and the per-candidate reads stay bounded.
+    per_source = max(1, settings.foryou_candidates // 4)
+    popular = (
+        await popular_ids(pool, redis, settings, as_of, profile.lookback_hours, per_source)
+        if "popular" in profile.sources
+        else []
+    )
     found = await foryou_db.candidates(
         pool,
         member_id,
@@ -220,9 +266,8 @@ async def rank(
         favourites_since=favourites_since,
         sources=profile.sources,
         similar_ids=similar_ids,
-        # Each of FOLLOWING, TAGS and POPULAR brings at most a quarter of the candidates, so one busy
-        # source cannot crowd out the others and the per-candidate reads stay bounded.
-        per_source=max(1, settings.foryou_candidates // 4),
+        popular_ids=popular,
+        per_source=per_source,
         total=settings.foryou_candidates,
         comment_weight=settings.comment_weight,
     )
@@ -280,7 +325,7 @@ class ForYouService:
         profile = await profile_of(self.pool, member_id)
         weights, model_id = await _weights(self.pool, profile.preset, None)
         chain = Chain(uuid.uuid4(), datetime.now(UTC), profile, model_id)
-        ranked, posts = await rank(self.pool, self.settings, member_id, profile, chain.ranked_at, weights)
+        ranked, posts = await rank(self.pool, self.settings, member_id, profile, chain.ranked_at, weights, self.redis)
         source = "postgres"
         if self.redis is not None and len(ranked) > limit:
             try:
@@ -353,7 +398,9 @@ class ForYouService:
     async def _rebuild(self, member_id: uuid.UUID, lost: Chain, served: set[int]) -> tuple[Chain, list[Ranked]]:
         """The ranking made again as of the lost chain's time, less what the chain served, kept anew."""
         weights, _ = await _weights(self.pool, lost.profile.preset, lost.model_id)
-        ranked, _posts = await rank(self.pool, self.settings, member_id, lost.profile, lost.ranked_at, weights)
+        ranked, _posts = await rank(
+            self.pool, self.settings, member_id, lost.profile, lost.ranked_at, weights, self.redis
+        )
         rest = [r for r in ranked if fingerprint(r.post_id) not in served]
         chain = Chain(uuid.uuid4(), lost.ranked_at, lost.profile, lost.model_id)
         await self._keep_again(member_id, chain, rest)
