@@ -9,6 +9,7 @@ from datetime import datetime
 
 import asyncpg
 
+from feedfabric.db import exposure
 from feedfabric.db.executor import Executor
 from feedfabric.models import Post
 
@@ -33,6 +34,9 @@ class Candidate:
     # The reader's (the same on every candidate): see migration 270's engagement_leanings.
     popular_lean: float = 0.0
     fresh_lean: float = 0.0
+    # Engagement per post served from the author / the best of the post's tags (db.exposure).
+    affinity_rate: float = 0.0
+    interest_rate: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,7 @@ async def candidates(
     Posts the member already liked or commented on (by `as_of`) are not offered again. SIMILAR and
     POPULAR come as lists of IDs (`popular`: one list shared by every member, see feeds.foryou)."""
     rows = await conn.fetch(
-        """WITH fav AS (
+        f"""WITH fav AS (
                SELECT COALESCE(p.repost_of, p.id) AS post_id, 0 AS src
                FROM favourites f CROSS JOIN LATERAL (
                    SELECT p.id, p.repost_of, p.created_at FROM posts p
@@ -181,11 +185,14 @@ async def candidates(
                   fa.author_id IS NOT NULL AS favourite,
                   fo.author_id IS NOT NULL AS followed,
                   COALESCE(s.likes + $9 * s.comments, 0) AS popularity,
-                  e.vector, r.popular AS popular_lean, r.fresh AS fresh_lean
+                  e.vector, r.popular AS popular_lean, r.fresh AS fresh_lean,
+                  {exposure.affinity_rate("a", "ae")} AS affinity_rate,
+                  {exposure.interest_rate("$1", "v.id")} AS interest_rate
            FROM best b
            CROSS JOIN leaning r
            JOIN visible_posts($1) v ON v.id = b.post_id
            LEFT JOIN author_affinity a ON a.member_id = $1 AND a.author_id = v.author_id
+           LEFT JOIN author_exposure ae ON ae.member_id = $1 AND ae.author_id = v.author_id
            LEFT JOIN favourite_authors fa ON fa.author_id = v.author_id
            LEFT JOIN followed_all fo ON fo.author_id = v.author_id
            LEFT JOIN post_stats s ON s.post_id = v.id
@@ -219,6 +226,8 @@ async def candidates(
             vector=r["vector"],
             popular_lean=r["popular_lean"],
             fresh_lean=r["fresh_lean"],
+            affinity_rate=r["affinity_rate"],
+            interest_rate=r["interest_rate"],
         )
         for r in rows
     ]

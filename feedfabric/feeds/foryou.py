@@ -288,6 +288,8 @@ async def rank(
         np.array([c.popularity for c in found]),
         np.array([c.popular_lean for c in found]),
         np.array([c.fresh_lean for c in found]),
+        np.array([c.affinity_rate for c in found]),
+        np.array([c.interest_rate for c in found]),
     )
     score = ranking.scores(weights, rows, np.array([c.followed for c in found], dtype=np.float64))
     # Ties (NEWEST_FIRST's equal ages aside, rare) fall to the newer post, so a rebuild orders alike.

@@ -26,6 +26,10 @@ SIGNALS = (
     # posts is not another's, which no weight on the post's own signals can say.
     "popularity_x_leaning",
     "recency_x_leaning",
+    # Engagement per post served from the author / of the tag (db.exposure): affinity and interest are
+    # running totals that grow with how often an author or tag is shown, these are not.
+    "affinity_rate",
+    "interest_rate",
 )
 PRESETS = ("newest_first", "balanced", "close_circle", "discover", "learned")
 # Strongest first: a post several sources brought keeps the first of these as its reason.
@@ -72,6 +76,8 @@ def features(
     popularity: np.ndarray,
     popular_leaning: np.ndarray,
     fresh_leaning: np.ndarray,
+    affinity_rate: np.ndarray,
+    interest_rate: np.ndarray,
 ) -> np.ndarray:
     """Rows of SIGNALS: counts on a log scale (a tenth like matters less than the first), age as decay;
     the leanings are the reader's, as `engagement_leanings` reads them (0 for a reader with no history)."""
@@ -87,6 +93,8 @@ def features(
             popular,
             popular * np.asarray(popular_leaning, dtype=np.float64),
             recency * np.asarray(fresh_leaning, dtype=np.float64),
+            np.maximum(np.asarray(affinity_rate, dtype=np.float64), 0.0),
+            np.maximum(np.asarray(interest_rate, dtype=np.float64), 0.0),
         ]
     )
 
