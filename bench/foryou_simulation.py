@@ -178,7 +178,7 @@ class Simulation:
         following = await self.following_page(reader, at)
         weights, _ = await foryou._weights(self.pool, preset, None)
         profile = Profile(preset, ranking.SOURCES, 48)
-        ranked, _posts = await foryou.rank(self.pool, self.settings, reader.id, profile, at, weights)
+        ranked = await foryou.rank(self.pool, self.settings, reader.id, profile, at, weights)
         served = ranked[:PAGE]
         if measuring and ranked:
             # The ceiling: what a ranker that knew the hidden tastes would serve from the same candidates.

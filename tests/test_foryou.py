@@ -425,9 +425,9 @@ async def test_ranking_reads_each_signal_as_the_feed_log_keeps_it_for_training(a
         r["post_id"]: r
         for r in await pool.fetch("SELECT * FROM feed_log WHERE feed = 'for_you' AND member_id = $1", member_id)
     }
-    assert {c.post.id for c in found} == set(served)
+    assert {c.post_id for c in found} == set(served)
     for c in found:
-        row = logged[c.post.id]
+        row = logged[c.post_id]
         assert (c.affinity, c.interest, c.popularity) == (row["affinity"], row["interest"], row["popularity"])
         assert (c.popular_lean, c.fresh_lean) == (row["popular_lean"], row["fresh_lean"])
         assert (c.affinity_rate, c.interest_rate) == (row["affinity_rate"], row["interest_rate"])

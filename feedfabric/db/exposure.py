@@ -14,12 +14,16 @@ def affinity_rate(affinity: str, exposure: str) -> str:
     return f"COALESCE({affinity}.score, 0) / (1 + COALESCE({exposure}.served, 0))"
 
 
-def interest_rate(member: str, post: str) -> str:
-    """The best rate among the post's tags; `member` and `post` are SQL expressions."""
-    return f"""COALESCE((SELECT max(ti.score / (1 + COALESCE(te.served, 0))) FROM post_tags pt
-                         JOIN topic_interest ti ON ti.tag = pt.tag AND ti.member_id = {member}
-                         LEFT JOIN topic_exposure te ON te.member_id = {member} AND te.tag = pt.tag
-                         WHERE pt.post_id = {post}), 0)"""
+def topic_signals(member: str, post: str, alias: str) -> str:
+    """A LEFT JOIN LATERAL giving `alias`.interest (the best topic_interest among the post's tags) and
+    `alias`.interest_rate (the best rate among them), NULL without one; `member` and `post` are SQL
+    expressions. One read of the post's tags for both."""
+    return f"""LEFT JOIN LATERAL (
+               SELECT max(ti.score) AS interest, max(ti.score / (1 + COALESCE(te.served, 0))) AS interest_rate
+               FROM post_tags pt
+               JOIN topic_interest ti ON ti.tag = pt.tag AND ti.member_id = {member}
+               LEFT JOIN topic_exposure te ON te.member_id = {member} AND te.tag = pt.tag
+               WHERE pt.post_id = {post}) {alias} ON true"""
 
 
 def count_served(served: str) -> str:

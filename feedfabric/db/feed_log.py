@@ -84,16 +84,14 @@ async def _insert(conn: asyncpg.Connection | asyncpg.Pool, pages: Sequence[Serve
                                  affinity_rate, interest_rate)
            SELECT e.member_id, e.feed, e.post_id, e.position, e.source,
                   COALESCE(a.score, 0),
-                  COALESCE((SELECT max(ti.score) FROM post_tags pt
-                            JOIN topic_interest ti ON ti.tag = pt.tag AND ti.member_id = e.member_id
-                            WHERE pt.post_id = e.post_id), 0),
+                  COALESCE(t.interest, 0),
                   EXISTS (SELECT 1 FROM favourites f
                           WHERE f.member_id = e.member_id AND f.favourite_id = p.author_id),
                   GREATEST(extract(epoch FROM e.served_at - p.created_at), 0),
                   e.served_at, e.preset, e.reason, e.similarity,
                   COALESCE(s.likes + $11 * s.comments, 0), r.popular, r.fresh,
                   {exposure.affinity_rate("a", "ae")},
-                  {exposure.interest_rate("e.member_id", "e.post_id")}
+                  COALESCE(t.interest_rate, 0)
            FROM served e
            JOIN posts p ON p.id = e.post_id
            JOIN (SELECT m.page, l.popular, l.fresh
@@ -101,7 +99,8 @@ async def _insert(conn: asyncpg.Connection | asyncpg.Pool, pages: Sequence[Serve
                  CROSS JOIN LATERAL engagement_leanings(m.member_id, m.served_at, $11) l) r ON r.page = e.page
            LEFT JOIN author_affinity a ON a.member_id = e.member_id AND a.author_id = p.author_id
            LEFT JOIN author_exposure ae ON ae.member_id = e.member_id AND ae.author_id = p.author_id
-           LEFT JOIN post_stats s ON s.post_id = e.post_id""",
+           LEFT JOIN post_stats s ON s.post_id = e.post_id
+           {exposure.topic_signals("e.member_id", "e.post_id", "t")}""",
         [p.member_id for p in pages],
         [p.feed for p in pages],
         [p.source for p in pages],

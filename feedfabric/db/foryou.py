@@ -11,7 +11,6 @@ import asyncpg
 
 from feedfabric.db import exposure
 from feedfabric.db.executor import Executor
-from feedfabric.models import Post
 
 
 @dataclass(frozen=True)
@@ -23,7 +22,12 @@ class Profile:
 
 @dataclass(frozen=True)
 class Candidate:
-    post: Post
+    """A candidate and its signals; the post itself is read only when served (a first page hydrates
+    its own posts), so ranking hundreds of candidates does not read and decode their content."""
+
+    post_id: uuid.UUID
+    author_id: uuid.UUID
+    created_at: datetime
     source: int  # index into feeds.ranking.SOURCES
     affinity: float
     interest: float
@@ -167,8 +171,7 @@ async def candidates(
            ), sim AS (
                SELECT s AS post_id, 3 AS src FROM unnest($6::uuid[]) AS s
            ), pop AS (
-               SELECT p.id AS post_id, 4 AS src FROM unnest($10::uuid[]) AS s
-               JOIN posts p ON p.id = s AND p.created_at > $3 AND p.created_at <= $2
+               SELECT s AS post_id, 4 AS src FROM unnest($10::uuid[]) AS s
            ), leaning AS (
                SELECT popular, fresh FROM engagement_leanings($1, $2, $9)
            ), best AS (
@@ -177,17 +180,15 @@ async def candidates(
                      UNION ALL SELECT * FROM sim UNION ALL SELECT * FROM pop) c
                GROUP BY post_id
            )
-           SELECT v.id, v.author_id, v.content, v.repost_of, v.status, v.created_at, v.updated_at, b.src,
+           SELECT v.id, v.author_id, v.created_at, b.src,
                   COALESCE(a.score, 0) AS affinity,
-                  COALESCE((SELECT max(ti.score) FROM post_tags pt
-                            JOIN topic_interest ti ON ti.tag = pt.tag AND ti.member_id = $1
-                            WHERE pt.post_id = v.id), 0) AS interest,
+                  COALESCE(t.interest, 0) AS interest,
                   fa.author_id IS NOT NULL AS favourite,
                   fo.author_id IS NOT NULL AS followed,
                   COALESCE(s.likes + $9 * s.comments, 0) AS popularity,
                   e.vector, r.popular AS popular_lean, r.fresh AS fresh_lean,
                   {exposure.affinity_rate("a", "ae")} AS affinity_rate,
-                  {exposure.interest_rate("$1", "v.id")} AS interest_rate
+                  COALESCE(t.interest_rate, 0) AS interest_rate
            FROM best b
            CROSS JOIN leaning r
            JOIN visible_posts($1) v ON v.id = b.post_id
@@ -197,7 +198,8 @@ async def candidates(
            LEFT JOIN followed_all fo ON fo.author_id = v.author_id
            LEFT JOIN post_stats s ON s.post_id = v.id
            LEFT JOIN post_embeddings e ON e.post_id = v.id
-           WHERE v.author_id <> $1
+           {exposure.topic_signals("$1", "v.id", "t")}
+           WHERE v.author_id <> $1 AND v.created_at <= $2 AND (b.src <> 4 OR v.created_at > $3)
              AND NOT EXISTS (SELECT 1 FROM likes l WHERE l.post_id = v.id AND l.member_id = $1 AND l.created_at <= $2)
              AND NOT EXISTS (SELECT 1 FROM comments c WHERE c.author_id = $1 AND c.post_id = v.id
                                                      AND c.created_at <= $2)
@@ -216,7 +218,9 @@ async def candidates(
     )
     return [
         Candidate(
-            post=Post.of(r),
+            post_id=r["id"],
+            author_id=r["author_id"],
+            created_at=r["created_at"],
             source=r["src"],
             affinity=r["affinity"],
             interest=r["interest"],

@@ -234,7 +234,7 @@ async def rank(
     as_of: datetime,
     weights: ranking.Weights,
     redis: aioredis.Redis | None = None,
-) -> tuple[list[Ranked], dict[uuid.UUID, Post]]:
+) -> list[Ranked]:
     """The ranked list as of `as_of`: candidates, their scores, the author-spread rule."""
     since = as_of - timedelta(hours=profile.lookback_hours)
     favourites_since = as_of - timedelta(hours=max(FAVOURITES_MIN_HOURS, profile.lookback_hours))
@@ -272,13 +272,13 @@ async def rank(
         comment_weight=settings.comment_weight,
     )
     if not found:
-        return [], {}
+        return []
     similarity = np.zeros(len(found))
     if taste is not None:
         for n, c in enumerate(found):
             if c.vector is not None:
                 similarity[n] = float(embeddings.from_bytes(c.vector) @ taste)
-    ages = np.array([(as_of - c.post.created_at).total_seconds() for c in found])
+    ages = np.array([(as_of - c.created_at).total_seconds() for c in found])
     rows = ranking.features(
         np.array([c.affinity for c in found]),
         np.array([c.interest for c in found]),
@@ -294,14 +294,14 @@ async def rank(
     score = ranking.scores(weights, rows, np.array([c.followed for c in found], dtype=np.float64))
     # Ties (NEWEST_FIRST's equal ages aside, rare) fall to the newer post, so a rebuild orders alike.
     order = sorted(
-        range(len(found)), key=lambda i: (-score[i], -found[i].post.created_at.timestamp(), found[i].post.id)
+        range(len(found)), key=lambda i: (-score[i], -found[i].created_at.timestamp(), found[i].post_id)
     )
-    placed = ranking.spread(order, [c.post.author_id for c in found])
+    placed = ranking.spread(order, [c.author_id for c in found])
     ranked = [
-        Ranked(found[i].post.id, float(score[i]), ranking.SOURCES[found[i].source], float(similarity[i]))
+        Ranked(found[i].post_id, float(score[i]), ranking.SOURCES[found[i].source], float(similarity[i]))
         for i in placed
     ]
-    return ranked, {c.post.id: c.post for c in found}
+    return ranked
 
 
 def _pack(ranked: list[Ranked]) -> bytes:
@@ -327,7 +327,7 @@ class ForYouService:
         profile = await profile_of(self.pool, member_id)
         weights, model_id = await _weights(self.pool, profile.preset, None)
         chain = Chain(uuid.uuid4(), datetime.now(UTC), profile, model_id)
-        ranked, posts = await rank(self.pool, self.settings, member_id, profile, chain.ranked_at, weights, self.redis)
+        ranked = await rank(self.pool, self.settings, member_id, profile, chain.ranked_at, weights, self.redis)
         source = "postgres"
         if self.redis is not None and len(ranked) > limit:
             try:
@@ -335,11 +335,18 @@ class ForYouService:
                 source = "redis"
             except (RedisError, OSError, TimeoutError) as error:
                 log.warning("for you snapshot not kept (%s); later pages rank again", type(error).__name__)
-        served = ranked[:limit]
-        prints = [fingerprint(r.post_id) for r in served]
-        cursors = [chain.cursor(n, prints[:n]) for n in range(1, len(served) + 1)]
-        end = cursors[-1] if cursors and len(ranked) > limit else None
-        return self._page(chain, served, [posts[r.post_id] for r in served], cursors, end, source)
+        # Visible when ranked a moment ago; one that went since is passed over like on later pages.
+        visible = await posts_db.visible_by_ids(self.pool, [r.post_id for r in ranked[:limit]], member_id)
+        served: list[Ranked] = []
+        prints: list[int] = []
+        cursors: list[str] = []
+        for n, r in enumerate(ranked[:limit], start=1):
+            if r.post_id in visible:
+                served.append(r)
+                prints.append(fingerprint(r.post_id))
+                cursors.append(chain.cursor(n, prints))
+        end = chain.cursor(min(limit, len(ranked)), prints) if len(ranked) > limit else None
+        return self._page(chain, served, [visible[r.post_id] for r in served], cursors, end, source)
 
     async def next_page(self, member_id: uuid.UUID, cursor: str, limit: int) -> ForYouPage:
         """Continues the kept list at the cursor's offset; when the list is gone, ranks again as of
@@ -400,9 +407,7 @@ class ForYouService:
     async def _rebuild(self, member_id: uuid.UUID, lost: Chain, served: set[int]) -> tuple[Chain, list[Ranked]]:
         """The ranking made again as of the lost chain's time, less what the chain served, kept anew."""
         weights, _ = await _weights(self.pool, lost.profile.preset, lost.model_id)
-        ranked, _posts = await rank(
-            self.pool, self.settings, member_id, lost.profile, lost.ranked_at, weights, self.redis
-        )
+        ranked = await rank(self.pool, self.settings, member_id, lost.profile, lost.ranked_at, weights, self.redis)
         rest = [r for r in ranked if fingerprint(r.post_id) not in served]
         chain = Chain(uuid.uuid4(), lost.ranked_at, lost.profile, lost.model_id)
         await self._keep_again(member_id, chain, rest)

@@ -115,7 +115,7 @@ def spread(order: Sequence[int], authors: Sequence[uuid.UUID]) -> list[int]:
     waiting = list(order)
     while waiting:
         for n, index in enumerate(waiting):
-            if sum(1 for a in recent if a == authors[index]) < MAX_PER_WINDOW:
+            if recent.count(authors[index]) < MAX_PER_WINDOW:
                 placed.append(index)
                 recent.append(authors[index])
                 del waiting[n]
