@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 import asyncpg
 
@@ -20,10 +21,10 @@ class Profile:
     lookback_hours: int
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     """A candidate and its signals; the post itself is read only when served (a first page hydrates
-    its own posts), so ranking hundreds of candidates does not read and decode their content."""
+    its own posts), so ranking hundreds of candidates does not read and decode their content. A tuple:
+    a first page makes hundreds."""
 
     post_id: uuid.UUID
     author_id: uuid.UUID

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 import asyncpg
 import numpy as np
@@ -148,8 +149,9 @@ def parse_cursor(cursor: str) -> tuple[Chain, int, list[int]]:
     return Chain(uuid.UUID(bytes=chain), ranked_at, profile, model_id), offset, served
 
 
-@dataclass(frozen=True)
-class Ranked:
+class Ranked(NamedTuple):
+    """An entry of a ranked list (a tuple: a first page makes hundreds)."""
+
     post_id: uuid.UUID
     score: float
     source: str
@@ -250,11 +252,12 @@ async def rank(
             best = np.argsort(-sims, kind="stable")[:SIMILAR_TAKE]
             # What the reader already engaged with is the taste, not news to it.
             similar_ids = [window[i][0] for i in best if sims[i] > 0 and window[i][0] not in engaged]
-    # Each of FOLLOWING, TAGS and POPULAR brings at most a quarter of the candidates, so one busy
-    # source cannot crowd out the others and the per-candidate reads stay bounded.
+    # Each of FOLLOWING and TAGS brings at most a quarter of the candidates, so one busy source cannot
+    # crowd out the others and the per-candidate reads stay bounded; POPULAR, the same for everyone
+    # and the least personal, an eighth.
     per_source = max(1, settings.foryou_candidates // 4)
     popular = (
-        await popular_ids(pool, redis, settings, as_of, profile.lookback_hours, per_source)
+        await popular_ids(pool, redis, settings, as_of, profile.lookback_hours, max(1, settings.foryou_candidates // 8))
         if "popular" in profile.sources
         else []
     )
@@ -278,7 +281,8 @@ async def rank(
         for n, c in enumerate(found):
             if c.vector is not None:
                 similarity[n] = float(embeddings.from_bytes(c.vector) @ taste)
-    ages = np.array([(as_of - c.created_at).total_seconds() for c in found])
+    created = np.array([c.created_at.timestamp() for c in found])
+    ages = as_of.timestamp() - created
     rows = ranking.features(
         np.array([c.affinity for c in found]),
         np.array([c.interest for c in found]),
@@ -293,9 +297,9 @@ async def rank(
     )
     score = ranking.scores(weights, rows, np.array([c.followed for c in found], dtype=np.float64))
     # Ties (NEWEST_FIRST's equal ages aside, rare) fall to the newer post, so a rebuild orders alike.
-    order = sorted(
-        range(len(found)), key=lambda i: (-score[i], -found[i].created_at.timestamp(), found[i].post_id)
-    )
+    # (np.lexsort: the last key first; 16-byte IDs compare as the UUIDs do.)
+    ids = np.array([c.post_id.bytes for c in found], dtype="S16")
+    order = np.lexsort((ids, -created, -score)).tolist()
     placed = ranking.spread(order, [c.author_id for c in found])
     ranked = [
         Ranked(found[i].post_id, float(score[i]), ranking.SOURCES[found[i].source], float(similarity[i]))
