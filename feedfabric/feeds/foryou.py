@@ -207,11 +207,12 @@ async def popular_ids(
     minute = as_of.replace(second=0, microsecond=0)
     key = f"foryou:popular:{lookback_hours}:{limit}:{int(minute.timestamp())}"
     if redis is not None:
+        raw: bytes | str | None
         try:
             raw = await redis.get(key)
         except (RedisError, OSError, TimeoutError):
             raw = None
-        if raw is not None:
+        if isinstance(raw, bytes):
             return [uuid.UUID(bytes=raw[n : n + 16]) for n in range(0, len(raw) - len(raw) % 16, 16)]
     ids = await foryou_db.popular(
         pool,
