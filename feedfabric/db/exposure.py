@@ -17,13 +17,14 @@ def affinity_rate(affinity: str, exposure: str) -> str:
 def topic_signals(member: str, post: str, alias: str) -> str:
     """A LEFT JOIN LATERAL giving `alias`.interest (the best topic_interest among the post's tags) and
     `alias`.interest_rate (the best rate among them), NULL without one; `member` and `post` are SQL
-    expressions. One read of the post's tags for both."""
+    expressions. One read of the post's tags for both, none for a member without topic interest."""
     return f"""LEFT JOIN LATERAL (
                SELECT max(ti.score) AS interest, max(ti.score / (1 + COALESCE(te.served, 0))) AS interest_rate
                FROM post_tags pt
                JOIN topic_interest ti ON ti.tag = pt.tag AND ti.member_id = {member}
                LEFT JOIN topic_exposure te ON te.member_id = {member} AND te.tag = pt.tag
-               WHERE pt.post_id = {post}) {alias} ON true"""
+               WHERE pt.post_id = {post}
+                 AND EXISTS (SELECT 1 FROM topic_interest mine WHERE mine.member_id = {member})) {alias} ON true"""
 
 
 def count_served(served: str) -> str:
