@@ -7,7 +7,10 @@ probability from them alone, and each like feeds the system exactly what a real 
 row, author affinity and topic interest as the engagement worker adds them). Posts carry a hashtag of
 their author's usual topic and a synthetic 384-d vector near that topic's centroid, so the SIMILAR
 source and the similarity signal have something to find; a crowd of other members likes posts by
-their hidden quality, which is what popularity sees.
+their hidden quality (each like inserted when its time comes), which is what popularity sees.
+
+The run also prints each For You preset's expected rate (the mean hidden probability of what it
+served) and that of a tastes-aware ranking of the same candidates: the ceiling a ranker could reach.
 
 Every reading session serves one Following page (followed authors, newest first) and one For You page
 whose preset rotates over NEWEST_FIRST, BALANCED and LEARNED, so all three presets are read by the
