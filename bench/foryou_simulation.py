@@ -7,7 +7,10 @@ probability from them alone, and each like feeds the system exactly what a real 
 row, author affinity and topic interest as the engagement worker adds them). Posts carry a hashtag of
 their author's usual topic and a synthetic 384-d vector near that topic's centroid, so the SIMILAR
 source and the similarity signal have something to find; a crowd of other members likes posts by
-their hidden quality, which is what popularity sees.
+their hidden quality (each like inserted when its time comes), which is what popularity sees.
+
+The run also prints each For You preset's expected rate (the mean hidden probability of what it
+served) and that of a tastes-aware ranking of the same candidates: the ceiling a ranker could reach.
 
 Every reading session serves one Following page (followed authors, newest first) and one For You page
 whose preset rotates over NEWEST_FIRST, BALANCED and LEARNED, so all three presets are read by the
@@ -88,10 +91,14 @@ class Simulation:
         self.readers: list[Reader] = []
         self.crowd: list[uuid.UUID] = []
         self.posts: dict[uuid.UUID, SimPost] = {}
+        # The crowd's likes, inserted when their time comes, so popularity is what it was when served.
+        self.pending_likes: list[tuple[uuid.UUID, uuid.UUID, datetime]] = []
         centroids = self.nprng.normal(size=(len(TOPICS), 384))
         self.centroids = {t: c / np.linalg.norm(c) for t, c in zip(TOPICS, centroids, strict=True)}
         # feed/preset -> [served, engaged]
         self.counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        # for you preset -> [sum of the best PAGE chances, sum of the served chances, posts served]
+        self.expected: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
 
     async def _member(self, name: str) -> uuid.UUID:
         member_id = new_id()
@@ -150,7 +157,13 @@ class Simulation:
         )
         await self.pool.executemany("INSERT INTO post_tags (post_id, tag, source) VALUES ($1, $2, 'hashtag')", tags)
         await self.pool.executemany("INSERT INTO post_embeddings (post_id, vector) VALUES ($1, $2)", vectors)
-        await self.pool.executemany("INSERT INTO likes (post_id, member_id, created_at) VALUES ($1, $2, $3)", likes)
+        self.pending_likes += likes
+        await self.likes_until(start + timedelta(hours=hours))
+
+    async def likes_until(self, at: datetime) -> None:
+        due = [like for like in self.pending_likes if like[2] <= at]
+        self.pending_likes = [like for like in self.pending_likes if like[2] > at]
+        await self.pool.executemany("INSERT INTO likes (post_id, member_id, created_at) VALUES ($1, $2, $3)", due)
 
     async def following_page(self, reader: Reader, at: datetime) -> list[uuid.UUID]:
         rows = await self.pool.fetch(
@@ -168,8 +181,16 @@ class Simulation:
         following = await self.following_page(reader, at)
         weights, _ = await foryou._weights(self.pool, preset, None)
         profile = Profile(preset, ranking.SOURCES, 48)
-        ranked, _posts = await foryou.rank(self.pool, self.settings, reader.id, profile, at, weights)
+        ranked = await foryou.rank(self.pool, self.settings, reader.id, profile, at, weights)
         served = ranked[:PAGE]
+        if measuring and ranked:
+            # The ceiling: what a ranker that knew the hidden tastes would serve from the same candidates.
+            chances = sorted((engage_probability(reader, self.posts[r.post_id], at) for r in ranked), reverse=True)
+            self.expected[f"for_you/{preset}"][0] += sum(chances[:PAGE])
+            self.expected[f"for_you/{preset}"][1] += sum(
+                engage_probability(reader, self.posts[r.post_id], at) for r in served
+            )
+            self.expected[f"for_you/{preset}"][2] += len(served)
         pages = [ServedPage(reader.id, "following", tuple(following), "postgres", at)]
         if served:
             pages.append(
@@ -228,7 +249,10 @@ class Simulation:
             served, engaged = self.counts.get(name, [0, 0])
             rates[name] = engaged / served if served else 0.0
             print(f"  {name:<24}{served:>8}{engaged:>9}{rates[name]:>8.3f}")
+        for name, (best, chance, served) in sorted(self.expected.items()):
+            print(f"  {name}: expected rate {chance / served:.3f}, a tastes-aware ranking's {best / served:.3f}")
         self.counts.clear()
+        self.expected.clear()
         return rates
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from datetime import UTC, datetime, time, timedelta
 
@@ -89,6 +90,57 @@ async def test_each_row_carries_the_viewers_signals_for_the_post_it_logs(api: Ap
     for r in logged:
         assert r["age_seconds"] == pytest.approx(r["age"].total_seconds(), abs=1e-3)
         assert r["age_seconds"] >= 0
+
+
+async def test_engagement_is_logged_as_a_rate_of_what_the_reader_was_served_before(
+    api: Api, pool: asyncpg.Pool
+) -> None:
+    """Affinity per post of the author served before, interest per post of the tag served before; each
+    logged page adds to the counts, which the page's own rows do not see yet."""
+    maya = await api.member("maya")
+    author = await api.member("author")
+    post_id = uuid.UUID(await api.post(author, "up the hill #trail"))
+    ids = {n: await pool.fetchval("SELECT id FROM members WHERE external_id = $1", n) for n in ("maya", "author")}
+    await pool.execute(
+        "INSERT INTO author_affinity (member_id, author_id, score) VALUES ($1, $2, 0.75)", ids["maya"], ids["author"]
+    )
+    await pool.execute("INSERT INTO topic_interest (member_id, tag, score) VALUES ($1, 'trail', 0.5)", ids["maya"])
+    post = Post.of(await pool.fetchrow("SELECT * FROM posts WHERE id = $1", post_id))
+    for _ in range(3):
+        await feed_log_db.insert(pool, [ServedPage(ids["maya"], "following", (post.id,), "redis", datetime.now(UTC))])
+    rows = await pool.fetch("SELECT affinity_rate, interest_rate FROM feed_log ORDER BY served_at")
+    assert [(r["affinity_rate"], r["interest_rate"]) for r in rows] == [
+        (0.75, 0.5),
+        (pytest.approx(0.75 / 2), pytest.approx(0.5 / 2)),
+        (pytest.approx(0.75 / 3), pytest.approx(0.5 / 3)),
+    ]
+    assert await pool.fetchval("SELECT served FROM author_exposure WHERE member_id = $1", ids["maya"]) == 3
+    assert (
+        await pool.fetchval("SELECT served FROM topic_exposure WHERE member_id = $1 AND tag = 'trail'", ids["maya"])
+        == 3
+    )
+    assert maya
+
+
+async def test_a_logged_row_carries_the_readers_leanings_from_what_they_engaged_with(
+    api: Api, pool: asyncpg.Pool
+) -> None:
+    """The mean popularity feature (log1p of likes + COMMENT_WEIGHT x comments) and recency feature (at
+    the like) of the posts the reader last liked or commented on."""
+    maya = await api.member("maya")
+    author = await api.member("author")
+    fans = [await api.member(f"fan{i}") for i in range(2)]
+    loved = await api.post(author, "loved")
+    quiet = await api.post(author, "quiet")
+    for token in (maya, *fans):
+        await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": loved}, token=token)
+    await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": quiet}, token=maya)
+    maya_id = await pool.fetchval("SELECT id FROM members WHERE external_id = 'maya'")
+    other = Post.of(await pool.fetchrow("SELECT * FROM posts WHERE id = $1", uuid.UUID(quiet)))
+    await feed_log_db.insert(pool, [ServedPage(maya_id, "following", (other.id,), "redis", datetime.now(UTC))])
+    row = await pool.fetchrow("SELECT popular_lean, fresh_lean FROM feed_log")
+    assert row["popular_lean"] == pytest.approx((math.log1p(3) + math.log1p(1)) / 2)
+    assert row["fresh_lean"] == pytest.approx(1.0, abs=1e-3)  # liked within seconds of posting
 
 
 async def test_a_repost_whose_original_no_longer_exists_is_not_logged(api: Api, pool: asyncpg.Pool) -> None:

@@ -14,6 +14,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import asyncpg
 
+from feedfabric.db import exposure
+
 _PARTITION = re.compile(r"^feed_log_(\d{8})$")
 
 
@@ -53,7 +55,7 @@ async def _insert(conn: asyncpg.Connection | asyncpg.Pool, pages: Sequence[Serve
 
     What is the same for a whole page (member, feed, source, time, preset) is sent once per page; each
     post carries only its page's number, its position and the For You extras. The posts drive the
-    join (unnest), so Postgres looks each one up by key.
+    join (unnest), so Postgres looks each one up by key. The reader's leanings are read once per page.
     """
     post_ids: list[uuid.UUID] = []
     page_numbers: list[int] = []
@@ -68,31 +70,37 @@ async def _insert(conn: asyncpg.Connection | asyncpg.Pool, pages: Sequence[Serve
         reasons.extend(page.reasons if page.reasons is not None else [None] * count)
         similarities.extend(page.similarities if page.similarities is not None else [0.0] * count)
     await conn.execute(
-        """WITH served AS (
-               SELECT e.post_id, e.position, e.reason, e.similarity,
+        f"""WITH served AS (
+               SELECT e.post_id, e.page, e.position, e.reason, e.similarity,
                       ($1::uuid[])[e.page] AS member_id, ($2::text[])[e.page] AS feed,
                       ($3::text[])[e.page] AS source, ($4::timestamptz[])[e.page] AS served_at,
                       ($5::text[])[e.page] AS preset
                FROM unnest($6::uuid[], $7::int[], $8::int[], $9::text[], $10::float8[])
                     AS e(post_id, page, position, reason, similarity)
-           )
+           ), {exposure.count_served("served")}
            INSERT INTO feed_log (member_id, feed, post_id, position, source,
                                  affinity, interest, favourite, age_seconds, served_at,
-                                 preset, reason, similarity, popularity)
+                                 preset, reason, similarity, popularity, popular_lean, fresh_lean,
+                                 affinity_rate, interest_rate)
            SELECT e.member_id, e.feed, e.post_id, e.position, e.source,
                   COALESCE(a.score, 0),
-                  COALESCE((SELECT max(ti.score) FROM post_tags pt
-                            JOIN topic_interest ti ON ti.tag = pt.tag AND ti.member_id = e.member_id
-                            WHERE pt.post_id = e.post_id), 0),
+                  COALESCE(t.interest, 0),
                   EXISTS (SELECT 1 FROM favourites f
                           WHERE f.member_id = e.member_id AND f.favourite_id = p.author_id),
                   GREATEST(extract(epoch FROM e.served_at - p.created_at), 0),
                   e.served_at, e.preset, e.reason, e.similarity,
-                  COALESCE(s.likes + $11 * s.comments, 0)
+                  COALESCE(s.likes + $11 * s.comments, 0), r.popular, r.fresh,
+                  {exposure.affinity_rate("a", "ae")},
+                  COALESCE(t.interest_rate, 0)
            FROM served e
            JOIN posts p ON p.id = e.post_id
+           JOIN (SELECT m.page, l.popular, l.fresh
+                 FROM unnest($1::uuid[], $4::timestamptz[]) WITH ORDINALITY AS m(member_id, served_at, page)
+                 CROSS JOIN LATERAL engagement_leanings(m.member_id, m.served_at, $11) l) r ON r.page = e.page
            LEFT JOIN author_affinity a ON a.member_id = e.member_id AND a.author_id = p.author_id
-           LEFT JOIN post_stats s ON s.post_id = e.post_id""",
+           LEFT JOIN author_exposure ae ON ae.member_id = e.member_id AND ae.author_id = p.author_id
+           LEFT JOIN post_stats s ON s.post_id = e.post_id
+           {exposure.topic_signals("e.member_id", "e.post_id", "t")}""",
         [p.member_id for p in pages],
         [p.feed for p in pages],
         [p.source for p in pages],

@@ -72,12 +72,18 @@ async def by_position(conn: Executor, days: int, positions: int = 20) -> list[Po
 
 
 async def training_rows(conn: Executor, since: datetime | None, until: datetime) -> list[asyncpg.Record]:
-    """Every logged row served in [since, until) with its signals and outcome, oldest first."""
+    """Every logged row served in [since, until) with its signals and outcome, oldest first; rows of a
+    post its reader had already liked or commented on before serving are left out (it cannot be
+    engaged with again, so its row says nothing about what the reader wants served)."""
     return await conn.fetch(
         f"""SELECT f.served_at, f.affinity, f.interest, f.favourite, f.age_seconds, f.similarity, f.popularity,
-                   {ENGAGED} AS engaged
+                   f.popular_lean, f.fresh_lean, f.affinity_rate, f.interest_rate, {ENGAGED} AS engaged
             FROM feed_log f
             WHERE ($1::timestamptz IS NULL OR f.served_at >= $1) AND f.served_at < $2
+              AND NOT EXISTS (SELECT 1 FROM likes l WHERE l.post_id = f.post_id AND l.member_id = f.member_id
+                                                      AND l.created_at < f.served_at)
+              AND NOT EXISTS (SELECT 1 FROM comments c WHERE c.author_id = f.member_id AND c.post_id = f.post_id
+                                                         AND c.created_at < f.served_at)
             ORDER BY f.served_at, f.id""",
         since,
         until,

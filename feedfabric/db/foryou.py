@@ -6,11 +6,12 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 import asyncpg
 
+from feedfabric.db import exposure
 from feedfabric.db.executor import Executor
-from feedfabric.models import Post
 
 
 @dataclass(frozen=True)
@@ -20,9 +21,14 @@ class Profile:
     lookback_hours: int
 
 
-@dataclass(frozen=True)
-class Candidate:
-    post: Post
+class Candidate(NamedTuple):
+    """A candidate and its signals; the post itself is read only when served (a first page hydrates
+    its own posts), so ranking hundreds of candidates does not read and decode their content. A tuple:
+    a first page makes hundreds."""
+
+    post_id: uuid.UUID
+    author_id: uuid.UUID
+    created_at: datetime
     source: int  # index into feeds.ranking.SOURCES
     affinity: float
     interest: float
@@ -30,6 +36,12 @@ class Candidate:
     followed: bool
     popularity: float
     vector: bytes | None
+    # The reader's (the same on every candidate): see migration 270's engagement_leanings.
+    popular_lean: float = 0.0
+    fresh_lean: float = 0.0
+    # Engagement per post served from the author / the best of the post's tags (db.exposure).
+    affinity_rate: float = 0.0
+    interest_rate: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -111,23 +123,25 @@ async def candidates(
     favourites_since: datetime,
     sources: Sequence[str],
     similar_ids: Sequence[uuid.UUID],
+    popular_ids: Sequence[uuid.UUID],
     per_source: int,
     total: int,
     comment_weight: float,
 ) -> list[Candidate]:
     """Every source's candidates and their signals in one statement; a repost counts as its original,
     each post keeps its strongest source (lowest number), the visibility rule decides what is shown.
-    Posts the member already liked or commented on (by `as_of`) are not offered again."""
+    Posts the member already liked or commented on (by `as_of`) are not offered again. SIMILAR and
+    POPULAR come as lists of IDs (`popular`: one list shared by every member, see feeds.foryou)."""
     rows = await conn.fetch(
-        """WITH fav AS (
+        f"""WITH fav AS (
                SELECT COALESCE(p.repost_of, p.id) AS post_id, 0 AS src
                FROM favourites f CROSS JOIN LATERAL (
-                   SELECT p.id, p.repost_of FROM posts p
+                   SELECT p.id, p.repost_of, p.created_at FROM posts p
                    WHERE p.author_id = f.favourite_id AND p.created_at > $4 AND p.created_at <= $2
                      AND p.status = 'live'
-                   ORDER BY p.id DESC LIMIT 100) p
+                   ORDER BY p.created_at DESC LIMIT 100) p
                WHERE f.member_id = $1
-               ORDER BY p.id DESC LIMIT 100
+               ORDER BY p.created_at DESC LIMIT 100
            ), followed_all AS (
                SELECT target_id::uuid AS author_id FROM follows WHERE follower_id = $1 AND target_type = 'member'
            ), favourite_authors AS (
@@ -137,53 +151,56 @@ async def candidates(
            ), fol AS (
                SELECT COALESCE(p.repost_of, p.id) AS post_id, 1 AS src
                FROM followed a CROSS JOIN LATERAL (
-                   SELECT p.id, p.repost_of FROM posts p
+                   SELECT p.id, p.repost_of, p.created_at FROM posts p
                    WHERE p.author_id = a.author_id AND p.created_at > $3 AND p.created_at <= $2
                      AND p.status = 'live'
-                   ORDER BY p.id DESC LIMIT $7) p
-               ORDER BY p.id DESC LIMIT $7
+                   ORDER BY p.created_at DESC LIMIT $7) p
+               ORDER BY p.created_at DESC LIMIT $7
            ), interests AS (
                SELECT target_id AS tag FROM follows WHERE follower_id = $1 AND target_type = 'tag'
                UNION
                (SELECT tag FROM topic_interest WHERE member_id = $1 AND score > 0 ORDER BY score DESC LIMIT 20)
            ), tagged AS (
                SELECT COALESCE(p.repost_of, p.id) AS post_id, 2 AS src
-               FROM interests i
-               JOIN post_tags pt ON pt.tag = i.tag
-               JOIN posts p ON p.id = pt.post_id AND p.created_at > $3 AND p.created_at <= $2 AND p.status = 'live'
+               FROM interests i CROSS JOIN LATERAL (
+                   SELECT pt.post_id, pt.created_at FROM post_tags pt
+                   WHERE pt.tag = i.tag AND pt.created_at > $3 AND pt.created_at <= $2
+                   ORDER BY pt.created_at DESC LIMIT $7) t
+               JOIN posts p ON p.id = t.post_id AND p.status = 'live'
                WHERE 'tags' = ANY($5::text[])
-               ORDER BY p.created_at DESC LIMIT $7
+               ORDER BY t.created_at DESC LIMIT $7
            ), sim AS (
                SELECT s AS post_id, 3 AS src FROM unnest($6::uuid[]) AS s
            ), pop AS (
-               SELECT p.id AS post_id, 4 AS src
-               FROM posts p JOIN post_stats s ON s.post_id = p.id
-               WHERE p.created_at > $3 AND p.created_at <= $2 AND p.repost_of IS NULL AND p.status = 'live'
-                 AND s.likes + s.comments > 0 AND 'popular' = ANY($5::text[])
-               ORDER BY s.likes + $9 * s.comments DESC, p.id DESC LIMIT $7
+               SELECT s AS post_id, 4 AS src FROM unnest($10::uuid[]) AS s
+           ), leaning AS (
+               SELECT popular, fresh FROM engagement_leanings($1, $2, $9)
            ), best AS (
                SELECT post_id, min(src) AS src
                FROM (SELECT * FROM fav UNION ALL SELECT * FROM fol UNION ALL SELECT * FROM tagged
                      UNION ALL SELECT * FROM sim UNION ALL SELECT * FROM pop) c
                GROUP BY post_id
            )
-           SELECT v.id, v.author_id, v.content, v.repost_of, v.status, v.created_at, v.updated_at, b.src,
+           SELECT v.id, v.author_id, v.created_at, b.src,
                   COALESCE(a.score, 0) AS affinity,
-                  COALESCE((SELECT max(ti.score) FROM post_tags pt
-                            JOIN topic_interest ti ON ti.tag = pt.tag AND ti.member_id = $1
-                            WHERE pt.post_id = v.id), 0) AS interest,
+                  COALESCE(t.interest, 0) AS interest,
                   fa.author_id IS NOT NULL AS favourite,
                   fo.author_id IS NOT NULL AS followed,
                   COALESCE(s.likes + $9 * s.comments, 0) AS popularity,
-                  e.vector
+                  e.vector, r.popular AS popular_lean, r.fresh AS fresh_lean,
+                  {exposure.affinity_rate("a", "ae")} AS affinity_rate,
+                  COALESCE(t.interest_rate, 0) AS interest_rate
            FROM best b
+           CROSS JOIN leaning r
            JOIN visible_posts($1) v ON v.id = b.post_id
            LEFT JOIN author_affinity a ON a.member_id = $1 AND a.author_id = v.author_id
+           LEFT JOIN author_exposure ae ON ae.member_id = $1 AND ae.author_id = v.author_id
            LEFT JOIN favourite_authors fa ON fa.author_id = v.author_id
            LEFT JOIN followed_all fo ON fo.author_id = v.author_id
            LEFT JOIN post_stats s ON s.post_id = v.id
            LEFT JOIN post_embeddings e ON e.post_id = v.id
-           WHERE v.author_id <> $1
+           {exposure.topic_signals("$1", "v.id", "t")}
+           WHERE v.author_id <> $1 AND v.created_at <= $2 AND (b.src <> 4 OR v.created_at > $3)
              AND NOT EXISTS (SELECT 1 FROM likes l WHERE l.post_id = v.id AND l.member_id = $1 AND l.created_at <= $2)
              AND NOT EXISTS (SELECT 1 FROM comments c WHERE c.author_id = $1 AND c.post_id = v.id
                                                      AND c.created_at <= $2)
@@ -198,10 +215,13 @@ async def candidates(
         per_source,
         total,
         comment_weight,
+        list(popular_ids),
     )
     return [
         Candidate(
-            post=Post.of(r),
+            post_id=r["id"],
+            author_id=r["author_id"],
+            created_at=r["created_at"],
             source=r["src"],
             affinity=r["affinity"],
             interest=r["interest"],
@@ -209,9 +229,30 @@ async def candidates(
             followed=r["followed"],
             popularity=float(r["popularity"]),
             vector=r["vector"],
+            popular_lean=r["popular_lean"],
+            fresh_lean=r["fresh_lean"],
+            affinity_rate=r["affinity_rate"],
+            interest_rate=r["interest_rate"],
         )
         for r in rows
     ]
+
+
+async def popular(
+    conn: Executor, *, since: datetime, as_of: datetime, limit: int, comment_weight: float
+) -> list[uuid.UUID]:
+    """The window's most engaged live original posts, most engaged first (For You's POPULAR source)."""
+    rows = await conn.fetch(
+        """SELECT p.id FROM posts p JOIN post_stats s ON s.post_id = p.id
+           WHERE p.created_at > $1 AND p.created_at <= $2 AND p.repost_of IS NULL AND p.status = 'live'
+             AND s.likes + s.comments > 0
+           ORDER BY s.likes + $4 * s.comments DESC, p.id DESC LIMIT $3""",
+        since,
+        as_of,
+        limit,
+        comment_weight,
+    )
+    return [r["id"] for r in rows]
 
 
 def _model(row: asyncpg.Record) -> Model:

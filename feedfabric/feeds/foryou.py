@@ -4,20 +4,25 @@ The first page ranks and keeps the whole ranked list in Redis (`foryou:{member}:
 hash tag keeping it in one Cluster slot) for FORYOU_SNAPSHOT_TTL_SECONDS; its cursors are offsets
 into that list, so scrolling neither repeats nor skips while posts arrive and scores move. The
 cursor also carries what the ranking was made from (its time, preset, sources, look-back and
-model), so when the list is gone the next page ranks again from Postgres as of that time: only
-posts created by then, ages measured to then. Later pages check visibility again, so a post held,
-deleted or whose author was suspended since drops out.
+model) and a fingerprint of every post the chain served, so when the list is gone the next page
+ranks again from Postgres as of that time (only posts created by then, ages measured to then),
+leaves out what was served and goes on from the top of the rest: neither an offset into a list that
+changed nor a post gone since can make it repeat or skip. Later pages check visibility again, so a
+post held, deleted or whose author was suspended since drops out.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import logging
 import struct
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 import asyncpg
 import numpy as np
@@ -41,8 +46,13 @@ FAVOURITES_MIN_HOURS = 48
 # The SIMILAR scan compares the reader's taste with at most this many of the window's newest posts.
 SIMILAR_SCAN = 2_000
 SIMILAR_TAKE = 200
-_CURSOR = struct.Struct(">B16sqIBBHq")  # version, chain, rankedAt (us), offset, preset, sources, look-back, model
-_CURSOR_VERSION = 1
+POPULAR_KEEP_SECONDS = 120
+# version, list, rankedAt (us), offset, preset, sources, look-back, model, served count; then the served
+# posts' fingerprints (4 bytes each), so a rebuilt list can leave out exactly what the chain served.
+_CURSOR = struct.Struct(">B16sqIBBHqH")
+_CURSOR_VERSION = 2
+_FINGERPRINT = struct.Struct(">I")
+MAX_SERVED = 10_000  # FORYOU_CANDIDATES' upper bound: a chain never serves more
 _ENTRY = struct.Struct(">16sdBf")  # post id, score, source, similarity
 # Entries read past a page's size, so a few posts gone invisible do not cost a second round.
 _SLACK = 10
@@ -72,9 +82,16 @@ async def profile_of(conn: asyncpg.Connection | asyncpg.Pool, member_id: uuid.UU
     return await foryou_db.profile(conn, member_id) or DEFAULT_PROFILE
 
 
+def fingerprint(post_id: uuid.UUID) -> int:
+    """4 bytes standing for a served post in the cursor. A candidate sharing one with a served post
+    (odds about 1 in 36,000 for a rebuild 200 posts deep into 800 candidates) is left out of the rebuild."""
+    return int.from_bytes(hashlib.blake2b(post_id.bytes, digest_size=4).digest(), "big")
+
+
 @dataclass(frozen=True)
 class Chain:
-    """What a ranking was made from; the cursor carries it."""
+    """What a ranking was made from, and which kept list (`id`) the cursor's offset counts in; the
+    cursor carries it. A rebuild keeps its list under a new id: offsets in the lost list mean nothing there."""
 
     id: uuid.UUID
     ranked_at: datetime
@@ -84,7 +101,7 @@ class Chain:
     def key(self, member_id: uuid.UUID) -> str:
         return f"foryou:{{{member_id}}}:{self.id.hex}"
 
-    def cursor(self, offset: int) -> str:
+    def cursor(self, offset: int, served: Sequence[int]) -> str:
         sources = sum(1 << ranking.SOURCES.index(s) for s in self.profile.sources)
         raw = _CURSOR.pack(
             _CURSOR_VERSION,
@@ -95,37 +112,46 @@ class Chain:
             sources,
             self.profile.lookback_hours,
             self.model_id,
-        )
+            len(served),
+        ) + b"".join(_FINGERPRINT.pack(f) for f in served)
         return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
-def parse_cursor(cursor: str) -> tuple[Chain, int]:
+_MAX_CURSOR = (_CURSOR.size + MAX_SERVED * _FINGERPRINT.size) * 4 // 3 + 4
+
+
+def parse_cursor(cursor: str) -> tuple[Chain, int, list[int]]:
+    """The chain, the offset in its kept list, and the fingerprints of the posts it served."""
     bad = BadInput("not a valid For You cursor")
-    if not isinstance(cursor, str) or len(cursor) > 100:
+    if not isinstance(cursor, str) or len(cursor) > _MAX_CURSOR:
         raise bad
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        version, chain, micros, offset, preset, sources, hours, model_id = _CURSOR.unpack(raw)
+        version, chain, micros, offset, preset, sources, hours, model_id, count = _CURSOR.unpack_from(raw)
         ranked_at = datetime.fromtimestamp(micros / 1_000_000, UTC)
     except (binascii.Error, struct.error, ValueError, OverflowError, OSError):
         raise bad from None
     if (
         version != _CURSOR_VERSION
+        or len(raw) != _CURSOR.size + count * _FINGERPRINT.size
         or preset >= len(ranking.PRESETS)
         or sources >= 1 << len(ranking.SOURCES)
         or not 1 <= hours <= MAX_LOOKBACK_HOURS
         or model_id < 0
-        or offset > 100_000
+        or offset > MAX_SERVED * 2
+        or count > MAX_SERVED
     ):
         raise bad
     profile = Profile(
         ranking.PRESETS[preset], tuple(s for n, s in enumerate(ranking.SOURCES) if sources >> n & 1), hours
     )
-    return Chain(uuid.UUID(bytes=chain), ranked_at, profile, model_id), offset
+    served = [f for (f,) in _FINGERPRINT.iter_unpack(raw[_CURSOR.size :])]
+    return Chain(uuid.UUID(bytes=chain), ranked_at, profile, model_id), offset, served
 
 
-@dataclass(frozen=True)
-class Ranked:
+class Ranked(NamedTuple):
+    """An entry of a ranked list (a tuple: a first page makes hundreds)."""
+
     post_id: uuid.UUID
     score: float
     source: str
@@ -166,6 +192,43 @@ async def _weights(pool: asyncpg.Pool, chain_preset: str, model_id: int | None) 
     return ranking.Weights(by_signal, model.intercept), model.id
 
 
+async def popular_ids(
+    pool: asyncpg.Pool,
+    redis: aioredis.Redis | None,
+    settings: Settings,
+    as_of: datetime,
+    lookback_hours: int,
+    limit: int,
+) -> list[uuid.UUID]:
+    """POPULAR's list, the same for every member: the most engaged posts of `as_of`'s minute and the
+    look-back before it, made once a minute per look-back and shared through Redis
+    (POPULAR_KEEP_SECONDS), so a first page does not sort the whole window's posts by engagement.
+    The candidates statement keeps those of the ranking's own window."""
+    minute = as_of.replace(second=0, microsecond=0)
+    key = f"foryou:popular:{lookback_hours}:{limit}:{int(minute.timestamp())}"
+    if redis is not None:
+        raw: bytes | str | None
+        try:
+            raw = await redis.get(key)
+        except (RedisError, OSError, TimeoutError):
+            raw = None
+        if isinstance(raw, bytes):
+            return [uuid.UUID(bytes=raw[n : n + 16]) for n in range(0, len(raw) - len(raw) % 16, 16)]
+    ids = await foryou_db.popular(
+        pool,
+        since=minute - timedelta(hours=lookback_hours),
+        as_of=minute + timedelta(minutes=1),
+        limit=limit,
+        comment_weight=settings.comment_weight,
+    )
+    if redis is not None:
+        try:
+            await redis.set(key, b"".join(i.bytes for i in ids), ex=POPULAR_KEEP_SECONDS)
+        except (RedisError, OSError, TimeoutError):
+            pass
+    return ids
+
+
 async def rank(
     pool: asyncpg.Pool,
     settings: Settings,
@@ -173,7 +236,8 @@ async def rank(
     profile: Profile,
     as_of: datetime,
     weights: ranking.Weights,
-) -> tuple[list[Ranked], dict[uuid.UUID, Post]]:
+    redis: aioredis.Redis | None = None,
+) -> list[Ranked]:
     """The ranked list as of `as_of`: candidates, their scores, the author-spread rule."""
     since = as_of - timedelta(hours=profile.lookback_hours)
     favourites_since = as_of - timedelta(hours=max(FAVOURITES_MIN_HOURS, profile.lookback_hours))
@@ -189,6 +253,15 @@ async def rank(
             best = np.argsort(-sims, kind="stable")[:SIMILAR_TAKE]
             # What the reader already engaged with is the taste, not news to it.
             similar_ids = [window[i][0] for i in best if sims[i] > 0 and window[i][0] not in engaged]
+    # Each of FOLLOWING and TAGS brings at most a quarter of the candidates, so one busy source cannot
+    # crowd out the others and the per-candidate reads stay bounded; POPULAR, the same for everyone
+    # and the least personal, an eighth.
+    per_source = max(1, settings.foryou_candidates // 4)
+    popular = (
+        await popular_ids(pool, redis, settings, as_of, profile.lookback_hours, max(1, settings.foryou_candidates // 8))
+        if "popular" in profile.sources
+        else []
+    )
     found = await foryou_db.candidates(
         pool,
         member_id,
@@ -197,20 +270,20 @@ async def rank(
         favourites_since=favourites_since,
         sources=profile.sources,
         similar_ids=similar_ids,
-        # Each of FOLLOWING, TAGS and POPULAR brings at most a quarter of the candidates, so one busy
-        # source cannot crowd out the others and the per-candidate reads stay bounded.
-        per_source=max(1, settings.foryou_candidates // 4),
+        popular_ids=popular,
+        per_source=per_source,
         total=settings.foryou_candidates,
         comment_weight=settings.comment_weight,
     )
     if not found:
-        return [], {}
+        return []
     similarity = np.zeros(len(found))
     if taste is not None:
         for n, c in enumerate(found):
             if c.vector is not None:
                 similarity[n] = float(embeddings.from_bytes(c.vector) @ taste)
-    ages = np.array([(as_of - c.post.created_at).total_seconds() for c in found])
+    created = np.array([c.created_at.timestamp() for c in found])
+    ages = as_of.timestamp() - created
     rows = ranking.features(
         np.array([c.affinity for c in found]),
         np.array([c.interest for c in found]),
@@ -218,18 +291,22 @@ async def rank(
         ages,
         similarity,
         np.array([c.popularity for c in found]),
+        np.array([c.popular_lean for c in found]),
+        np.array([c.fresh_lean for c in found]),
+        np.array([c.affinity_rate for c in found]),
+        np.array([c.interest_rate for c in found]),
     )
     score = ranking.scores(weights, rows, np.array([c.followed for c in found], dtype=np.float64))
     # Ties (NEWEST_FIRST's equal ages aside, rare) fall to the newer post, so a rebuild orders alike.
-    order = sorted(
-        range(len(found)), key=lambda i: (-score[i], -found[i].post.created_at.timestamp(), found[i].post.id)
-    )
-    placed = ranking.spread(order, [c.post.author_id for c in found])
+    # (np.lexsort: the last key first; 16-byte IDs compare as the UUIDs do.)
+    ids = np.array([c.post_id.bytes for c in found], dtype="S16")
+    order = np.lexsort((ids, -created, -score)).tolist()
+    placed = ranking.spread(order, [c.author_id for c in found])
     ranked = [
-        Ranked(found[i].post.id, float(score[i]), ranking.SOURCES[found[i].source], float(similarity[i]))
+        Ranked(found[i].post_id, float(score[i]), ranking.SOURCES[found[i].source], float(similarity[i]))
         for i in placed
     ]
-    return ranked, {c.post.id: c.post for c in found}
+    return ranked
 
 
 def _pack(ranked: list[Ranked]) -> bytes:
@@ -255,7 +332,7 @@ class ForYouService:
         profile = await profile_of(self.pool, member_id)
         weights, model_id = await _weights(self.pool, profile.preset, None)
         chain = Chain(uuid.uuid4(), datetime.now(UTC), profile, model_id)
-        ranked, posts = await rank(self.pool, self.settings, member_id, profile, chain.ranked_at, weights)
+        ranked = await rank(self.pool, self.settings, member_id, profile, chain.ranked_at, weights, self.redis)
         source = "postgres"
         if self.redis is not None and len(ranked) > limit:
             try:
@@ -263,87 +340,94 @@ class ForYouService:
                 source = "redis"
             except (RedisError, OSError, TimeoutError) as error:
                 log.warning("for you snapshot not kept (%s); later pages rank again", type(error).__name__)
-        served = ranked[:limit]
-        ends = list(range(1, len(served) + 1))
-        return self._page(chain, served, [posts[r.post_id] for r in served], ends, len(ranked) > limit, source)
+        # Visible when ranked a moment ago; one that went since is passed over like on later pages.
+        visible = await posts_db.visible_by_ids(self.pool, [r.post_id for r in ranked[:limit]], member_id)
+        served: list[Ranked] = []
+        prints: list[int] = []
+        cursors: list[str] = []
+        for n, r in enumerate(ranked[:limit], start=1):
+            if r.post_id in visible:
+                served.append(r)
+                prints.append(fingerprint(r.post_id))
+                cursors.append(chain.cursor(n, prints))
+        end = chain.cursor(min(limit, len(ranked)), prints) if len(ranked) > limit else None
+        return self._page(chain, served, [visible[r.post_id] for r in served], cursors, end, source)
 
     async def next_page(self, member_id: uuid.UUID, cursor: str, limit: int) -> ForYouPage:
-        chain, offset = parse_cursor(cursor)
+        """Continues the kept list at the cursor's offset; when the list is gone, ranks again as of
+        `rankedAt`, leaves out what the chain served (the cursor's fingerprints) and goes on from the
+        top of what is left, so posts gone invisible or scores moved since cannot shift the page."""
+        chain, offset, prints = parse_cursor(cursor)
         requested = limit + _SLACK + 1  # one more than a page may consume says whether the list goes on
         rebuilt: list[Ranked] | None = None
         source = "redis"
-
-        async def entries_from(start: int) -> list[Ranked]:
-            nonlocal rebuilt, source
-            if rebuilt is None:
-                kept = await self._kept(member_id, chain, start, requested)
-                if kept is not None:
-                    return kept
-                source = "postgres"
-                weights, _ = await _weights(self.pool, chain.profile.preset, chain.model_id)
-                rebuilt, _posts = await rank(
-                    self.pool, self.settings, member_id, chain.profile, chain.ranked_at, weights
-                )
-                await self._keep_again(member_id, chain, rebuilt)
-            return rebuilt[start : start + requested]
-
-        entries = await entries_from(offset)
-        exhausted = len(entries) < requested
         served: list[Ranked] = []
         posts: list[Post] = []
-        ends: list[int] = []
-        pos = 0
-        while len(served) < limit and pos < len(entries):
-            window = entries[pos : pos + limit - len(served) + _SLACK]
-            visible = await posts_db.visible_by_ids(self.pool, [r.post_id for r in window], member_id)
+        cursors: list[str] = []
+        while True:
+            kept = await self._kept(member_id, chain, offset, requested) if rebuilt is None else None
+            if kept is None and rebuilt is None:
+                source = "postgres"
+                chain, rebuilt = await self._rebuild(member_id, chain, set(prints))
+                offset = 0
+            entries = kept if kept is not None else (rebuilt or [])[offset : offset + requested]
+            window = entries[: limit - len(served) + _SLACK]
+            visible = await posts_db.visible_by_ids(self.pool, [r.post_id for r in window], member_id) if window else {}
+            consumed = 0
             for r in window:
-                pos += 1
+                consumed += 1
+                offset += 1
                 if r.post_id in visible:
                     served.append(r)
                     posts.append(visible[r.post_id])
-                    ends.append(offset + pos)
+                    prints.append(fingerprint(r.post_id))
+                    cursors.append(chain.cursor(offset, prints))
                     if len(served) == limit:
                         break
-            if len(served) < limit and pos >= len(entries) and not exhausted:
-                more = await entries_from(offset + pos)
-                exhausted = len(more) < requested
-                entries += more
-        if ends:
-            ends[-1] = offset + pos  # entries gone invisible after the last served one are passed too
-        has_more = pos < len(entries) or not exhausted
-        return self._page(chain, served, posts, ends, has_more, source, offset + pos)
+            goes_on = consumed < len(entries)  # a window is shorter than `requested`
+            if len(served) == limit or not goes_on:
+                break
+        end = chain.cursor(offset, prints) if goes_on else None
+        return self._page(chain, served, posts, cursors, end, source)
 
     def _page(
         self,
         chain: Chain,
         served: list[Ranked],
         posts: list[Post],
-        ends: list[int],
-        has_more: bool,
+        cursors: list[str],
+        end_cursor: str | None,
         source: str,
-        next_offset: int | None = None,
     ) -> ForYouPage:
-        end = next_offset if next_offset is not None else (ends[-1] if ends else 0)
         return ForYouPage(
-            Page(posts, chain.cursor(end) if has_more else None, source),
+            Page(posts, end_cursor, source),
             [r.source for r in served],
             [r.score for r in served],
             [r.similarity for r in served],
             chain.profile.preset,
             chain.ranked_at,
-            [chain.cursor(e) for e in ends],
+            cursors,
         )
 
+    async def _rebuild(self, member_id: uuid.UUID, lost: Chain, served: set[int]) -> tuple[Chain, list[Ranked]]:
+        """The ranking made again as of the lost chain's time, less what the chain served, kept anew."""
+        weights, _ = await _weights(self.pool, lost.profile.preset, lost.model_id)
+        ranked = await rank(self.pool, self.settings, member_id, lost.profile, lost.ranked_at, weights, self.redis)
+        rest = [r for r in ranked if fingerprint(r.post_id) not in served]
+        chain = Chain(uuid.uuid4(), lost.ranked_at, lost.profile, lost.model_id)
+        await self._keep_again(member_id, chain, rest)
+        return chain, rest
+
     async def _kept(self, member_id: uuid.UUID, chain: Chain, offset: int, count: int) -> list[Ranked] | None:
-        """`count` + 1 entries of the kept list from `offset` (one more says whether the list goes on);
-        None when the list is gone or Redis cannot say."""
+        """`count` entries of the kept list from `offset` (fewer where it ends); None when the list is
+        gone or Redis cannot say."""
         if self.redis is None:
             return None
         key = chain.key(member_id)
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.exists(key)
-                pipe.getrange(key, offset * _ENTRY.size, (offset + count + 1) * _ENTRY.size - 1)
+                pipe.getrange(key, offset * _ENTRY.size, (offset + count) * _ENTRY.size - 1)
                 exists, raw = await pipe.execute()
         except (RedisError, OSError, TimeoutError) as error:
             log.warning("for you snapshot unreadable (%s); ranking again from postgres", type(error).__name__)
