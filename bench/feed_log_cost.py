@@ -1,0 +1,109 @@
+"""What the feed log costs every page: Postgres time per logged page of 20 (`db.feed_log.insert`).
+
+Seeds a fresh database (1,000 members, 20,000 posts over a week, 30 % tagged, 20,000 likes, affinity
+and topic interest), then logs batches of 50 pages of 20 random posts, one statement a batch as the
+API's background writer sends them, on one connection, and prints milliseconds per page for each
+batch and the median of the warm ones. Run it on two checkouts to compare versions of the signals.
+
+    PYTHONPATH=$PWD python bench/feed_log_cost.py [--batches 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from feedfabric.db import feed_log  # noqa: E402
+from feedfabric.db.pool import create_pool  # noqa: E402
+from feedfabric.ids import new_id  # noqa: E402
+
+from bench._stack import env_or, fresh_database, services  # noqa: E402
+
+PAGES_PER_BATCH = 50
+TAGS = ("art", "books", "code", "food", "travel")
+
+
+async def measure(url: str, batches: int) -> None:
+    pool = await create_pool(url, min_size=1, max_size=2)
+    rnd = random.Random(7)
+    members = [new_id() for _ in range(1000)]
+    authors = members[:200]
+    await pool.execute(
+        "INSERT INTO members (id, external_id, username, display_name)"
+        " SELECT id, id::text, replace(id::text, '-', ''), 'M' FROM unnest($1::uuid[]) id",
+        members,
+    )
+    now = datetime.now(UTC)
+    posts = [new_id() for _ in range(20_000)]
+    await pool.execute(
+        "INSERT INTO posts (id, author_id, content, created_at)"
+        " SELECT p, a, 'x', t FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS u(p, a, t)",
+        posts,
+        [rnd.choice(authors) for _ in posts],
+        [now - timedelta(seconds=rnd.randint(0, 7 * 86_400)) for _ in posts],
+    )
+    tagged = [p for p in posts if rnd.random() < 0.3]
+    await pool.execute(
+        "INSERT INTO post_tags (post_id, tag, source) SELECT p, t, 'hashtag' FROM unnest($1::uuid[], $2::text[]) AS u(p, t)",
+        tagged,
+        [rnd.choice(TAGS) for _ in tagged],
+    )
+    likes = {(rnd.choice(members), rnd.choice(posts)) for _ in range(20_000)}
+    await pool.execute(
+        "INSERT INTO likes (member_id, post_id) SELECT m, p FROM unnest($1::uuid[], $2::uuid[]) AS u(m, p)",
+        [m for m, _ in likes],
+        [p for _, p in likes],
+    )
+    affinity = {(m, rnd.choice(authors)) for m in members for _ in range(20)}
+    await pool.execute(
+        "INSERT INTO author_affinity (member_id, author_id, score) SELECT m, a, 1 FROM unnest($1::uuid[], $2::uuid[]) AS u(m, a)",
+        [m for m, _ in affinity],
+        [a for _, a in affinity],
+    )
+    interest = [(m, t) for m in members for t in TAGS if rnd.random() < 0.4]
+    await pool.execute(
+        "INSERT INTO topic_interest (member_id, tag, score) SELECT m, t, 1 FROM unnest($1::uuid[], $2::text[]) AS u(m, t)",
+        [m for m, _ in interest],
+        [t for _, t in interest],
+    )
+
+    def pages() -> list[feed_log.ServedPage]:
+        return [
+            feed_log.ServedPage(
+                rnd.choice(members), "following", tuple(rnd.sample(posts, 20)), "redis", datetime.now(UTC)
+            )
+            for _ in range(PAGES_PER_BATCH)
+        ]
+
+    await feed_log.insert(pool, pages())  # makes today's partition
+    await pool.execute("ANALYZE")
+    per_page: list[float] = []
+    async with pool.acquire() as conn:
+        for _ in range(batches):
+            batch = pages()
+            started = time.perf_counter()
+            await feed_log.insert(conn, batch)
+            per_page.append((time.perf_counter() - started) / PAGES_PER_BATCH * 1000)
+    await pool.close()
+    print("feed log: ms per logged page of 20, per batch of 50:", ", ".join(f"{t:.2f}" for t in per_page))
+    print(f"median of the warm batches: {statistics.median(per_page[2:]):.2f} ms a page")
+
+
+def main(batches: int) -> None:
+    with services() as env:
+        url = fresh_database(env_or(env, "DATABASE_URL"))
+        asyncio.run(measure(url, batches))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=12)
+    main(parser.parse_args().batches)
