@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import uuid
 from datetime import UTC, datetime, time, timedelta
 
@@ -120,27 +119,6 @@ async def test_engagement_is_logged_as_a_rate_of_what_the_reader_was_served_befo
         == 3
     )
     assert maya
-
-
-async def test_a_logged_row_carries_the_readers_leanings_from_what_they_engaged_with(
-    api: Api, pool: asyncpg.Pool
-) -> None:
-    """The mean popularity feature (log1p of likes + COMMENT_WEIGHT x comments) and recency feature (at
-    the like) of the posts the reader last liked or commented on."""
-    maya = await api.member("maya")
-    author = await api.member("author")
-    fans = [await api.member(f"fan{i}") for i in range(2)]
-    loved = await api.post(author, "loved")
-    quiet = await api.post(author, "quiet")
-    for token in (maya, *fans):
-        await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": loved}, token=token)
-    await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": quiet}, token=maya)
-    maya_id = await pool.fetchval("SELECT id FROM members WHERE external_id = 'maya'")
-    other = Post.of(await pool.fetchrow("SELECT * FROM posts WHERE id = $1", uuid.UUID(quiet)))
-    await feed_log_db.insert(pool, [ServedPage(maya_id, "following", (other.id,), "redis", datetime.now(UTC))])
-    row = await pool.fetchrow("SELECT popular_lean, fresh_lean FROM feed_log")
-    assert row["popular_lean"] == pytest.approx((math.log1p(3) + math.log1p(1)) / 2)
-    assert row["fresh_lean"] == pytest.approx(1.0, abs=1e-3)  # liked within seconds of posting
 
 
 async def test_a_repost_whose_original_no_longer_exists_is_not_logged(api: Api, pool: asyncpg.Pool) -> None:

@@ -89,7 +89,7 @@ async def test_a_model_that_does_not_beat_balanced_is_stored_but_not_active(pool
                 np.array([float(s[k])])
                 for k in ("affinity", "interest", "favourite", "age_seconds", "similarity", "popularity")
             ),
-            *(np.zeros(1) for _ in range(4)),
+            *(np.zeros(1) for _ in range(2)),
         )
         return float(ranking.scores(ranking.FIXED_PRESETS["balanced"], x)[0]) > 4.0
 

@@ -64,7 +64,7 @@ async def _insert(conn: asyncpg.Connection | asyncpg.Pool, pages: Sequence[Serve
 
     What is the same for a whole page (member, feed, source, time, preset) is sent once per page; each
     post carries only its page's number, its position and the For You extras. The posts drive the
-    join (unnest), so Postgres looks each one up by key. The reader's leanings are read once per page.
+    join (unnest), so Postgres looks each one up by key.
     """
     post_ids: list[uuid.UUID] = []
     page_numbers: list[int] = []
@@ -89,7 +89,7 @@ async def _insert(conn: asyncpg.Connection | asyncpg.Pool, pages: Sequence[Serve
            ), {exposure.count_served("served")}
            INSERT INTO feed_log (member_id, feed, post_id, position, source,
                                  affinity, interest, favourite, age_seconds, served_at,
-                                 preset, reason, similarity, popularity, popular_lean, fresh_lean,
+                                 preset, reason, similarity, popularity,
                                  affinity_rate, interest_rate)
            SELECT e.member_id, e.feed, e.post_id, e.position, e.source,
                   COALESCE(a.score, 0),
@@ -98,14 +98,11 @@ async def _insert(conn: asyncpg.Connection | asyncpg.Pool, pages: Sequence[Serve
                           WHERE f.member_id = e.member_id AND f.favourite_id = p.author_id),
                   GREATEST(extract(epoch FROM e.served_at - p.created_at), 0),
                   e.served_at, e.preset, e.reason, e.similarity,
-                  COALESCE(s.likes + $11 * s.comments, 0), r.popular, r.fresh,
+                  COALESCE(s.likes + $11 * s.comments, 0),
                   {exposure.affinity_rate("a", "ae")},
                   COALESCE(t.interest_rate, 0)
            FROM served e
            JOIN posts p ON p.id = e.post_id
-           JOIN (SELECT m.page, l.popular, l.fresh
-                 FROM unnest($1::uuid[], $4::timestamptz[]) WITH ORDINALITY AS m(member_id, served_at, page)
-                 CROSS JOIN LATERAL engagement_leanings(m.member_id, m.served_at, $11) l) r ON r.page = e.page
            LEFT JOIN author_affinity a ON a.member_id = e.member_id AND a.author_id = p.author_id
            LEFT JOIN author_exposure ae ON ae.member_id = e.member_id AND ae.author_id = p.author_id
            LEFT JOIN post_stats s ON s.post_id = e.post_id

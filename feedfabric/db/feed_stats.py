@@ -77,7 +77,7 @@ async def training_rows(conn: Executor, since: datetime | None, until: datetime)
     engaged with again, so its row says nothing about what the reader wants served)."""
     return await conn.fetch(
         f"""SELECT f.served_at, f.affinity, f.interest, f.favourite, f.age_seconds, f.similarity, f.popularity,
-                   f.popular_lean, f.fresh_lean, f.affinity_rate, f.interest_rate, {ENGAGED} AS engaged
+                   f.affinity_rate, f.interest_rate, {ENGAGED} AS engaged
             FROM feed_log f
             WHERE ($1::timestamptz IS NULL OR f.served_at >= $1) AND f.served_at < $2
               AND NOT EXISTS (SELECT 1 FROM likes l WHERE l.post_id = f.post_id AND l.member_id = f.member_id

@@ -36,9 +36,6 @@ class Candidate(NamedTuple):
     followed: bool
     popularity: float
     vector: bytes | None
-    # The reader's (the same on every candidate): see migration 270's engagement_leanings.
-    popular_lean: float = 0.0
-    fresh_lean: float = 0.0
     # Engagement per post served from the author / the best of the post's tags (db.exposure).
     affinity_rate: float = 0.0
     interest_rate: float = 0.0
@@ -173,8 +170,6 @@ async def candidates(
                SELECT s AS post_id, 3 AS src FROM unnest($6::uuid[]) AS s
            ), pop AS (
                SELECT s AS post_id, 4 AS src FROM unnest($10::uuid[]) AS s
-           ), leaning AS (
-               SELECT popular, fresh FROM engagement_leanings($1, $2, $9)
            ), best AS (
                SELECT post_id, min(src) AS src
                FROM (SELECT * FROM fav UNION ALL SELECT * FROM fol UNION ALL SELECT * FROM tagged
@@ -187,11 +182,10 @@ async def candidates(
                   fa.author_id IS NOT NULL AS favourite,
                   fo.author_id IS NOT NULL AS followed,
                   COALESCE(s.likes + $9 * s.comments, 0) AS popularity,
-                  e.vector, r.popular AS popular_lean, r.fresh AS fresh_lean,
+                  e.vector,
                   {exposure.affinity_rate("a", "ae")} AS affinity_rate,
                   COALESCE(t.interest_rate, 0) AS interest_rate
            FROM best b
-           CROSS JOIN leaning r
            JOIN visible_posts($1) v ON v.id = b.post_id
            LEFT JOIN author_affinity a ON a.member_id = $1 AND a.author_id = v.author_id
            LEFT JOIN author_exposure ae ON ae.member_id = $1 AND ae.author_id = v.author_id
@@ -229,8 +223,6 @@ async def candidates(
             followed=r["followed"],
             popularity=float(r["popularity"]),
             vector=r["vector"],
-            popular_lean=r["popular_lean"],
-            fresh_lean=r["fresh_lean"],
             affinity_rate=r["affinity_rate"],
             interest_rate=r["interest_rate"],
         )

@@ -291,8 +291,6 @@ async def rank(
         ages,
         similarity,
         np.array([c.popularity for c in found]),
-        np.array([c.popular_lean for c in found]),
-        np.array([c.fresh_lean for c in found]),
         np.array([c.affinity_rate for c in found]),
         np.array([c.interest_rate for c in found]),
     )

@@ -65,8 +65,8 @@ async def train(
         raise NotEnoughData(f"{len(records)} rows with a known outcome; at least {min_rows} are needed")
     columns = list(zip(*records, strict=True))
     served_at = np.array([t.timestamp() for t in columns[0]])
-    rows = ranking.features(*(np.array(c, dtype=np.float64) for c in columns[1:11]))
-    engaged = np.array(columns[11], dtype=np.int8)
+    rows = ranking.features(*(np.array(c, dtype=np.float64) for c in columns[1:9]))
+    engaged = np.array(columns[9], dtype=np.int8)
     model, auc, baseline = fit(served_at, rows, engaged)
     weights = [float(w) for w in model.coef_[0]]
     active = auc > baseline

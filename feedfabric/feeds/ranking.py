@@ -21,11 +21,6 @@ SIGNALS = (
     "recency",
     "similarity",
     "popularity",
-    # The post's popularity and recency times the reader's leanings (the same features' mean over what
-    # the reader last engaged with, db `engagement_leanings`): one reader's liking for popular or new
-    # posts is not another's, which no weight on the post's own signals can say.
-    "popularity_x_leaning",
-    "recency_x_leaning",
     # Engagement per post served from the author / of the tag (db.exposure): affinity and interest are
     # running totals that grow with how often an author or tag is shown, these are not.
     "affinity_rate",
@@ -74,15 +69,11 @@ def features(
     age_seconds: np.ndarray,
     similarity: np.ndarray,
     popularity: np.ndarray,
-    popular_leaning: np.ndarray,
-    fresh_leaning: np.ndarray,
     affinity_rate: np.ndarray,
     interest_rate: np.ndarray,
 ) -> np.ndarray:
-    """Rows of SIGNALS: counts on a log scale (a tenth like matters less than the first), age as decay;
-    the leanings are the reader's, as `engagement_leanings` reads them (0 for a reader with no history)."""
+    """Rows of SIGNALS: counts on a log scale (a tenth like matters less than the first), age as decay."""
     recency = np.exp(-np.maximum(np.asarray(age_seconds, dtype=np.float64), 0.0) / 3600.0 / RECENCY_HOURS)
-    popular = np.log1p(np.maximum(np.asarray(popularity, dtype=np.float64), 0.0))
     return np.column_stack(
         [
             np.log1p(np.maximum(np.asarray(affinity, dtype=np.float64), 0.0)),
@@ -90,9 +81,7 @@ def features(
             np.asarray(favourite, dtype=np.float64),
             recency,
             np.clip(np.asarray(similarity, dtype=np.float64), 0.0, 1.0),
-            popular,
-            popular * np.asarray(popular_leaning, dtype=np.float64),
-            recency * np.asarray(fresh_leaning, dtype=np.float64),
+            np.log1p(np.maximum(np.asarray(popularity, dtype=np.float64), 0.0)),
             np.maximum(np.asarray(affinity_rate, dtype=np.float64), 0.0),
             np.maximum(np.asarray(interest_rate, dtype=np.float64), 0.0),
         ]
