@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-from feedfabric.events import Event
 from feedfabric.settings import Settings
 from feedfabric.workers import notifications
 from feedfabric.workers.base import WorkerContext
 
-from tests.pipeline_support import eventually, group_runner, relay, running
+from tests.pipeline_support import InlineGroup, eventually, group_runner, relay, running
 from tests.realtime_support import NOTIFY_SUB, PROTOCOLS, serve, wait_subscribed, ws_client
 
 LIST = """{ notifications(first: 50) { unreadCount edges { node {
@@ -78,20 +77,10 @@ async def test_each_kind_once_never_to_yourself_and_redelivery_doubles_nothing(
         assert _kinds(await api.gql(LIST, token=alice)) == expected_alice
 
         # And the handler itself, run twice on one event without processed_events, writes once.
-        event_row = await pool.fetchrow(
-            "SELECT id, key, event_type, aggregate_version, payload FROM outbox WHERE event_type = 'CommentCreated'"
-        )
-        event = Event(
-            event_row["id"],
-            event_row["event_type"],
-            event_row["key"],
-            event_row["aggregate_version"],
-            event_row["payload"],
-        )
-        ctx = WorkerContext(settings=settings, pool=pool, redis=redis)
+        inline = InlineGroup(notifications.GROUP, WorkerContext(settings=settings, pool=pool, redis=redis))
+        [event] = [e for e in await inline.events() if e.type == "CommentCreated"]
         for _ in range(2):
-            async with pool.acquire() as conn, conn.transaction():
-                await notifications.handle(ctx, conn, event)
+            await inline.apply(event)
         assert await pool.fetchval("SELECT count(*) FROM notifications") == 7
         assert await pool.fetchval("SELECT count(*) FROM outbox WHERE event_type = 'NotificationCreated'") == created
 
