@@ -121,6 +121,22 @@ async def test_engagement_is_logged_as_a_rate_of_what_the_reader_was_served_befo
     assert maya
 
 
+async def test_a_post_the_reader_already_liked_is_not_counted_as_exposure(api: Api, pool: asyncpg.Pool) -> None:
+    """Following pages serve a liked post again and again; counting those would lower the rate of the
+    authors and tags the reader likes most."""
+    author = await api.member("author")
+    liked = uuid.UUID(await api.post(author, "liked #trail"))
+    fresh = uuid.UUID(await api.post(author, "fresh #trail"))
+    maya = await api.member("maya")
+    await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": str(liked)}, token=maya)
+    reader = await pool.fetchval("SELECT id FROM members WHERE external_id = 'maya'")
+    for _ in range(2):
+        await feed_log_db.insert(pool, [ServedPage(reader, "following", (liked, fresh), "redis", datetime.now(UTC))])
+    assert await pool.fetchval("SELECT served FROM author_exposure WHERE member_id = $1", reader) == 2
+    assert await pool.fetchval("SELECT served FROM topic_exposure WHERE member_id = $1", reader) == 2
+    assert await pool.fetchval("SELECT count(*) FROM feed_log WHERE member_id = $1", reader) == 4
+
+
 async def test_a_repost_whose_original_no_longer_exists_is_not_logged(api: Api, pool: asyncpg.Pool) -> None:
     posts = await _posts(api, pool, 1)
     gone = Post(uuid.uuid4(), posts[0].author_id, "gone", uuid.uuid4(), "live", posts[0].created_at, None)

@@ -29,15 +29,22 @@ def topic_signals(member: str, post: str, alias: str) -> str:
 
 def count_served(served: str) -> str:
     """Data-modifying CTEs adding a statement's served rows (`served`: a CTE of member_id, post_id) to
-    the exposure counts; the statement's own reads still see the counts from before it."""
-    return f"""counted_authors AS (
+    the exposure counts; the statement's own reads still see the counts from before it. A post the
+    member already liked or commented on is not counted: it cannot be engaged with again (Following
+    pages serve it again and again), so counting it would lower the rate of the authors and tags the
+    member likes most."""
+    return f"""engageable AS (
+               SELECT e.member_id, e.post_id FROM {served} e
+               WHERE NOT EXISTS (SELECT 1 FROM likes l WHERE l.post_id = e.post_id AND l.member_id = e.member_id)
+                 AND NOT EXISTS (SELECT 1 FROM comments c WHERE c.author_id = e.member_id AND c.post_id = e.post_id)
+           ), counted_authors AS (
                INSERT INTO author_exposure (member_id, author_id, served)
-               SELECT e.member_id, p.author_id, count(*) FROM {served} e JOIN posts p ON p.id = e.post_id
+               SELECT e.member_id, p.author_id, count(*) FROM engageable e JOIN posts p ON p.id = e.post_id
                GROUP BY 1, 2 ORDER BY 1, 2
                ON CONFLICT (member_id, author_id) DO UPDATE SET served = author_exposure.served + EXCLUDED.served
            ), counted_tags AS (
                INSERT INTO topic_exposure (member_id, tag, served)
-               SELECT e.member_id, pt.tag, count(*) FROM {served} e JOIN post_tags pt ON pt.post_id = e.post_id
+               SELECT e.member_id, pt.tag, count(*) FROM engageable e JOIN post_tags pt ON pt.post_id = e.post_id
                GROUP BY 1, 2 ORDER BY 1, 2
                ON CONFLICT (member_id, tag) DO UPDATE SET served = topic_exposure.served + EXCLUDED.served
            )"""
