@@ -15,7 +15,8 @@ served) and that of a tastes-aware ranking of the same candidates: the ceiling a
 Every reading session serves one Following page (followed authors, newest first) and one For You page
 whose preset rotates over NEWEST_FIRST, BALANCED and LEARNED, so all three presets are read by the
 same population. Pages go through the real ranking (feedfabric.feeds.foryou.rank) and the real feed
-log insert, at simulated times; the ranker is the real `feeds.ranker.train`.
+log insert, at simulated times; the ranker is the real `feeds.ranker.train`, run once after the first
+days and then at the end of every later day, as the worker retrains daily.
 
     .venv/bin/python bench/foryou_simulation.py [--seed 22] [--readers 60] [--days 5] [--database URL]
 """
@@ -28,6 +29,7 @@ import math
 import random
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -40,6 +42,7 @@ from feedfabric.db.foryou import Profile
 from feedfabric.feeds import foryou, ranker, ranking
 from feedfabric.ids import new_id
 from feedfabric.settings import Settings
+from sklearn.ensemble import HistGradientBoostingRegressor
 
 from bench import _stack
 
@@ -67,6 +70,15 @@ class SimPost:
     topic: str
     quality: float
     created_at: datetime
+
+
+@dataclass(frozen=True)
+class CandidateSet:
+    """A For You ranking's candidates with their logged signals and their hidden chances."""
+
+    phase: str
+    candidates: foryou.Signals
+    chances: np.ndarray
 
 
 def engage_probability(reader: Reader, post: SimPost, at: datetime) -> float:
@@ -99,6 +111,8 @@ class Simulation:
         self.counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         # for you preset -> [sum of the best PAGE chances, sum of the served chances, posts served]
         self.expected: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+        self.phase = "before"
+        self.candidate_sets: list[CandidateSet] = []
 
     async def _member(self, name: str) -> uuid.UUID:
         member_id = new_id()
@@ -181,8 +195,17 @@ class Simulation:
         following = await self.following_page(reader, at)
         weights, _ = await foryou._weights(self.pool, preset, None)
         profile = Profile(preset, ranking.SOURCES, 48)
-        ranked = await foryou.rank(self.pool, self.settings, reader.id, profile, at, weights)
+        candidates = await foryou.signals(self.pool, self.settings, reader.id, profile, at)
+        ranked = foryou.order(candidates, weights) if candidates is not None else []
         served = ranked[:PAGE]
+        if measuring and candidates is not None:
+            self.candidate_sets.append(
+                CandidateSet(
+                    self.phase,
+                    candidates,
+                    np.array([engage_probability(reader, self.posts[c.post_id], at) for c in candidates.found]),
+                )
+            )
         if measuring and ranked:
             # The ceiling: what a ranker that knew the hidden tastes would serve from the same candidates.
             chances = sorted((engage_probability(reader, self.posts[r.post_id], at) for r in ranked), reverse=True)
@@ -226,7 +249,8 @@ class Simulation:
             await affinity.add_affinity(conn, reader.id, self.authors[post.author], self.settings.like_weight)
             await affinity.add_interest(conn, reader.id, [post.topic], self.settings.like_weight)
 
-    async def days(self, start: datetime, count: int, measuring: bool) -> datetime:
+    async def days(self, start: datetime, count: int, measuring: bool, retrain: bool = False) -> datetime:
+        """`retrain`: train again at the end of each day, as the worker does once a model exists."""
         day = start
         for _ in range(count):
             previous = 0.0
@@ -239,6 +263,11 @@ class Simulation:
                     await self.read(reader, at, preset, measuring)
             await self.publish(day + timedelta(hours=previous), 24 - previous)
             day += timedelta(days=1)
+            if retrain:
+                trained = await ranker.train(self.pool, now=day)
+                print(
+                    f"  retrained at the end of the day: AUC {trained.auc:.4f} vs BALANCED {trained.baseline_auc:.4f}"
+                )
         return day
 
     def report(self, title: str) -> dict[str, float]:
@@ -254,6 +283,36 @@ class Simulation:
         self.counts.clear()
         self.expected.clear()
         return rates
+
+
+def expected_rate(sets: list[CandidateSet], score: Callable[[CandidateSet], np.ndarray]) -> float:
+    """The mean hidden chance of the first PAGE posts of each set ordered by `score`, the author-spread
+    rule applied as For You applies it."""
+    chances, served = 0.0, 0
+    for s in sets:
+        best_first = np.lexsort((-s.candidates.created, -score(s))).tolist()
+        placed = ranking.spread(best_first, [c.author_id for c in s.candidates.found])[:PAGE]
+        chances += float(s.chances[placed].sum())
+        served += len(placed)
+    return chances / served
+
+
+def signals_bound(sets: list[CandidateSet]) -> None:
+    """How far a ranker could go on the logged signals alone: a gradient-boosted model fitted to the
+    hidden chances themselves (no learner from outcomes does better) on the first days' candidates,
+    ordering the later days' candidates; against BALANCED and a tastes-aware ranking on the same sets."""
+    before = [s for s in sets if s.phase == "before"]
+    after = [s for s in sets if s.phase == "after"]
+    model = HistGradientBoostingRegressor(random_state=0).fit(
+        np.vstack([s.candidates.rows for s in before]), np.concatenate([s.chances for s in before])
+    )
+    balanced = expected_rate(after, lambda s: ranking.scores(ranking.FIXED_PRESETS["balanced"], s.candidates.rows))
+    best = expected_rate(after, lambda s: model.predict(s.candidates.rows))
+    ceiling = expected_rate(after, lambda s: s.chances)
+    print(
+        f"\nOn the later days' candidates: BALANCED {balanced:.3f}; the best on the logged signals {best:.3f}"
+        f" ({best / balanced:.2f}x BALANCED); tastes-aware {ceiling:.3f} ({ceiling / balanced:.2f}x)"
+    )
 
 
 def main() -> None:
@@ -288,7 +347,8 @@ async def simulate(args: argparse.Namespace, url: str) -> None:
             f" {'active' if trained.active else 'NOT active'}"
         )
         print("  weights: " + ", ".join(f"{k} {v:+.3f}" for k, v in trained.weights.items()))
-        await sim.days(end, args.days, measuring=True)
+        sim.phase = "after"
+        await sim.days(end, args.days, measuring=True, retrain=True)
         after = sim.report(f"After training ({args.days} more days)")
         learned, balanced, newest = (
             after["for_you/learned"],
@@ -302,6 +362,7 @@ async def simulate(args: argparse.Namespace, url: str) -> None:
         print(
             f"  before training: BALANCED {before['for_you/balanced']:.3f}, NEWEST_FIRST {before['for_you/newest_first']:.3f}"
         )
+        signals_bound(sim.candidate_sets)
     finally:
         await pool.close()
 

@@ -229,6 +229,17 @@ async def popular_ids(
     return ids
 
 
+@dataclass(frozen=True)
+class Signals:
+    """The candidates of a ranking and their signals as rows of `ranking.SIGNALS`: what every preset
+    orders alike (the simulation also fits on them)."""
+
+    found: list[foryou_db.Candidate]
+    rows: np.ndarray
+    similarity: np.ndarray
+    created: np.ndarray  # POSIX seconds
+
+
 async def rank(
     pool: asyncpg.Pool,
     settings: Settings,
@@ -239,6 +250,19 @@ async def rank(
     redis: aioredis.Redis | None = None,
 ) -> list[Ranked]:
     """The ranked list as of `as_of`: candidates, their scores, the author-spread rule."""
+    candidates = await signals(pool, settings, member_id, profile, as_of, redis)
+    return order(candidates, weights) if candidates is not None else []
+
+
+async def signals(
+    pool: asyncpg.Pool,
+    settings: Settings,
+    member_id: uuid.UUID,
+    profile: Profile,
+    as_of: datetime,
+    redis: aioredis.Redis | None = None,
+) -> Signals | None:
+    """The candidates of the profile's sources as of `as_of` with their signals; None without any."""
     since = as_of - timedelta(hours=profile.lookback_hours)
     favourites_since = as_of - timedelta(hours=max(FAVOURITES_MIN_HOURS, profile.lookback_hours))
     liked = await foryou_db.taste_vectors(pool, member_id, as_of)
@@ -276,7 +300,7 @@ async def rank(
         comment_weight=settings.comment_weight,
     )
     if not found:
-        return []
+        return None
     similarity = np.zeros(len(found))
     if taste is not None:
         for n, c in enumerate(found):
@@ -294,17 +318,22 @@ async def rank(
         np.array([c.affinity_rate for c in found]),
         np.array([c.interest_rate for c in found]),
     )
-    score = ranking.scores(weights, rows, np.array([c.followed for c in found], dtype=np.float64))
+    return Signals(found, rows, similarity, created)
+
+
+def order(candidates: Signals, weights: ranking.Weights) -> list[Ranked]:
+    """The candidates by the weights' score, newer first on ties, then the author-spread rule."""
+    found, similarity, created = candidates.found, candidates.similarity, candidates.created
+    score = ranking.scores(weights, candidates.rows, np.array([c.followed for c in found], dtype=np.float64))
     # Ties (NEWEST_FIRST's equal ages aside, rare) fall to the newer post, so a rebuild orders alike.
     # (np.lexsort: the last key first; 16-byte IDs compare as the UUIDs do.)
     ids = np.array([c.post_id.bytes for c in found], dtype="S16")
-    order = np.lexsort((ids, -created, -score)).tolist()
-    placed = ranking.spread(order, [c.author_id for c in found])
-    ranked = [
+    best_first = np.lexsort((ids, -created, -score)).tolist()
+    placed = ranking.spread(best_first, [c.author_id for c in found])
+    return [
         Ranked(found[i].post_id, float(score[i]), ranking.SOURCES[found[i].source], float(similarity[i]))
         for i in placed
     ]
-    return ranked
 
 
 def _pack(ranked: list[Ranked]) -> bytes:
