@@ -28,7 +28,7 @@ class Candidate(NamedTuple):
 
     post_id: uuid.UUID
     author_id: uuid.UUID
-    created_at: datetime
+    created: float  # POSIX seconds
     source: int  # index into feeds.ranking.SOURCES
     affinity: float
     interest: float
@@ -124,11 +124,14 @@ async def candidates(
     per_source: int,
     total: int,
     comment_weight: float,
+    with_vectors: bool = True,
 ) -> list[Candidate]:
     """Every source's candidates and their signals in one statement; a repost counts as its original,
     each post keeps its strongest source (lowest number), the visibility rule decides what is shown.
     Posts the member already liked or commented on (by `as_of`) are not offered again. SIMILAR and
-    POPULAR come as lists of IDs (`popular`: one list shared by every member, see feeds.foryou)."""
+    POPULAR come as lists of IDs (`popular`: one list shared by every member, see feeds.foryou).
+    Vectors (1.5 kB each) are read only `with_vectors`: without a taste to compare them with, the
+    similarity is 0 for all."""
     rows = await conn.fetch(
         f"""WITH fav AS (
                SELECT COALESCE(p.repost_of, p.id) AS post_id, 0 AS src
@@ -176,7 +179,7 @@ async def candidates(
                      UNION ALL SELECT * FROM sim UNION ALL SELECT * FROM pop) c
                GROUP BY post_id
            )
-           SELECT v.id, v.author_id, v.created_at, b.src,
+           SELECT v.id, v.author_id, extract(epoch FROM v.created_at)::float8, b.src,
                   COALESCE(a.score, 0) AS affinity,
                   COALESCE(t.interest, 0) AS interest,
                   fa.author_id IS NOT NULL AS favourite,
@@ -192,7 +195,7 @@ async def candidates(
            LEFT JOIN favourite_authors fa ON fa.author_id = v.author_id
            LEFT JOIN followed_all fo ON fo.author_id = v.author_id
            LEFT JOIN post_stats s ON s.post_id = v.id
-           LEFT JOIN post_embeddings e ON e.post_id = v.id
+           LEFT JOIN post_embeddings e ON e.post_id = v.id AND $11
            {exposure.topic_signals("$1", "v.id", "t")}
            WHERE v.author_id <> $1 AND v.created_at <= $2 AND (b.src <> 4 OR v.created_at > $3)
              AND NOT EXISTS (SELECT 1 FROM likes l WHERE l.post_id = v.id AND l.member_id = $1 AND l.created_at <= $2)
@@ -210,24 +213,10 @@ async def candidates(
         total,
         comment_weight,
         list(popular_ids),
+        with_vectors,
     )
-    return [
-        Candidate(
-            post_id=r["id"],
-            author_id=r["author_id"],
-            created_at=r["created_at"],
-            source=r["src"],
-            affinity=r["affinity"],
-            interest=r["interest"],
-            favourite=r["favourite"],
-            followed=r["followed"],
-            popularity=float(r["popularity"]),
-            vector=r["vector"],
-            affinity_rate=r["affinity_rate"],
-            interest_rate=r["interest_rate"],
-        )
-        for r in rows
-    ]
+    # The columns are selected in Candidate's field order.
+    return [Candidate(*r) for r in rows]
 
 
 async def popular(

@@ -113,7 +113,7 @@ class Chain:
             self.profile.lookback_hours,
             self.model_id,
             len(served),
-        ) + b"".join(_FINGERPRINT.pack(f) for f in served)
+        ) + struct.pack(f">{len(served)}I", *served)
         return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
@@ -236,6 +236,7 @@ class Signals:
 
     found: list[foryou_db.Candidate]
     rows: np.ndarray
+    followed: np.ndarray  # 1.0 for an author the member follows
     similarity: np.ndarray
     created: np.ndarray  # POSIX seconds
 
@@ -298,6 +299,7 @@ async def signals(
         per_source=per_source,
         total=settings.foryou_candidates,
         comment_weight=settings.comment_weight,
+        with_vectors=taste is not None,
     )
     if not found:
         return None
@@ -306,34 +308,32 @@ async def signals(
         for n, c in enumerate(found):
             if c.vector is not None:
                 similarity[n] = float(embeddings.from_bytes(c.vector) @ taste)
-    created = np.array([c.created_at.timestamp() for c in found])
-    ages = as_of.timestamp() - created
-    rows = ranking.features(
-        np.array([c.affinity for c in found]),
-        np.array([c.interest for c in found]),
-        np.array([c.favourite for c in found], dtype=np.float64),
-        ages,
-        similarity,
-        np.array([c.popularity for c in found]),
-        np.array([c.affinity_rate for c in found]),
-        np.array([c.interest_rate for c in found]),
-    )
-    return Signals(found, rows, similarity, created)
+    # One pass over the candidates into columns: created, affinity, interest, favourite, followed,
+    # popularity, affinity_rate, interest_rate.
+    columns = np.array(
+        [
+            (c.created, c.affinity, c.interest, c.favourite, c.followed, c.popularity, c.affinity_rate, c.interest_rate)
+            for c in found
+        ],
+        dtype=np.float64,
+    ).T
+    created = columns[0]
+    rows = ranking.features(columns[1], columns[2], columns[3], as_of.timestamp() - created, similarity, *columns[5:])
+    return Signals(found, rows, columns[4], similarity, created)
 
 
 def order(candidates: Signals, weights: ranking.Weights) -> list[Ranked]:
     """The candidates by the weights' score, newer first on ties, then the author-spread rule."""
     found, similarity, created = candidates.found, candidates.similarity, candidates.created
-    score = ranking.scores(weights, candidates.rows, np.array([c.followed for c in found], dtype=np.float64))
+    score = ranking.scores(weights, candidates.rows, candidates.followed)
     # Ties (NEWEST_FIRST's equal ages aside, rare) fall to the newer post, so a rebuild orders alike.
     # (np.lexsort: the last key first; 16-byte IDs compare as the UUIDs do.)
     ids = np.array([c.post_id.bytes for c in found], dtype="S16")
     best_first = np.lexsort((ids, -created, -score)).tolist()
     placed = ranking.spread(best_first, [c.author_id for c in found])
-    return [
-        Ranked(found[i].post_id, float(score[i]), ranking.SOURCES[found[i].source], float(similarity[i]))
-        for i in placed
-    ]
+    sources = ranking.SOURCES
+    scores, similarities = score.tolist(), similarity.tolist()
+    return [Ranked(found[i].post_id, scores[i], sources[found[i].source], similarities[i]) for i in placed]
 
 
 def _pack(ranked: list[Ranked]) -> bytes:
