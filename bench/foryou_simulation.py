@@ -112,6 +112,9 @@ class Simulation:
         # for you preset -> [sum of the best PAGE chances, sum of the served chances, posts served]
         self.expected: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
         self.phase = "before"
+        # Days simulated so far: the presets rotate by it, not by the calendar, so a run gives the same
+        # figures whatever day it runs on.
+        self.days_read = 0
         self.candidate_sets: list[CandidateSet] = []
 
     async def _member(self, name: str) -> uuid.UUID:
@@ -259,10 +262,11 @@ class Simulation:
                 previous = hour
                 at = day + timedelta(hours=hour)
                 for n, reader in enumerate(self.readers):
-                    preset = PRESETS[(n + session_number + day.toordinal()) % len(PRESETS)]
+                    preset = PRESETS[(n + session_number + self.days_read) % len(PRESETS)]
                     await self.read(reader, at, preset, measuring)
             await self.publish(day + timedelta(hours=previous), 24 - previous)
             day += timedelta(days=1)
+            self.days_read += 1
             if retrain:
                 trained = await ranker.train(self.pool, now=day)
                 print(
