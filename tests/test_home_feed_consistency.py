@@ -114,3 +114,20 @@ async def test_own_unpushed_post_under_a_batch_of_gone_entries_is_still_on_the_p
     # Deleted, but still in the timeline (no worker ran to take them out): the first batch shows nothing.
     await pool.execute("UPDATE posts SET status = 'deleted' WHERE id = ANY($1::uuid[])", [uuid.UUID(g) for g in gone])
     assert await first_page(api, maya, 2) == ([mine, older[2]], "REDIS")
+
+
+async def test_own_unpushed_post_below_the_batch_floor_is_on_the_page_when_gone_entries_push_the_page_lower(
+    api: Api, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    maya = await api.member("maya")
+    theo = await api.member("theo")
+    await api.follow(maya, "theo")
+    older = [await api.post(theo, f"older {i}") for i in range(3)]
+    mine = await api.post(maya, "mine, not yet pushed")
+    newer = [await api.post(theo, f"newer {i}") for i in range(2)]
+    gone = [await api.post(theo, f"gone {i}") for i in range(2)]
+    await fan_out(api, pool, redis, [*older, *newer, *gone])
+    await pool.execute("UPDATE posts SET status = 'deleted' WHERE id = ANY($1::uuid[])", [uuid.UUID(g) for g in gone])
+    # The batch's 4th entry (a page of 3 reads 4) is newer[0], but two entries above it are gone, so the
+    # page reaches below it, to where maya's own post belongs.
+    assert await first_page(api, maya, 3) == ([newer[1], newer[0], mine], "REDIS")

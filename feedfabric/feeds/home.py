@@ -132,7 +132,7 @@ class HomeFeedService:
         exhausted = False
         rounds = 0
         own_floor: uuid.UUID | None = None
-        first_visible = 0
+        covered = 0
         while len(visible) < wanted:
             if rounds:
                 batch = max(wanted - len(visible), 20)
@@ -155,16 +155,17 @@ class HomeFeedService:
             else:
                 found = await posts_db.visible_by_ids(self.reads, ids, member.id) if ids else {}
             visible += [found[i] for i in ids if i in found]
-            if not rounds:
-                first_visible = len(visible)
+            if not rounds and own_floor is not None:
+                covered = sum(p.id >= own_floor for p in visible)
             rounds += 1
             if ids:
                 cursor = ids[-1]
             if len(ids) < batch:
                 exhausted = True
                 break
-        if own_floor is not None and first_visible < wanted:
-            # The first batch did not fill the page: the viewer's own posts below its floor may belong on it.
+        if own_floor is not None and covered < wanted:
+            # Entries down to the floor that are gone (deleted, held: still in the timeline) leave the page
+            # ending below it, where the viewer's own posts that fan-out has not pushed yet may belong.
             pulled = pulled + await posts_db.by_authors_page(self.reads, [member.id], member.id, before, wanted)
         items = _merge_pulled(visible, pulled, wanted)
         source = REDIS
