@@ -43,6 +43,7 @@ from feedfabric.feeds import foryou, ranker, ranking
 from feedfabric.ids import new_id
 from feedfabric.settings import Settings
 from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.linear_model import LogisticRegression
 
 from bench import _stack
 
@@ -73,23 +74,58 @@ class SimPost:
 
 
 @dataclass(frozen=True)
+class TasteMix:
+    """How much each hidden taste adds to the chance of engaging: a favourite author, a topic, the
+    liking for popular posts (times the post's quality) and for new ones (times a 6-hour decay)."""
+
+    favourite: float = 0.35
+    topic: float = 0.25
+    popular: float = 0.30
+    new: float = 0.15
+
+    def chances(self, tastes: np.ndarray) -> np.ndarray:
+        """`tastes`: one row per post, as CandidateSet.tastes."""
+        weights = np.array([self.favourite, self.topic, self.popular, self.new])
+        return np.minimum(0.01 + tastes @ weights, 0.9)
+
+
+TASTES = TasteMix()
+# Other mixes the sweep (taste_sweep) replays the later days' candidates with: each far from BALANCED's weights.
+OTHER_MIXES = (
+    TasteMix(popular=0.60),
+    TasteMix(favourite=0.25, topic=0.15, popular=0.60),
+    TasteMix(topic=0.10, popular=0.60, new=0.05),
+    TasteMix(popular=0.90, new=0.05),
+    TasteMix(favourite=0.20, topic=0.10, popular=0.90, new=0.05),
+    TasteMix(favourite=0.45, topic=0.05, new=0.05),
+    TasteMix(favourite=0.50, topic=0.10, popular=0.20, new=0.0),
+)
+
+
+@dataclass(frozen=True)
 class CandidateSet:
-    """A For You ranking's candidates with their logged signals and their hidden chances."""
+    """A For You ranking's candidates with their logged signals, their hidden chances and the hidden
+    terms the chances come from (`tastes`: favourite author, topic, liking × quality, liking × decay)."""
 
     phase: str
     candidates: foryou.Signals
     chances: np.ndarray
+    tastes: np.ndarray
+
+
+def taste_terms(reader: Reader, post: SimPost, at: datetime) -> tuple[float, float, float, float]:
+    age_h = (at - post.created_at).total_seconds() / 3600
+    return (
+        float(post.author in reader.favourite_authors),
+        float(post.topic in reader.topics),
+        reader.likes_popular * post.quality,
+        reader.likes_new * math.exp(-age_h / 6),
+    )
 
 
 def engage_probability(reader: Reader, post: SimPost, at: datetime) -> float:
     """The hidden taste: the only thing that decides whether a member engages."""
-    age_h = (at - post.created_at).total_seconds() / 3600
-    p = 0.01
-    p += 0.35 if post.author in reader.favourite_authors else 0.0
-    p += 0.25 if post.topic in reader.topics else 0.0
-    p += 0.30 * reader.likes_popular * post.quality
-    p += 0.15 * reader.likes_new * math.exp(-age_h / 6)
-    return min(p, 0.9)
+    return float(TASTES.chances(np.array(taste_terms(reader, post, at))))
 
 
 class Simulation:
@@ -202,13 +238,8 @@ class Simulation:
         ranked = foryou.order(candidates, weights) if candidates is not None else []
         served = ranked[:PAGE]
         if measuring and candidates is not None:
-            self.candidate_sets.append(
-                CandidateSet(
-                    self.phase,
-                    candidates,
-                    np.array([engage_probability(reader, self.posts[c.post_id], at) for c in candidates.found]),
-                )
-            )
+            tastes = np.array([taste_terms(reader, self.posts[c.post_id], at) for c in candidates.found])
+            self.candidate_sets.append(CandidateSet(self.phase, candidates, TASTES.chances(tastes), tastes))
         if measuring and ranked:
             # The ceiling: what a ranker that knew the hidden tastes would serve from the same candidates.
             chances = sorted((engage_probability(reader, self.posts[r.post_id], at) for r in ranked), reverse=True)
@@ -319,6 +350,32 @@ def signals_bound(sets: list[CandidateSet]) -> None:
     )
 
 
+def taste_sweep(sets: list[CandidateSet], seed: int) -> None:
+    """Is the gap to 1.2x this population's, or the learner's? For other taste mixes, replayed on the
+    same candidates: BALANCED, NEWEST_FIRST, the tastes-aware ranking, and a logistic regression (what
+    train-ranker fits) on the signals of every candidate of the first days (not only those served, so
+    no selection bias), with outcomes drawn from that mix's chances; each ordering the later days'."""
+    rng = np.random.default_rng(seed)
+    print("\nOther taste mixes on the same candidates (x BALANCED; favourite, topic, popular, new):")
+    print(f"  {'mix':<32}{'NEWEST':>8}{'logistic':>10}{'tastes-aware':>14}")
+    for mix in (TASTES, *OTHER_MIXES):
+        replayed = [CandidateSet(s.phase, s.candidates, mix.chances(s.tastes), s.tastes) for s in sets]
+        early = [s for s in replayed if s.phase == "before"]
+        late = [s for s in replayed if s.phase == "after"]
+        chances = np.concatenate([s.chances for s in early])
+        model = LogisticRegression(max_iter=1000).fit(
+            np.vstack([s.candidates.rows for s in early]), rng.random(len(chances)) < chances
+        )
+        balanced = expected_rate(late, lambda s: ranking.scores(ranking.FIXED_PRESETS["balanced"], s.candidates.rows))
+        newest = expected_rate(late, lambda s: ranking.scores(ranking.FIXED_PRESETS["newest_first"], s.candidates.rows))
+        learned = expected_rate(late, lambda s, model=model: model.decision_function(s.candidates.rows))
+        ceiling = expected_rate(late, lambda s: s.chances)
+        name = f"{mix.favourite:.2f} {mix.topic:.2f} {mix.popular:.2f} {mix.new:.2f}" + (
+            " (this run)" if mix is TASTES else ""
+        )
+        print(f"  {name:<32}{newest / balanced:>8.2f}{learned / balanced:>10.2f}{ceiling / balanced:>14.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seed", type=int, default=22)
@@ -367,6 +424,7 @@ async def simulate(args: argparse.Namespace, url: str) -> None:
             f"  before training: BALANCED {before['for_you/balanced']:.3f}, NEWEST_FIRST {before['for_you/newest_first']:.3f}"
         )
         signals_bound(sim.candidate_sets)
+        taste_sweep(sim.candidate_sets, args.seed)
     finally:
         await pool.close()
 
