@@ -18,7 +18,8 @@ same population. Pages go through the real ranking (feedfabric.feeds.foryou.rank
 log insert, at simulated times; the ranker is the real `feeds.ranker.train`, run once after the first
 days and then at the end of every later day, as the worker retrains daily.
 
-    .venv/bin/python bench/foryou_simulation.py [--seed 22] [--readers 60] [--days 5] [--database URL]
+    .venv/bin/python bench/foryou_simulation.py [--seed 22] [--readers 60] [--days 5] [--tastes 0.35,0.25,0.30,0.15]
+        [--database URL]
 """
 
 from __future__ import annotations
@@ -89,7 +90,6 @@ class TasteMix:
         return np.minimum(0.01 + tastes @ weights, 0.9)
 
 
-TASTES = TasteMix()
 # Other mixes the sweep (taste_sweep) replays the later days' candidates with: each far from BALANCED's weights.
 OTHER_MIXES = (
     TasteMix(popular=0.60),
@@ -123,14 +123,11 @@ def taste_terms(reader: Reader, post: SimPost, at: datetime) -> tuple[float, flo
     )
 
 
-def engage_probability(reader: Reader, post: SimPost, at: datetime) -> float:
-    """The hidden taste: the only thing that decides whether a member engages."""
-    return float(TASTES.chances(np.array(taste_terms(reader, post, at))))
-
-
 class Simulation:
-    def __init__(self, pool: asyncpg.Pool, settings: Settings, seed: int, readers: int, authors: int) -> None:
-        self.pool, self.settings = pool, settings
+    def __init__(
+        self, pool: asyncpg.Pool, settings: Settings, seed: int, readers: int, authors: int, tastes: TasteMix
+    ) -> None:
+        self.pool, self.settings, self.tastes = pool, settings, tastes
         self.rng = random.Random(seed)
         self.nprng = np.random.default_rng(seed)
         self.n_readers, self.n_authors = readers, authors
@@ -239,14 +236,12 @@ class Simulation:
         served = ranked[:PAGE]
         if measuring and candidates is not None:
             tastes = np.array([taste_terms(reader, self.posts[c.post_id], at) for c in candidates.found])
-            self.candidate_sets.append(CandidateSet(self.phase, candidates, TASTES.chances(tastes), tastes))
+            self.candidate_sets.append(CandidateSet(self.phase, candidates, self.tastes.chances(tastes), tastes))
         if measuring and ranked:
             # The ceiling: what a ranker that knew the hidden tastes would serve from the same candidates.
-            chances = sorted((engage_probability(reader, self.posts[r.post_id], at) for r in ranked), reverse=True)
+            chances = sorted((self.chance(reader, self.posts[r.post_id], at) for r in ranked), reverse=True)
             self.expected[f"for_you/{preset}"][0] += sum(chances[:PAGE])
-            self.expected[f"for_you/{preset}"][1] += sum(
-                engage_probability(reader, self.posts[r.post_id], at) for r in served
-            )
+            self.expected[f"for_you/{preset}"][1] += sum(self.chance(reader, self.posts[r.post_id], at) for r in served)
             self.expected[f"for_you/{preset}"][2] += len(served)
         pages = [ServedPage(reader.id, "following", tuple(following), "postgres", at)]
         if served:
@@ -266,12 +261,16 @@ class Simulation:
         for feed, ids in (("following", following), (f"for_you/{preset}", [r.post_id for r in served])):
             for position, post_id in enumerate(ids):
                 post = self.posts[post_id]
-                engaged = post_id not in reader.liked and self.rng.random() < engage_probability(reader, post, at)
+                engaged = post_id not in reader.liked and self.rng.random() < self.chance(reader, post, at)
                 if measuring:
                     self.counts[feed][0] += 1
                     self.counts[feed][1] += engaged
                 if engaged:
                     await self.like(reader, post, at + timedelta(minutes=2 + position))
+
+    def chance(self, reader: Reader, post: SimPost, at: datetime) -> float:
+        """The hidden taste: the only thing that decides whether a member engages."""
+        return float(self.tastes.chances(np.array(taste_terms(reader, post, at))))
 
     async def like(self, reader: Reader, post: SimPost, at: datetime) -> None:
         reader.liked.add(post.id)
@@ -350,7 +349,7 @@ def signals_bound(sets: list[CandidateSet]) -> None:
     )
 
 
-def taste_sweep(sets: list[CandidateSet], seed: int) -> None:
+def taste_sweep(sets: list[CandidateSet], tastes: TasteMix, seed: int) -> None:
     """Is the gap to 1.2x this population's, or the learner's? For other taste mixes, replayed on the
     same candidates: BALANCED, NEWEST_FIRST, the tastes-aware ranking, and a logistic regression (what
     train-ranker fits) on the signals of every candidate of the first days (not only those served, so
@@ -358,7 +357,7 @@ def taste_sweep(sets: list[CandidateSet], seed: int) -> None:
     rng = np.random.default_rng(seed)
     print("\nOther taste mixes on the same candidates (x BALANCED; favourite, topic, popular, new):")
     print(f"  {'mix':<32}{'NEWEST':>8}{'logistic':>10}{'tastes-aware':>14}")
-    for mix in (TASTES, *OTHER_MIXES):
+    for mix in (tastes, *(m for m in OTHER_MIXES if m != tastes)):
         replayed = [CandidateSet(s.phase, s.candidates, mix.chances(s.tastes), s.tastes) for s in sets]
         early = [s for s in replayed if s.phase == "before"]
         late = [s for s in replayed if s.phase == "after"]
@@ -371,7 +370,7 @@ def taste_sweep(sets: list[CandidateSet], seed: int) -> None:
         learned = expected_rate(late, lambda s, model=model: model.decision_function(s.candidates.rows))
         ceiling = expected_rate(late, lambda s: s.chances)
         name = f"{mix.favourite:.2f} {mix.topic:.2f} {mix.popular:.2f} {mix.new:.2f}" + (
-            " (this run)" if mix is TASTES else ""
+            " (this run)" if mix is tastes else ""
         )
         print(f"  {name:<32}{newest / balanced:>8.2f}{learned / balanced:>10.2f}{ceiling / balanced:>14.2f}")
 
@@ -382,6 +381,12 @@ def main() -> None:
     parser.add_argument("--readers", type=int, default=60)
     parser.add_argument("--authors", type=int, default=40)
     parser.add_argument("--days", type=int, default=5, help="simulated days before training, and again after")
+    parser.add_argument(
+        "--tastes",
+        type=lambda text: TasteMix(*(float(x) for x in text.split(","))),
+        default=TasteMix(),
+        help="what a favourite author, a topic, the liking for popular and for new posts add: 0.35,0.25,0.30,0.15",
+    )
     parser.add_argument("--database", help="a Postgres server URL (a fresh database is made beside it)")
     args = parser.parse_args()
     with _stack.services() as env:
@@ -393,7 +398,7 @@ async def simulate(args: argparse.Namespace, url: str) -> None:
     pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
     settings = Settings(database_url=url)
     try:
-        sim = Simulation(pool, settings, args.seed, args.readers, args.authors)
+        sim = Simulation(pool, settings, args.seed, args.readers, args.authors, args.tastes)
         await sim.populate()
         start = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2 * args.days + 3)
         await feed_log_db.ensure_partitions(
@@ -424,7 +429,7 @@ async def simulate(args: argparse.Namespace, url: str) -> None:
             f"  before training: BALANCED {before['for_you/balanced']:.3f}, NEWEST_FIRST {before['for_you/newest_first']:.3f}"
         )
         signals_bound(sim.candidate_sets)
-        taste_sweep(sim.candidate_sets, args.seed)
+        taste_sweep(sim.candidate_sets, sim.tastes, args.seed)
     finally:
         await pool.close()
 

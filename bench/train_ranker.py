@@ -3,7 +3,8 @@
 
 The log is generated in Postgres: 2,000 readers, 50,000 posts, rows over 10 days with random
 signals, and a like within the hour for about one served row in eight, more likely the higher the
-row's similarity and affinity (so there is something to learn).
+row's similarity and affinity (so there is something to learn). Each reader is served each post at
+most once, so every row is a first serving and trained on (the most work for the fit).
 
     .venv/bin/python bench/train_ranker.py [--rows 1000000] [--database URL]
 """
@@ -55,7 +56,7 @@ async def load(database_url: str, rows: int) -> None:
                 INSERT INTO feed_log (member_id, feed, post_id, position, source, affinity, interest, favourite,
                                       age_seconds, similarity, popularity, served_at)
                 SELECT m.ids[1 + (i % 2000)], CASE WHEN i % 3 = 0 THEN 'for_you' ELSE 'following' END,
-                       p.ids[1 + ((i::bigint * 7919) % 50000)::int], i % 20, 'postgres',
+                       p.ids[1 + (((i / 2000) * 97 + (i % 2000) * 13) % 50000)], i % 20, 'postgres',
                        random() * 5, random() * 5, random() < 0.1, random() * 172800, random(), random() * 40,
                        now() - interval '10 days' + i * (interval '9 days' / {rows})
                 FROM generate_series(1, {rows}) i, m, p"""

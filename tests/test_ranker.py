@@ -8,9 +8,11 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
+import numpy as np
 import pytest
 from feedfabric.db import feed_log as feed_log_db
-from feedfabric.feeds import ranker
+from feedfabric.db import feed_stats
+from feedfabric.feeds import ranker, ranking
 
 from tests import factories
 
@@ -80,8 +82,6 @@ async def test_a_model_that_beats_balanced_is_stored_and_made_active(pool: async
 
 async def test_a_model_that_does_not_beat_balanced_is_stored_but_not_active(pool: asyncpg.Pool) -> None:
     """Engagement here follows BALANCED's own score exactly, so BALANCED's AUC is 1 and no model beats it."""
-    import numpy as np
-    from feedfabric.feeds import ranking
 
     def balanced(s, rng):  # type: ignore[no-untyped-def]
         x = ranking.features(
@@ -119,3 +119,73 @@ async def test_the_worker_retrains_once_a_day_and_only_with_enough_new_rows(pool
     await pool.execute("UPDATE ranker_models SET trained_at = now() - interval '2 days'")
     # Two days later, but only the rows of the day before that model are new to it: too few.
     assert await ranker.retrain_if_due(pool, min_new_rows=300) is None
+
+
+async def test_a_post_served_again_is_trained_on_once_at_its_first_serving(pool: asyncpg.Pool) -> None:
+    """Served at 9:00 and again at 13:00, liked at 13:05: one row, the first serving, engaged (a like
+    within 24 hours of it); the second serving is not a row of its own."""
+    reader = await factories.member(pool)
+    author = await factories.member(pool)
+    post_id = uuid.uuid4()
+    first = NOW - timedelta(days=3)
+    await feed_log_db.ensure_partitions(pool, {first.date()})
+    await pool.execute(
+        "INSERT INTO posts (id, author_id, content, created_at) VALUES ($1, $2, 'p', $3)", post_id, author, first
+    )
+    for at, feed in ((first, "following"), (first + timedelta(hours=4), "for_you")):
+        await pool.execute(
+            "INSERT INTO feed_log (member_id, feed, post_id, position, source, age_seconds, served_at)"
+            " VALUES ($1, $2, $3, 0, 'redis', 60, $4)",
+            reader,
+            feed,
+            post_id,
+            at,
+        )
+    await pool.execute(
+        "INSERT INTO likes (post_id, member_id, created_at) VALUES ($1, $2, $3)",
+        post_id,
+        reader,
+        first + timedelta(hours=4, minutes=5),
+    )
+    rows = await feed_stats.training_rows(pool, None, NOW)
+    assert [(r["served_at"], r["feed"], r["engaged"]) for r in rows] == [(first, "following", True)]
+
+
+def test_a_feeds_own_engagement_rate_is_not_credited_to_the_signals_its_rows_differ_in() -> None:
+    """Following rows carry no similarity and For You rows are engaged with more often, whatever their
+    similarity: fitted without the feed, similarity takes the For You rows' credit; with it, it does not."""
+    rng = np.random.default_rng(3)
+    n = 6_000
+    feeds = np.where(rng.random(n) < 0.5, "following", "for_you")
+    similarity = np.where(feeds == "for_you", rng.random(n), 0.0)
+    rows = ranking.features(
+        rng.uniform(0, 5, n),
+        rng.uniform(0, 5, n),
+        rng.random(n) < 0.2,
+        rng.uniform(0, 48 * 3600, n),
+        similarity,
+        rng.uniform(0, 50, n),
+        rng.random(n),
+        rng.random(n),
+    )
+    engaged = (rng.random(n) < np.where(feeds == "for_you", 0.6, 0.2)).astype(np.int8)
+    served_at = np.arange(n, dtype=np.float64)
+    similarity_weight = ranking.SIGNALS.index("similarity")
+    confounded = ranker.fit(served_at, rows, engaged, np.full(n, "following"))
+    assert confounded.weights[similarity_weight] > 1.0
+    fitted = ranker.fit(served_at, rows, engaged, feeds)
+    assert abs(fitted.weights[similarity_weight]) < 0.3
+
+
+def test_a_score_that_only_tells_the_feeds_apart_earns_no_auc() -> None:
+    """For You rows are engaged with more often and only they carry similarity, but within each feed
+    engagement is random: BALANCED, which weighs similarity, orders no feed's posts better than chance."""
+    rng = np.random.default_rng(5)
+    n = 6_000
+    feeds = np.where(rng.random(n) < 0.5, "following", "for_you")
+    zeros = np.zeros(n)
+    rows = ranking.features(zeros, zeros, zeros, zeros, (feeds == "for_you").astype(float), zeros, zeros, zeros)
+    engaged = (rng.random(n) < np.where(feeds == "for_you", 0.6, 0.2)).astype(np.int8)
+    fitted = ranker.fit(np.arange(n, dtype=np.float64), rows, engaged, feeds)
+    assert fitted.baseline_auc == pytest.approx(0.5)
+    assert fitted.auc == pytest.approx(0.5)

@@ -72,14 +72,19 @@ async def by_position(conn: Executor, days: int, positions: int = 20) -> list[Po
 
 
 async def training_rows(conn: Executor, since: datetime | None, until: datetime) -> list[asyncpg.Record]:
-    """Every logged row served in [since, until) with its signals and outcome, oldest first; rows of a
-    post its reader had already liked or commented on before serving are left out (it cannot be
-    engaged with again, so its row says nothing about what the reader wants served)."""
+    """The first serving of each post to each reader in [since, until), with its feed, signals and
+    outcome, oldest first.
+
+    Only the first: a post served again had been passed over, so its later rows are a sample of the
+    posts a reader did not want, and one engagement would mark every serving of the day before it as
+    engaged. Rows of a post its reader had already liked or commented on before serving are left out
+    too (it cannot be engaged with again, so its row says nothing about what the reader wants served)."""
     return await conn.fetch(
         f"""SELECT f.served_at, f.affinity, f.interest, f.favourite, f.age_seconds, f.similarity, f.popularity,
-                   f.affinity_rate, f.interest_rate, {ENGAGED} AS engaged
-            FROM feed_log f
-            WHERE ($1::timestamptz IS NULL OR f.served_at >= $1) AND f.served_at < $2
+                   f.affinity_rate, f.interest_rate, {ENGAGED} AS engaged, f.feed
+            FROM (SELECT g.*, row_number() OVER (PARTITION BY g.member_id, g.post_id ORDER BY g.served_at, g.id) AS nth
+                  FROM feed_log g WHERE g.served_at < $2) f
+            WHERE f.nth = 1 AND ($1::timestamptz IS NULL OR f.served_at >= $1)
               AND NOT EXISTS (SELECT 1 FROM likes l WHERE l.post_id = f.post_id AND l.member_id = f.member_id
                                                       AND l.created_at < f.served_at)
               AND NOT EXISTS (SELECT 1 FROM comments c WHERE c.author_id = f.member_id AND c.post_id = f.post_id

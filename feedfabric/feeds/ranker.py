@@ -1,8 +1,13 @@
 """train-ranker: a logistic regression (scikit-learn) on the feed log's signals and outcomes.
 
-The latest 20% of the rows by serving time are held out; the model's ROC AUC on them is compared
-with the BALANCED preset's on the same rows, and the model becomes LEARNED's only when it beats it.
+The latest 20% of the rows by serving time are held out; the model's ROC AUC on them (within each
+feed) is compared with the BALANCED preset's on the same rows, and the model becomes LEARNED's only
+when it beats it.
 Rows served in the last 24 hours are left out: their outcome (engaged within 24 hours) is not known yet.
+
+The feed that served a row is a covariate of the fit but not of the model: the feeds differ in how
+often their posts are engaged with for reasons the signals do not carry (what each feed gathers, the
+signals only some feeds log), and without it the signals their rows differ in take the credit.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ log = logging.getLogger("feedfabric.ranker")
 HOLDOUT = 0.2
 OUTCOME_WINDOW = timedelta(hours=24)
 MIN_ROWS = 100
+# The feeds a log row can come from (feed_log.feed); the first is the covariates' reference.
+FEEDS = ("following", "favourites", "for_you")
 
 
 class NotEnoughData(Exception):
@@ -41,19 +48,46 @@ class Trained:
     weights: dict[str, float]
 
 
-def fit(served_at: np.ndarray, rows: np.ndarray, engaged: np.ndarray) -> tuple[LogisticRegression, float, float]:
-    """Fits on the earlier 80% by time; returns the model, its held-out AUC and BALANCED's."""
+@dataclass(frozen=True)
+class Fitted:
+    weights: np.ndarray  # one per ranking.SIGNALS
+    intercept: float
+    auc: float
+    baseline_auc: float
+
+
+def fit(served_at: np.ndarray, rows: np.ndarray, engaged: np.ndarray, feeds: np.ndarray) -> Fitted:
+    """Fits on the earlier 80% by time, with a covariate per feed but the first; the model is the
+    signals' part. Its held-out AUC (signals only, as it ranks; within each feed) and BALANCED's on
+    the same rows."""
     order = np.argsort(served_at, kind="stable")
-    rows, engaged = rows[order], engaged[order]
+    rows, engaged, feeds = rows[order], engaged[order], feeds[order]
     cut = int(len(rows) * (1 - HOLDOUT))
-    train_x, train_y, test_x, test_y = rows[:cut], engaged[:cut], rows[cut:], engaged[cut:]
+    train_y, test_x, test_y = engaged[:cut], rows[cut:], engaged[cut:]
     if len(set(train_y.tolist())) < 2 or len(set(test_y.tolist())) < 2:
         raise NotEnoughData("both the training rows and the held-out rows need engaged and unengaged posts")
+    covariates = np.column_stack([feeds[:cut] == feed for feed in FEEDS[1:]]).astype(np.float64)
     model = LogisticRegression(max_iter=1000)
-    model.fit(train_x, train_y)
-    auc = float(roc_auc_score(test_y, model.decision_function(test_x)))
-    baseline = float(roc_auc_score(test_y, ranking.scores(ranking.FIXED_PRESETS["balanced"], test_x)))
-    return model, auc, baseline
+    model.fit(np.hstack([rows[:cut], covariates]), train_y)
+    weights = model.coef_[0][: rows.shape[1]]
+    test_feeds = feeds[cut:]
+    auc = within_feeds_auc(test_y, test_x @ weights, test_feeds)
+    baseline = within_feeds_auc(test_y, ranking.scores(ranking.FIXED_PRESETS["balanced"], test_x), test_feeds)
+    return Fitted(weights, float(model.intercept_[0]), auc, baseline)
+
+
+def within_feeds_auc(engaged: np.ndarray, scores: np.ndarray, feeds: np.ndarray) -> float:
+    """The ROC AUC within each feed, averaged by rows: a score orders the posts of one feed's page, so
+    telling the feeds apart (their rates differ) earns it nothing."""
+    total, rows = 0.0, 0
+    for feed in np.unique(feeds):
+        part = feeds == feed
+        if len(set(engaged[part].tolist())) == 2:
+            total += float(roc_auc_score(engaged[part], scores[part])) * int(part.sum())
+            rows += int(part.sum())
+    if not rows:
+        raise NotEnoughData("the held-out rows of some feed need engaged and unengaged posts")
+    return total / rows
 
 
 async def train(
@@ -67,8 +101,9 @@ async def train(
     served_at = np.array([t.timestamp() for t in columns[0]])
     rows = ranking.features(*(np.array(c, dtype=np.float64) for c in columns[1:9]))
     engaged = np.array(columns[9], dtype=np.int8)
-    model, auc, baseline = fit(served_at, rows, engaged)
-    weights = [float(w) for w in model.coef_[0]]
+    fitted = fit(served_at, rows, engaged, np.array(columns[10]))
+    auc, baseline = fitted.auc, fitted.baseline_auc
+    weights = [float(w) for w in fitted.weights]
     active = auc > baseline
     async with pool.acquire() as conn, conn.transaction():
         model_id = await foryou_db.store_model(
@@ -78,7 +113,7 @@ async def train(
             baseline_auc=baseline,
             signals=ranking.SIGNALS,
             weights=weights,
-            intercept=float(model.intercept_[0]),
+            intercept=fitted.intercept,
             activate=active,
         )
     log.info(
