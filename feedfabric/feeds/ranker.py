@@ -86,7 +86,7 @@ def within_feeds_auc(engaged: np.ndarray, scores: np.ndarray, feeds: np.ndarray)
             total += float(roc_auc_score(engaged[part], scores[part])) * int(part.sum())
             rows += int(part.sum())
     if not rows:
-        raise NotEnoughData("the held-out rows of some feed need engaged and unengaged posts")
+        raise NotEnoughData("no feed's held-out rows have both engaged and unengaged posts")
     return total / rows
 
 
