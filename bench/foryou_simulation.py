@@ -349,6 +349,27 @@ def signals_bound(sets: list[CandidateSet]) -> None:
     )
 
 
+def known_tastes_bound(sets: list[CandidateSet], seed: int) -> None:
+    """How far better signals could take a logistic regression: one fitted, as the sweep's are, on every
+    candidate of the first days, given besides the logged signals each reader's hidden favourite authors
+    (then their topics too) as if the product knew them exactly."""
+    rng = np.random.default_rng(seed)
+    before = [s for s in sets if s.phase == "before"]
+    after = [s for s in sets if s.phase == "after"]
+    balanced = expected_rate(after, lambda s: ranking.scores(ranking.FIXED_PRESETS["balanced"], s.candidates.rows))
+    chances = np.concatenate([s.chances for s in before])
+    outcomes = rng.random(len(chances)) < chances
+    print("\nA logistic regression on every candidate of the first days, told hidden tastes as more signals:")
+    for known, name in ((1, "favourite authors"), (2, "favourite authors and topics")):
+
+        def with_tastes(s: CandidateSet, known: int = known) -> np.ndarray:
+            return np.hstack([s.candidates.rows, s.tastes[:, :known]])
+
+        model = LogisticRegression(max_iter=3000).fit(np.vstack([with_tastes(s) for s in before]), outcomes)
+        learned = expected_rate(after, lambda s, model=model: model.decision_function(with_tastes(s)))
+        print(f"  knowing the {name}: {learned / balanced:.3f}x BALANCED")
+
+
 def taste_sweep(sets: list[CandidateSet], tastes: TasteMix, seed: int) -> None:
     """Is the gap to 1.2x this population's, or the learner's? For other taste mixes, replayed on the
     same candidates: BALANCED, NEWEST_FIRST, the tastes-aware ranking, and a logistic regression (what
@@ -429,6 +450,7 @@ async def simulate(args: argparse.Namespace, url: str) -> None:
             f"  before training: BALANCED {before['for_you/balanced']:.3f}, NEWEST_FIRST {before['for_you/newest_first']:.3f}"
         )
         signals_bound(sim.candidate_sets)
+        known_tastes_bound(sim.candidate_sets, args.seed)
         taste_sweep(sim.candidate_sets, sim.tastes, args.seed)
     finally:
         await pool.close()
