@@ -331,16 +331,24 @@ def expected_rate(sets: list[CandidateSet], score: Callable[[CandidateSet], np.n
     return chances / served
 
 
+def by_phase(sets: list[CandidateSet]) -> tuple[list[CandidateSet], list[CandidateSet]]:
+    """The first days' sets (to fit on) and the later days' (to order)."""
+    return [s for s in sets if s.phase == "before"], [s for s in sets if s.phase == "after"]
+
+
+def preset_rate(sets: list[CandidateSet], preset: str) -> float:
+    return expected_rate(sets, lambda s: ranking.scores(ranking.FIXED_PRESETS[preset], s.candidates.rows))
+
+
 def signals_bound(sets: list[CandidateSet]) -> None:
     """How far a ranker could go on the logged signals alone: a gradient-boosted model fitted to the
     hidden chances themselves (no learner from outcomes does better) on the first days' candidates,
     ordering the later days' candidates; against BALANCED and a tastes-aware ranking on the same sets."""
-    before = [s for s in sets if s.phase == "before"]
-    after = [s for s in sets if s.phase == "after"]
+    before, after = by_phase(sets)
     model = HistGradientBoostingRegressor(random_state=0).fit(
         np.vstack([s.candidates.rows for s in before]), np.concatenate([s.chances for s in before])
     )
-    balanced = expected_rate(after, lambda s: ranking.scores(ranking.FIXED_PRESETS["balanced"], s.candidates.rows))
+    balanced = preset_rate(after, "balanced")
     best = expected_rate(after, lambda s: model.predict(s.candidates.rows))
     ceiling = expected_rate(after, lambda s: s.chances)
     print(
@@ -354,9 +362,8 @@ def known_tastes_bound(sets: list[CandidateSet], seed: int) -> None:
     candidate of the first days, given besides the logged signals each reader's hidden favourite authors
     (then their topics too) as if the product knew them exactly."""
     rng = np.random.default_rng(seed)
-    before = [s for s in sets if s.phase == "before"]
-    after = [s for s in sets if s.phase == "after"]
-    balanced = expected_rate(after, lambda s: ranking.scores(ranking.FIXED_PRESETS["balanced"], s.candidates.rows))
+    before, after = by_phase(sets)
+    balanced = preset_rate(after, "balanced")
     chances = np.concatenate([s.chances for s in before])
     outcomes = rng.random(len(chances)) < chances
     print("\nA logistic regression on every candidate of the first days, told hidden tastes as more signals:")
@@ -380,14 +387,13 @@ def taste_sweep(sets: list[CandidateSet], tastes: TasteMix, seed: int) -> None:
     print(f"  {'mix':<32}{'NEWEST':>8}{'logistic':>10}{'tastes-aware':>14}")
     for mix in (tastes, *(m for m in OTHER_MIXES if m != tastes)):
         replayed = [CandidateSet(s.phase, s.candidates, mix.chances(s.tastes), s.tastes) for s in sets]
-        early = [s for s in replayed if s.phase == "before"]
-        late = [s for s in replayed if s.phase == "after"]
+        early, late = by_phase(replayed)
         chances = np.concatenate([s.chances for s in early])
         model = LogisticRegression(max_iter=1000).fit(
             np.vstack([s.candidates.rows for s in early]), rng.random(len(chances)) < chances
         )
-        balanced = expected_rate(late, lambda s: ranking.scores(ranking.FIXED_PRESETS["balanced"], s.candidates.rows))
-        newest = expected_rate(late, lambda s: ranking.scores(ranking.FIXED_PRESETS["newest_first"], s.candidates.rows))
+        balanced = preset_rate(late, "balanced")
+        newest = preset_rate(late, "newest_first")
         learned = expected_rate(late, lambda s, model=model: model.decision_function(s.candidates.rows))
         ceiling = expected_rate(late, lambda s: s.chances)
         name = f"{mix.favourite:.2f} {mix.topic:.2f} {mix.popular:.2f} {mix.new:.2f}" + (
