@@ -47,7 +47,8 @@ async def _idle_keys(conn: asyncpg.Connection, settings: Settings) -> int:
     """outbox_keys and consumer_key_versions of keys with no outbox row left (their events all aged out)."""
     total, after = 0, ""
     for _ in range(MAX_BATCHES):
-        deleted, last = await db.forget_idle_keys(conn, after, BATCH)
+        async with conn.transaction():
+            deleted, last = await db.forget_idle_keys(conn, after, BATCH)
         total += deleted
         if last is None:
             break

@@ -86,12 +86,16 @@ async def prune_processed(conn: asyncpg.Connection, retention_hours: int, limit:
 async def forget_idle_keys(conn: asyncpg.Connection, after: str, limit: int = 10_000) -> tuple[int, str | None]:
     """Forgets the version counter (outbox_keys) and every group's applied version (consumer_key_versions) of
     keys past `after` (in key order, `limit` at a time) that have no row left in the outbox; returns the rows
-    deleted and the last key looked at (None: the end).
+    deleted and the last key looked at (None: the end). Call it inside a transaction.
 
     A key's next event then starts again at version 1, and each group takes it as the key's first: event
-    IDs, not versions, are the idempotency key, so a redelivery is still caught by processed_events. Rows a
-    writer holds (an event being added) are skipped, and the writer finds the row gone only after this
-    commits, so it starts the new count.
+    IDs, not versions, are the idempotency key, so a redelivery is still caught by processed_events.
+
+    Two statements, because one cannot be sure: a statement's snapshot predates the row locks it takes, so
+    a writer that commits an event while the counter is being locked would be missed and its counter
+    forgotten, and the key's next event would reuse a version. The first statement locks the counters
+    that look idle (skipping those a writer holds); the second, with a snapshot taken once the locks are
+    held, deletes only those that still have no event.
     """
     # The span's bounds first, so each statement below reads one key range by index rather than the table.
     span = await conn.fetchrow(
@@ -102,14 +106,20 @@ async def forget_idle_keys(conn: asyncpg.Connection, after: str, limit: int = 10
     )
     if span is None or span["last"] is None:
         return 0, None
+    locked = await conn.fetchval(
+        "SELECT coalesce(array_agg(k.key), '{}') FROM (SELECT key FROM outbox_keys k WHERE k.key > $1"
+        " AND k.key <= $2 AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.key = k.key) FOR UPDATE SKIP LOCKED) k",
+        after,
+        span["last"],
+    )
     deleted = await conn.fetchval(
-        "WITH idle AS (SELECT k.key FROM outbox_keys k WHERE k.key > $1 AND k.key <= $2"
-        "  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.key = k.key) FOR UPDATE SKIP LOCKED),"
-        " counters AS (DELETE FROM outbox_keys k USING idle WHERE k.key = idle.key"
-        "  AND k.key > $1 AND k.key <= $2 RETURNING 1),"
+        "WITH idle AS (SELECT k.key FROM outbox_keys k WHERE k.key = ANY($1::text[])"
+        "  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.key = k.key)),"
+        " counters AS (DELETE FROM outbox_keys k USING idle WHERE k.key = idle.key RETURNING 1),"
         " applied AS (DELETE FROM consumer_key_versions v USING idle WHERE v.key = idle.key"
-        "  AND v.key > $1 AND v.key <= $2 RETURNING 1)"
+        "  AND v.key > $2 AND v.key <= $3 RETURNING 1)"
         " SELECT (SELECT count(*) FROM counters) + (SELECT count(*) FROM applied)",
+        locked,
         after,
         span["last"],
     )
