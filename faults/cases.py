@@ -23,7 +23,7 @@ import asyncpg
 import redis.asyncio as aioredis
 from feedfabric import devstack
 from feedfabric.db.outbox import add_event
-from feedfabric.db.pool import _init_connection
+from feedfabric.db.pool import init_connection
 
 from faults import checker
 from faults.harness import (
@@ -31,13 +31,11 @@ from faults.harness import (
     Client,
     Record,
     open_case,
-    pg_ctl_stop_immediate,
     probe,
     quiesce,
     retrying,
     run_load,
     setup_graph,
-    start_durable_postgres,
 )
 
 
@@ -214,15 +212,15 @@ async def broker_restarted_empty(p: Params) -> Outcome:
 async def postgres_restarted_immediate(p: Params) -> Outcome:
     pg_dir = p.root / "pg-restart"
     shutil.rmtree(pg_dir, ignore_errors=True)
-    own = start_durable_postgres(pg_dir)
+    own = devstack.start_postgres(pg_dir, database="postgres", durable=True)
     port = int(own.url.rsplit(":", 1)[1].split("/")[0])
     holder = {"pg": own}
 
     async def inject(case: Case, client: Client, record: Record) -> str:
-        pg_ctl_stop_immediate(pg_dir)
+        devstack.stop_postgres_immediately(pg_dir)
         holder["pg"].process.wait(10) if holder["pg"].process else None
         await asyncio.sleep(1.0)
-        holder["pg"] = start_durable_postgres(pg_dir, port=port)
+        holder["pg"] = devstack.start_postgres(pg_dir, port, database="postgres", durable=True)
         return "Postgres stopped with `pg_ctl stop -m immediate` under load (no checkpoint), restarted after 1s"
 
     try:
@@ -353,7 +351,7 @@ async def hot_keys_race(p: Params) -> Outcome:
 async def poison_event(p: Params) -> Outcome:
     async def inject(case: Case, client: Client, record: Record) -> str:
         conn = await asyncpg.connect(case.database_url)
-        await _init_connection(conn)  # the JSON codecs the app's pool uses
+        await init_connection(conn)  # the JSON codecs the app's pool uses
         try:
             async with conn.transaction():
                 await add_event(conn, "PostCreated", "poison", {"postId": "not-a-uuid", "note": "never valid"})

@@ -37,57 +37,6 @@ GROUPS = ("worker-events", "worker-notifications", "worker-engagement")
 # -- Services -------------------------------------------------------------------
 
 
-def start_durable_postgres(data_dir: Path, port: int | None = None) -> devstack.Service:
-    """Like devstack's, but commits wait for their WAL (synchronous_commit=on): an acknowledged write
-    survives an immediate shutdown, which is what the Postgres-restart case checks."""
-    pgdata = (data_dir / "postgres").resolve()
-    run_as = devstack._prepare_pgdata(pgdata)
-    port = port or devstack.free_port()
-    proc = devstack._spawn(
-        [
-            str(devstack._pg_bin() / "postgres"),
-            "-D",
-            str(pgdata),
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "-k",
-            "",
-            "-c",
-            "fsync=off",
-            "-c",
-            "full_page_writes=off",
-            "-c",
-            "max_connections=200",
-        ],
-        data_dir / "logs" / "postgres.log",
-        signal.SIGINT,
-        **run_as,
-    )
-    devstack.wait_for_port(port, proc, "postgres")
-    base = f"postgresql://postgres@127.0.0.1:{port}"
-    devstack._wait_for_sql(base + "/postgres", proc)
-    return devstack.Service("postgres", f"{base}/postgres", proc, signal.SIGINT)
-
-
-def pg_ctl_stop_immediate(data_dir: Path) -> None:
-    """`pg_ctl stop -m immediate`: the postmaster SIGQUITs every backend, no checkpoint, crash recovery next."""
-    pgdata = (data_dir / "postgres").resolve()
-    run_as: dict[str, int] = {}
-    if os.geteuid() == 0:  # pg_ctl refuses root; the server runs as devstack's system user
-        import pwd
-
-        entry = pwd.getpwnam(devstack._PG_SYSTEM_USER)
-        run_as = {"user": entry.pw_uid, "group": entry.pw_gid}
-    subprocess.run(
-        [str(devstack._pg_bin() / "pg_ctl"), "stop", "-D", str(pgdata), "-m", "immediate", "-w"],
-        check=True,
-        capture_output=True,
-        **run_as,
-    )  # type: ignore[arg-type]
-
-
 async def create_database(server_url: str) -> str:
     base, _, _ = server_url.rpartition("/")
     name = f"faults_{uuid.uuid4().hex[:10]}"

@@ -30,6 +30,7 @@ from feedfabric.graphql_http import GraphQLOverHTTP
 from feedfabric.logging import RequestIdMiddleware, configure_logging
 from feedfabric.realtime import sockets
 from feedfabric.realtime.consumer import start_realtime
+from feedfabric.realtime.hub import Hub
 from feedfabric.realtime.rights import Sessions
 from feedfabric.redisclient import create_redis
 from feedfabric.rest import routes as rest_routes
@@ -183,8 +184,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
             reads=reads,
             breaker=CircuitBreaker(cool_down_s=settings.redis_breaker_cooldown_ms / 1000),
             sessions=Sessions(interval_s=settings.ws_rights_check_seconds),
+            hub=Hub(queue_size=settings.realtime_queue_size),
         )
-        realtime = start_realtime(app.state.resources)
+        realtime = start_realtime(settings, pool, app.state.resources.hub)
+        app.state.resources.realtime_consumer = realtime
         app.state.resources.sessions.start(pool)
         try:
             yield

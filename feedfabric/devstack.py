@@ -152,51 +152,66 @@ def _prepare_pgdata(pgdata: Path) -> dict[str, int]:
             user=run_as.get("user"),
             group=run_as.get("group"),
         )
-    stale = pgdata / "postmaster.pid"
-    if stale.exists():
-        stale.unlink()
     return run_as
 
 
-def start_postgres(data_dir: Path, port: int | None = None, database: str = "feedfabric") -> Service:
+def start_postgres(
+    data_dir: Path, port: int | None = None, database: str = "feedfabric", durable: bool = False
+) -> Service:
+    """`durable`: commits wait for their WAL (synchronous_commit=on), so an acknowledged write survives an
+    immediate shutdown; the fault suite's Postgres-restart case needs that, everything else runs faster
+    without it."""
     pgdata = (data_dir / "postgres").resolve()
     run_as = _prepare_pgdata(pgdata)
-    port = port or free_port()
-    proc = _spawn(
-        [
-            str(_pg_bin() / "postgres"),
-            "-D",
-            str(pgdata),
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "-k",
-            "",
-            "-c",
-            "fsync=off",
-            "-c",
-            "synchronous_commit=off",
-            "-c",
-            "full_page_writes=off",
-            "-c",
-            "max_connections=300",
-            "-c",
-            "shared_buffers=256MB",
-        ],
-        data_dir / "logs" / "postgres.log",
-        signal.SIGINT,
-        **run_as,
-    )
-    wait_for_port(port, proc, "postgres")
-    base = f"postgresql://postgres@127.0.0.1:{port}"
-    _wait_for_sql(base + "/postgres", proc)
+    settings = {"full_page_writes": "off", "max_connections": "300", "shared_buffers": "256MB"}
+    if not durable:
+        settings["synchronous_commit"] = "off"
+    base = _run_postgres(pgdata, port, settings, data_dir / "logs" / "postgres.log", "postgres", run_as)
     subprocess.run(
-        [str(_pg_bin() / "psql"), base + "/postgres", "-qAt", "-c", f"CREATE DATABASE {database}"],
+        [str(_pg_bin() / "psql"), base.url + "/postgres", "-qAt", "-c", f"CREATE DATABASE {database}"],
         check=False,
         capture_output=True,
     )
-    return Service("postgres", f"{base}/{database}", proc, signal.SIGINT)
+    return Service("postgres", f"{base.url}/{database}", base.process, signal.SIGINT)
+
+
+def _run_postgres(
+    pgdata: Path, port: int | None, settings: dict[str, str], log: Path, name: str, run_as: dict[str, int]
+) -> Service:
+    """A postgres server on `pgdata`, listening on loopback only, once it answers SQL; its URL has no
+    database. fsync is always off: these servers are for development and tests."""
+    (pgdata / "postmaster.pid").unlink(missing_ok=True)  # left by a server that was killed
+    port = port or free_port()
+    options = [arg for key, value in {"fsync": "off", **settings}.items() for arg in ("-c", f"{key}={value}")]
+    proc = _spawn(
+        [str(_pg_bin() / "postgres"), "-D", str(pgdata), "-h", "127.0.0.1", "-p", str(port), "-k", "", *options],
+        log,
+        signal.SIGINT,
+        **run_as,
+    )
+    wait_for_port(port, proc, name)
+    url = f"postgresql://postgres@127.0.0.1:{port}"
+    _wait_for_sql(url + "/postgres", proc)
+    return Service(name, url, proc, signal.SIGINT)
+
+
+def stop_postgres_immediately(data_dir: Path) -> None:
+    """`pg_ctl stop -m immediate` on start_postgres's server: the postmaster SIGQUITs every backend, no
+    checkpoint, so the next start runs crash recovery."""
+    pgdata = (data_dir / "postgres").resolve()
+    run_as: dict[str, int] = {}
+    if os.geteuid() == 0:  # pg_ctl refuses root; the server runs as the system user
+        import pwd
+
+        entry = pwd.getpwnam(_PG_SYSTEM_USER)
+        run_as = {"user": entry.pw_uid, "group": entry.pw_gid}
+    subprocess.run(
+        [str(_pg_bin() / "pg_ctl"), "stop", "-D", str(pgdata), "-m", "immediate", "-w"],
+        check=True,
+        capture_output=True,
+        user=run_as.get("user"),
+        group=run_as.get("group"),
+    )
 
 
 def _wait_for_sql(dsn: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
@@ -242,36 +257,9 @@ def start_replica(primary: Service, data_dir: Path, port: int | None = None) -> 
         )
         if cloned.returncode != 0:
             raise RuntimeError(f"pg_basebackup failed: {cloned.stderr.decode(errors='replace').strip()}")
-    stale = pgdata / "postmaster.pid"
-    if stale.exists():
-        stale.unlink()
-    port = port or free_port()
-    proc = _spawn(
-        [
-            str(_pg_bin() / "postgres"),
-            "-D",
-            str(pgdata),
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "-k",
-            "",
-            "-c",
-            "hot_standby=on",
-            "-c",
-            "max_connections=300",
-            "-c",
-            "fsync=off",
-        ],
-        data_dir / "logs" / "replica.log",
-        signal.SIGINT,
-        **run_as,
-    )
-    wait_for_port(port, proc, "postgres replica")
-    url = f"postgresql://postgres@127.0.0.1:{port}"
-    _wait_for_sql(url + "/postgres", proc)
-    return Service("postgres-replica", f"{url}/{database}", proc, signal.SIGINT)
+    settings = {"hot_standby": "on", "max_connections": "300"}
+    server = _run_postgres(pgdata, port, settings, data_dir / "logs" / "replica.log", "postgres replica", run_as)
+    return Service("postgres-replica", f"{server.url}/{database}", server.process, signal.SIGINT)
 
 
 def _prepare_dir(pgdata: Path) -> dict[str, int]:

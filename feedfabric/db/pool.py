@@ -14,7 +14,9 @@ Connection = asyncpg.Connection
 Pool = asyncpg.Pool
 
 
-async def _init_connection(conn: asyncpg.Connection) -> None:
+async def init_connection(conn: asyncpg.Connection) -> None:
+    """The JSON codecs every connection of ours uses: the pools' and the relay's own, so a jsonb column
+    reads back as the value that was written."""
     await conn.set_type_codec("jsonb", encoder=jsonwire.dumps_text, decoder=jsonwire.loads, schema="pg_catalog")
     await conn.set_type_codec("json", encoder=jsonwire.dumps_text, decoder=jsonwire.loads, schema="pg_catalog")
 
@@ -81,7 +83,7 @@ async def create_pool(
     """
 
     async def init(conn: asyncpg.Connection) -> None:
-        await _init_connection(conn)
+        await init_connection(conn)
         if on_connect is not None:
             await on_connect(conn)
 

@@ -1,9 +1,9 @@
 """What a feed page shows beside its posts' own rows, in ONE statement.
 
-A page of 20 posts used to load its extras through seven DataLoaders (authors,
-tags, media, like counts, comment counts, the viewer's likes, the reposted
-originals), each one statement and one pool round trip. Here the same rows
-come back in one statement: one row per page post and per visible original
+A page's extras are seven kinds of rows (authors, tags, media, like counts,
+comment counts, the viewer's likes, the reposted originals); loaded one kind
+at a time they would cost seven statements and seven pool round trips. Here
+they come back in one statement: one row per page post and per visible original
 of a repost on the page, so the originals carry their own extras too (feeds
 show a repost's original with its author, tags and counts).
 

@@ -247,11 +247,11 @@ async def first_round(
 ) -> FirstRound:
     """A home-feed page's first round in one statement: the visible posts among a batch of timeline IDs,
     the newest `limit` visible posts before `before` of the followed celebrities (never pushed) and of the
-    viewer (whose own posts a lagging fan-out has not pushed yet), and the extras of all (db.post_extras), so a page filled by its first round costs one SQL round trip.
-
-    Four statements before (hydration, the celebrity list, their posts, the extras); each round trip
-    costs the API and Postgres more than the statement's own work. Each row is one subject of the
-    extras; `c.pulled` is NULL for an original that is not itself a candidate.
+    viewer (whose own posts a lagging fan-out has not pushed yet), and the extras of all (db.post_extras),
+    so a page filled by its first round costs one SQL round trip, where hydration, the celebrity list,
+    their posts and the extras would take four: each round trip costs the API and Postgres more than the
+    statement's own work. Each row is one subject of the extras; `c.pulled` is NULL for an original that
+    is not itself a candidate.
     """
     rows = await conn.fetch(_FIRST_ROUND, ids, viewer_id, before, limit, celebrity_threshold, own_floor)
     found: list[Post] = []

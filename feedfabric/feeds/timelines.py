@@ -451,7 +451,7 @@ async def settle(conn: asyncpg.Connection, redis: aioredis.Redis, run_id: str) -
 # -- The read path's first round trip ------------------------------------------
 
 # The epoch check, the timeline's existence and its first page in one script
-# call: a home-feed page used to make three Redis round trips before any SQL.
+# call, so a home-feed page makes one Redis round trip before any SQL, not three.
 # Same answers as EPOCH, EXISTS and READ_PAGE run in that order, in one view.
 _OPEN_LUA = """
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')

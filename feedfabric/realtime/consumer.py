@@ -15,7 +15,6 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
@@ -25,9 +24,6 @@ from feedfabric.realtime.delivery import deliver
 from feedfabric.realtime.hub import Hub
 from feedfabric.settings import Settings
 from feedfabric.workers.topics import ensure_topics, topic_name
-
-if TYPE_CHECKING:
-    from feedfabric.context import Resources
 
 log = logging.getLogger(__name__)
 
@@ -132,14 +128,12 @@ def _decode(record: ConsumerRecord) -> Event | None:
     return event if event.type in WANTED else None
 
 
-def start_realtime(resources: Resources) -> RealtimeConsumer | None:
-    """Called from the app lifespan: the hub always (subscriptions still replay), the consumer when Kafka is set."""
-    settings = resources.settings
-    hub = resources.hub = Hub(queue_size=settings.realtime_queue_size)
+def start_realtime(settings: Settings, pool: asyncpg.Pool, hub: Hub) -> RealtimeConsumer | None:
+    """Called from the app lifespan: the consumer that feeds `hub`, when Kafka is set (without it
+    subscriptions still replay from Postgres, but get no live items)."""
     if not settings.kafka_bootstrap_servers:
         log.warning("KAFKA_BOOTSTRAP_SERVERS is not set: subscriptions get no live items from this process")
         return None
-    consumer = RealtimeConsumer(settings, resources.pool, hub)
-    resources.realtime_consumer = consumer
+    consumer = RealtimeConsumer(settings, pool, hub)
     consumer.start()
     return consumer

@@ -44,7 +44,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from feedfabric import failpoints, metrics
 from feedfabric.db import pipeline as db
 from feedfabric.db.outbox import NOTIFY_CHANNEL
-from feedfabric.db.pool import _init_connection
+from feedfabric.db.pool import init_connection
 from feedfabric.settings import Settings
 from feedfabric.workers.topics import all_topic_names, ensure_topics, topic_name
 
@@ -103,7 +103,7 @@ class Relay:
 
     async def _session(self, stop: asyncio.Event) -> None:
         conn = await asyncpg.connect(self.settings.database_url or "")
-        await _init_connection(conn)
+        await init_connection(conn)
         wake = asyncio.Event()
         await conn.add_listener(NOTIFY_CHANNEL, lambda *_: wake.set())
         kafka = _Kafka(self.settings)
