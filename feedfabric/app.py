@@ -24,9 +24,10 @@ from feedfabric.breaker import CircuitBreaker
 from feedfabric.context import Context, Resources, build_context, route_reads
 from feedfabric.db.pool import create_pool
 from feedfabric.db.replica import ReadRouting
+from feedfabric.errors import RequestTooLarge
 from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.feeds.viewer import resolve_viewer
-from feedfabric.graphql_http import GraphQLOverHTTP
+from feedfabric.graphql_http import GraphQLOverHTTP, error_response
 from feedfabric.logging import RequestIdMiddleware, configure_logging
 from feedfabric.realtime import sockets
 from feedfabric.realtime.consumer import start_realtime
@@ -71,6 +72,7 @@ class FeedFabricGraphQL(GraphQLOverHTTP, GraphQL[Context, None]):
 
 
 UPLOAD_PATH = "/media"
+GRAPHQL_PATH = "/graphql"
 
 
 class BodyLimit:
@@ -107,23 +109,21 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise _BodyTooLarge
+                    raise RequestTooLarge("request body too large")
             return message
 
         try:
             await self.app(scope, limited, send)
-        except _BodyTooLarge:
+        except RequestTooLarge:  # a reader that does not answer it itself (REST and /graphql do)
             await _too_large(scope, receive, send)
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
 async def _too_large(scope: Scope, receive: Receive, send: Send) -> None:
-    response = jsonwire.JSONResponse(
-        {"error": {"code": "request.too_large", "message": "request body too large"}}, status_code=413
-    )
+    message = "request body too large"
+    if scope["path"] == GRAPHQL_PATH:
+        response = error_response(Request(scope), 413, message)
+    else:
+        response = jsonwire.JSONResponse({"error": {"code": "request.too_large", "message": message}}, status_code=413)
     await response(scope, receive, send)
 
 
@@ -216,8 +216,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Route("/readyz", readyz),
             Route("/metrics", metrics.metrics_endpoint),
             *rest_routes.routes(),
-            Route("/graphql", graphql),
-            WebSocketRoute("/graphql", graphql),
+            Route(GRAPHQL_PATH, graphql),
+            WebSocketRoute(GRAPHQL_PATH, graphql),
             *playground.routes(settings),
             # GraphiQL's scripts and styles, from the package (feedfabric.vendor): no CDN.
             Mount("/static/vendor", StaticFiles(directory=vendor.STATIC, check_dir=False), name="vendor"),

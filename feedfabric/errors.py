@@ -19,6 +19,14 @@ class BadInput(FeedFabricError):
     status = 400
 
 
+class RequestTooLarge(BadInput):
+    """Raised while a body is read (feedfabric.app.BodyLimit), so every reader of a body, REST's or
+    Strawberry's, stops at the limit and answers in its own error shape."""
+
+    rest_code = "request.too_large"
+    status = 413
+
+
 class Unauthenticated(FeedFabricError):
     code = "UNAUTHENTICATED"
     rest_code = "auth.unauthenticated"

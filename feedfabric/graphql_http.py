@@ -15,7 +15,7 @@ such answer is `{"errors": [{"message", "extensions": {"code"}}]}`, and:
 
 A persisted query's hash is resolved to its text here too, before Strawberry
 parses anything (feedfabric.schema.persisted). Only the view's public methods
-are overridden (`__call__`, `parse_json`, `execute_operation`,
+are overridden (`__call__`, `parse_json`, `parse_multipart`, `execute_operation`,
 `execute_single`, `process_result`, `render_graphql_ide`); the mixin goes
 before `strawberry.asgi.GraphQL` in the app's view class.
 """
@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from cross_web import HTTPException
-from starlette.requests import Request
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.types import Receive, Scope, Send
 from strawberry.http import GraphQLHTTPResponse, GraphQLRequestData
@@ -35,7 +36,7 @@ from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from feedfabric import jsonwire
-from feedfabric.errors import FeedFabricError
+from feedfabric.errors import FeedFabricError, RequestTooLarge
 from feedfabric.schema import persisted
 
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
@@ -90,6 +91,12 @@ class GraphQLOverHTTP:
                 response = error_response(request, refused.status_code, refused.reason, refused.headers, refused.code)
             except HTTPException as error:
                 response = error_response(request, error.status_code, error.reason)
+            except StarletteHTTPException as error:  # Starlette's multipart parser: a malformed body
+                response = error_response(request, error.status_code, error.detail)
+            except RequestTooLarge as error:
+                response = error_response(request, error.status, error.message)
+            except ClientDisconnect:
+                return  # nobody to answer
             else:
                 if wants_graphql_response(request) and response.media_type == "application/json":
                     response.headers["content-type"] = GRAPHQL_RESPONSE_JSON
@@ -106,6 +113,15 @@ class GraphQLOverHTTP:
             raise HTTPException(400, "Expected a JSON object.")
         return parsed
 
+    async def parse_multipart(self, request: Any) -> dict[str, str]:
+        """A `map` that does not fit the operations (`[1]`, `{"0": 5}`, a path through a null) makes
+        Strawberry's file placement fail on a type it did not expect: that is the client's malformed
+        request, a 400 like Strawberry's own for a missing file, not a crash."""
+        try:
+            return await super().parse_multipart(request)  # type: ignore[misc]
+        except (AttributeError, TypeError, IndexError, ValueError) as error:
+            raise HTTPException(400, "The multipart map does not fit the operations.") from error
+
     async def execute_operation(  # noqa: PLR0917
         self,
         request: Request,
@@ -116,8 +132,10 @@ class GraphQLOverHTTP:
         sub_response: Any,
     ) -> Any:
         """A persisted query's hash becomes its stored text here, before Strawberry parses anything
-        (feedfabric.schema.persisted)."""
+        (feedfabric.schema.persisted); and the context notes whether the request named its operation
+        (feedfabric.schema.operation refuses an unnamed one among several)."""
         if isinstance(request_data, GraphQLRequestData) and hasattr(context, "resources"):
+            context.operation_unnamed = request_data.operation_name is None
             try:
                 request_data = await persisted.resolve_request(context, request_data)
             except FeedFabricError as error:

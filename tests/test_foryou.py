@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 import numpy as np
 import pytest
 import redis.asyncio as aioredis
+from feedfabric.db.foryou import Profile
 from feedfabric.feeds import ranking
+from feedfabric.feeds.foryou import Chain
 from feedfabric.settings import Settings
 
 from tests.support import Api, make_api
@@ -311,6 +314,18 @@ async def test_bad_cursors_are_bad_user_input(api: Api) -> None:
         assert await api.error_codes(FOR_YOU, {"first": 5, "after": cursor}, token=reader) == ["BAD_USER_INPUT"]
     response = await api.rest("GET", "/userfeed/foryou?cursor=nonsense", token=reader)
     assert response.status_code == 400
+
+
+@pytest.mark.parametrize("ranked_at", [datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 30, tzinfo=UTC)])
+async def test_a_cursor_ranked_at_an_impossible_time_is_bad_user_input(api: Api, ranked_at: datetime) -> None:
+    """A well-formed cursor whose rankedAt no ranking had: the rebuild's arithmetic on it must not
+    overflow into a 500."""
+    reader = await api.member("reader")
+    cursor = Chain(uuid.uuid4(), ranked_at, Profile("balanced", ranking.SOURCES, 48), 0).cursor(5, [1, 2, 3])
+    assert await api.error_codes(FOR_YOU, {"first": 5, "after": cursor}, token=reader) == ["BAD_USER_INPUT"]
+    response = await api.rest("GET", "/userfeed/foryou", token=reader, params={"cursor": cursor})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "request.invalid"
 
 
 async def test_a_for_you_page_is_logged_with_its_preset_and_each_posts_source(api: Api, pool: asyncpg.Pool) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -41,10 +42,72 @@ async def test_a_multipart_body_whose_operations_are_not_an_object_is_a_coded_40
     assert coded(response, 400) == ["BAD_USER_INPUT"]
 
 
+UPLOAD = "mutation($f: Upload!) { uploadMedia(file: $f) { id } }"
+
+
+@pytest.mark.parametrize(
+    ("variables", "file_map"),
+    [
+        ({"f": None}, "[1]"),
+        ({"f": None}, '{"0": [5]}'),
+        ({"f": None}, '{"0": 5}'),
+        ({"f": [None]}, '{"0": ["variables.f.7"]}'),
+    ],
+)
+async def test_a_multipart_map_that_does_not_fit_the_operations_is_a_coded_400(
+    api: Api, variables: dict[str, Any], file_map: str
+) -> None:
+    token = await api.member("uploader")
+    response = await api.client.post(
+        "/graphql",
+        data={"operations": json.dumps({"query": UPLOAD, "variables": variables}), "map": file_map},
+        files={"0": ("a.png", b"x", "image/png")},
+        headers={"authorization": f"Bearer {token}"},
+    )
+    assert coded(response, 400) == ["BAD_USER_INPUT"]
+
+
+async def test_a_malformed_multipart_body_is_a_coded_400_in_the_graphql_shape(api: Api) -> None:
+    response = await api.client.post(
+        "/graphql", content=b"--x\r\nnot a part", headers={"content-type": "multipart/form-data"}
+    )
+    assert coded(response, 400) == ["BAD_USER_INPUT"]
+
+
+async def test_a_body_over_the_limit_is_a_coded_413_in_the_graphql_shape(api: Api) -> None:
+    body = json.dumps({"query": "{ __typename }", "variables": {"pad": "x" * api.settings.max_body_bytes}}).encode()
+    declared = await api.client.post("/graphql", content=body, headers=JSON)
+    assert coded(declared, 413) == ["BAD_USER_INPUT"]
+    chunked = await api.client.post("/graphql", content=_chunks(body), headers=JSON)
+    assert coded(chunked, 413) == ["BAD_USER_INPUT"]
+
+
+async def _chunks(body: bytes) -> AsyncIterator[bytes]:
+    """The body without a Content-Length: the limit must hold while it is read."""
+    for start in range(0, len(body), 65536):
+        yield body[start : start + 65536]
+
+
 async def test_an_unknown_operation_name_is_a_coded_400(api: Api) -> None:
     response = await api.client.post("/graphql", json={"query": "query A { viewer { id } }", "operationName": "B"})
     assert coded(response, 400) == ["BAD_USER_INPUT"]
     assert "B" in response.json()["errors"][0]["message"]
+
+
+async def test_several_operations_without_an_operation_name_run_none(api: Api) -> None:
+    token = await api.member("ambiguous")
+    document = (
+        'mutation B { upsertProfile(username: "ambiguous", displayName: "changed") { id } }'
+        " query A { viewer { displayName } }"
+    )
+    response = await api.client.post(
+        "/graphql",
+        json={"query": document},
+        headers={"authorization": f"Bearer {token}", "accept": GRAPHQL_RESPONSE},
+    )
+    assert coded(response, 400) == ["BAD_USER_INPUT"]
+    viewer = await api.gql("{ viewer { displayName } }", token=token)
+    assert viewer["viewer"]["displayName"] != "changed"
 
 
 async def test_a_mutation_over_get_is_405_allowing_post(api: Api) -> None:
@@ -147,6 +210,24 @@ async def test_rest_upload_with_two_file_parts_is_a_400(api: Api) -> None:
     token = await api.member("twice")
     files = [("file", ("a.png", b"x", "image/png")), ("file", ("b.png", b"y", "image/png"))]
     response = await api.rest("POST", "/media", token=token, files=files)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "request.invalid"
+
+
+async def test_a_chunked_rest_body_over_the_limit_is_a_413(api: Api) -> None:
+    token = await api.member("chunky")
+    body = b'{"preset": "' + b"x" * api.settings.max_body_bytes + b'"}'
+    headers = {**JSON, "authorization": f"Bearer {token}"}
+    response = await api.client.put("/feed-profile", content=_chunks(body), headers=headers)
+    assert response.status_code == 413, response.text
+    assert response.json()["error"]["code"] == "request.too_large"
+
+
+async def test_json_nested_too_deep_to_parse_is_a_rest_400(api: Api) -> None:
+    token = await api.member("nester")
+    body = b'{"sources": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
+    headers = {**JSON, "authorization": f"Bearer {token}"}
+    response = await api.client.put("/feed-profile", content=body, headers=headers)
     assert response.status_code == 400, response.text
     assert response.json()["error"]["code"] == "request.invalid"
 

@@ -9,6 +9,7 @@ import uuid
 
 import asyncpg
 import pytest
+from feedfabric.realtime.serving import WS_MAX_MESSAGE_BYTES
 from feedfabric.settings import Settings
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
@@ -262,3 +263,16 @@ async def test_a_slow_subscriber_is_cut_off_while_a_fast_one_keeps_receiving(
             assert code == 1008
             assert "too slow" in reason
             assert 0 < slow.received < len(posted)
+
+
+async def test_a_message_over_the_size_limit_closes_the_socket_with_1009(settings: Settings) -> None:
+    """A socket's message is bounded as an HTTP body is, not by uvicorn's 16 MiB default."""
+    async with serve(settings) as server:
+        maya = await server.api.member("maya")
+        async with ws_client(server, TRANSPORT_WS, maya) as ws:
+            padding = "x" * WS_MAX_MESSAGE_BYTES
+            payload = {"query": "{ viewer { id } }", "variables": {"pad": padding}}
+            await ws.conn.send(json.dumps({"id": "1", "type": "subscribe", "payload": payload}))
+            with pytest.raises(ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.conn.recv(), 5)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009

@@ -117,6 +117,10 @@ class Chain:
         return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
+# A cursor's rankedAt is refused outside these: the rebuild computes times back from it (its look-back,
+# the popular list's minutes), which a forged year 1 or 9999 would overflow.
+_EARLIEST_RANKING = datetime(2020, 1, 1, tzinfo=UTC)
+_CLOCK_SKEW = timedelta(hours=1)
 _MAX_CURSOR = (_CURSOR.size + MAX_SERVED * _FINGERPRINT.size) * 4 // 3 + 4
 
 
@@ -133,6 +137,7 @@ def parse_cursor(cursor: str) -> tuple[Chain, int, list[int]]:
         raise bad from None
     if (
         version != _CURSOR_VERSION
+        or not _EARLIEST_RANKING <= ranked_at <= datetime.now(UTC) + _CLOCK_SKEW
         or len(raw) != _CURSOR.size + count * _FINGERPRINT.size
         or preset >= len(ranking.PRESETS)
         or sources >= 1 << len(ranking.SOURCES)

@@ -128,7 +128,7 @@ async def feed_profile(ctx: Context, request: Request) -> dict[str, Any]:
         return {"profile": _profile(await foryou_resolvers.feed_profile(ctx))}
     try:
         body = await request.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         raise BadInput("the body must be a JSON object") from None
     if not isinstance(body, dict) or set(body) - {"preset", "sources", "lookbackHours"}:
         raise BadInput("the body takes preset, sources and lookbackHours")

@@ -36,7 +36,7 @@ from collections.abc import AsyncIterator, Iterator
 from functools import lru_cache
 from typing import Any
 
-from graphql import DocumentNode
+from graphql import DocumentNode, OperationDefinitionNode
 from graphql.error import GraphQLError
 from graphql.validation import ASTValidationRule
 from strawberry.extensions import SchemaExtension
@@ -67,6 +67,18 @@ Rules = tuple[type[ASTValidationRule], ...]
 SUBSCRIPTION_OVER_HTTP = (
     "Subscriptions are served over the WebSocket at /graphql (graphql-transport-ws or graphql-ws), not over HTTP."
 )
+
+UNNAMED_OF_SEVERAL = "The document has several operations: name the one to run with operationName."
+
+
+def _unnamed_of_several(execution_context: ExecutionContext) -> bool:
+    """The GraphQL spec's GetOperation: a request that names no operation must send a document of one.
+    Strawberry runs the first one instead, which would run a mutation the client did not name."""
+    context = app_context(execution_context)
+    document = execution_context.graphql_document
+    if context is None or not context.operation_unnamed or document is None:
+        return False
+    return sum(isinstance(d, OperationDefinitionNode) for d in document.definitions) > 1
 
 
 def _on_websocket(execution_context: ExecutionContext) -> bool:
@@ -150,7 +162,12 @@ class OperationHooks(SchemaExtension):
             yield
             return
         subscription = ec.operation_type is OperationType.SUBSCRIPTION
-        if subscription and not _on_websocket(ec):
+        if _unnamed_of_several(ec):
+            unnamed = GraphQLError(UNNAMED_OF_SEVERAL, extensions={"code": "BAD_USER_INPUT"})
+            if subscription:
+                raise unnamed
+            refuse_before_execution(ec, [unnamed])
+        elif subscription and not _on_websocket(ec):
             refuse_before_execution(ec, [GraphQLError(SUBSCRIPTION_OVER_HTTP, extensions={"code": "BAD_USER_INPUT"})])
         elif errors := variable_errors(ec, hide_suggestions=is_production(ec)):
             coded = [GraphQLError(e.message, extensions={"code": "BAD_USER_INPUT"}) for e in errors]
