@@ -1,6 +1,9 @@
 """Writing posts: entities parsed from text, limits, ownership, and the outbox row in the same transaction."""
 
+import uuid
+
 import asyncpg
+from feedfabric.feeds.posts import MAX_HASHTAGS_PER_POST
 
 from tests.support import Api
 
@@ -51,6 +54,25 @@ async def test_a_nul_byte_in_a_post_is_bad_input(api: Api, pool: asyncpg.Pool) -
     )
     assert codes == ["BAD_USER_INPUT"]
     assert await pool.fetchval("SELECT count(*) FROM posts") == 0
+
+
+async def test_a_post_with_more_hashtags_than_the_cap_is_refused_and_writes_nothing(
+    api: Api, pool: asyncpg.Pool
+) -> None:
+    maya = await api.member("maya")
+    create = "mutation($c: String!) { createPost(input: {content: $c}) { id } }"
+    too_many = " ".join(f"#tag{i}" for i in range(MAX_HASHTAGS_PER_POST + 1))
+    assert await api.error_codes(create, {"c": too_many}, token=maya) == ["BAD_USER_INPUT"]
+    assert await pool.fetchval("SELECT count(*) FROM posts") == 0
+    assert await outbox(pool) == []
+    within = " ".join(f"#tag{i}" for i in range(MAX_HASHTAGS_PER_POST))
+    post_id = await api.post(maya, within)
+    assert (
+        await pool.fetchval(
+            "SELECT count(*) FROM post_tags WHERE post_id = $1 AND source = 'hashtag'", uuid.UUID(post_id)
+        )
+        == MAX_HASHTAGS_PER_POST
+    )
 
 
 async def test_only_the_author_may_edit_and_an_edit_reparses_tags(api: Api, pool: asyncpg.Pool) -> None:

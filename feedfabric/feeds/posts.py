@@ -20,11 +20,17 @@ from feedfabric.settings import Settings
 MAX_MEDIA_PER_POST = 4
 # Post.mentions has no `first`: the query cost multiplies it by this bound (schema/cost.py).
 MAX_MENTIONS_PER_POST = 50
+# Each hashtag puts the post in a tag feed and before that tag's followers: a post carrying hundreds
+# would spam them all at once.
+MAX_HASHTAGS_PER_POST = 30
 
 
 async def _write_entities(conn: asyncpg.Connection, post: Post, author: Member) -> list[uuid.UUID]:
     """Hashtags and @mentions of the text; returns the members mentioned (never the author)."""
-    await posts_db.replace_hashtags(conn, post.id, text.hashtags(post.content))
+    tags = text.hashtags(post.content)
+    if len(tags) > MAX_HASHTAGS_PER_POST:
+        raise BadInput(f"a post carries at most {MAX_HASHTAGS_PER_POST} hashtags")
+    await posts_db.replace_hashtags(conn, post.id, tags)
     names = text.mentions(post.content)
     if len(names) > MAX_MENTIONS_PER_POST:
         raise BadInput(f"a post mentions at most {MAX_MENTIONS_PER_POST} members")
