@@ -24,6 +24,7 @@ from feedfabric.realtime.serving import serve_options
 from feedfabric.settings import Settings
 from starlette.applications import Starlette
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
 
 from tests.support import Api
 
@@ -133,6 +134,17 @@ class WsClient:
         except TimeoutError:
             return True
         raise AssertionError(f"expected nothing, got {message}")
+
+
+async def closed_with(ws: WsClient, within: float) -> tuple[int, str]:
+    """Reads until the server closes the socket; its close code and reason."""
+    deadline = time.monotonic() + within
+    try:
+        while True:
+            await asyncio.wait_for(ws.conn.recv(), max(0.01, deadline - time.monotonic()))
+    except ConnectionClosed as closed:
+        assert closed.rcvd is not None, "the server did not close the socket"
+        return closed.rcvd.code, closed.rcvd.reason
 
 
 @contextlib.asynccontextmanager

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import uuid
+from typing import Any
 
 import asyncpg
 import pytest
@@ -22,7 +24,9 @@ from tests.realtime_support import (
     PROTOCOLS,
     TRANSPORT_WS,
     StalledClient,
+    WsClient,
     bulk_posts,
+    closed_with,
     member_id,
     serve,
     wait_subscribed,
@@ -205,6 +209,107 @@ async def test_errors_over_a_socket_are_coded_and_suggest_fields_only_in_develop
     errors = payload if isinstance(payload, list) else [payload]
     assert [e["extensions"]["code"] for e in errors] == ["BAD_USER_INPUT"], message
     assert ("Did you mean" in json.dumps(message)) is not production
+
+
+def _operation(protocol: str, payload: Any, **fields: Any) -> dict[str, Any]:
+    """A subscribe (graphql-transport-ws) or start (graphql-ws) message, with id "1" unless given."""
+    kind = "subscribe" if protocol == TRANSPORT_WS else "start"
+    return {"id": "1", "type": kind, "payload": payload, **fields}
+
+
+def _error_codes(message: dict[str, Any]) -> list[str]:
+    """The codes of an `error` message (graphql-transport-ws: a list; graphql-ws: one) or a result's errors."""
+    payload = message["payload"]
+    if message["type"] in ("next", "data"):
+        errors = payload["errors"]
+    else:
+        assert message["type"] == "error", message
+        errors = payload if isinstance(payload, list) else [payload]
+    return [e["extensions"]["code"] for e in errors]
+
+
+def _server_errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_message_that_is_not_a_json_object_is_closed_with_4400(settings: Settings, protocol: str) -> None:
+    async with serve(settings) as server:
+        maya = await server.api.member("maya")
+        for message in ("[1, 2]", "null", '"hello"', "42"):
+            async with ws_client(server, protocol, maya) as ws:
+                await ws.conn.send(message)
+                assert await closed_with(ws, within=5) == (4400, "Message must be a JSON object"), message
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_an_operation_message_of_the_wrong_shape_is_closed_with_4400(settings: Settings, protocol: str) -> None:
+    query = "{ viewer { id } }"
+    async with serve(settings) as server:
+        maya = await server.api.member("maya")
+        for message in (
+            {key: value for key, value in _operation(protocol, {"query": query}).items() if key != "id"},
+            _operation(protocol, {"query": query}, id=["1"]),
+            _operation(protocol, {"query": query}, id=1),
+            {key: value for key, value in _operation(protocol, None).items() if key != "payload"},
+            _operation(protocol, None),
+            _operation(protocol, "query"),
+            _operation(protocol, {"query": 5}),
+            _operation(protocol, {"query": query, "operationName": 5}),
+            {"type": "complete" if protocol == TRANSPORT_WS else "stop"},
+        ):
+            async with ws_client(server, protocol, maya) as ws:
+                await ws.conn.send(json.dumps(message))
+                code, _ = await closed_with(ws, within=5)
+                assert code == 4400, message
+
+
+async def _answer(ws: WsClient, message: dict[str, Any]) -> dict[str, Any]:
+    await ws.conn.send(json.dumps(message))
+    return await ws.next_message()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_document_that_does_not_parse_gets_bad_user_input_over_a_socket(
+    settings: Settings, protocol: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with serve(settings) as server:
+        maya = await server.api.member("maya")
+        async with ws_client(server, protocol, maya) as ws:
+            for query in ("subscription {", "query {"):
+                answer = await _answer(ws, _operation(protocol, {"query": query}))
+                assert _error_codes(answer) == ["BAD_USER_INPUT"], answer
+                assert "Syntax Error" in json.dumps(answer)
+    assert _server_errors(caplog) == []
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_an_empty_query_or_unknown_operation_gets_bad_user_input_over_a_socket(
+    settings: Settings, protocol: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with serve(settings) as server:
+        maya = await server.api.member("maya")
+        async with ws_client(server, protocol, maya) as ws:
+            for payload in ({"query": ""}, {"query": "query A { viewer { id } }", "operationName": "B"}):
+                answer = await _answer(ws, _operation(protocol, payload))
+                assert _error_codes(answer) == ["BAD_USER_INPUT"], answer
+    assert _server_errors(caplog) == []
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_variables_that_are_not_an_object_get_bad_user_input_over_a_socket(
+    settings: Settings, protocol: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with serve(settings) as server:
+        maya = await server.api.member("maya")
+        async with ws_client(server, protocol, maya) as ws:
+            for n, variables in enumerate(("x", [1], 3)):
+                for query in ("{ viewer { id } }", "subscription { notificationAdded { id } }"):
+                    message = _operation(protocol, {"query": query, "variables": variables}, id=f"{n}{query[0]}")
+                    answer = await _answer(ws, message)
+                    assert _error_codes(answer) == ["BAD_USER_INPUT"], answer
+                    assert (await ws.next_message())["type"] == "complete"
+    assert _server_errors(caplog) == []
 
 
 async def test_token_in_the_upgrade_header_is_accepted(settings: Settings) -> None:

@@ -12,14 +12,13 @@ import time
 
 import pytest
 from feedfabric.settings import Settings
-from websockets.exceptions import ConnectionClosed
 
 from tests.realtime_support import (
     HOME_SUB,
     LEGACY_WS,
     PROTOCOLS,
     TRANSPORT_WS,
-    WsClient,
+    closed_with,
     serve,
     wait_subscribed,
     ws_client,
@@ -29,16 +28,6 @@ from tests.realtime_support import (
 @pytest.fixture
 def quick(settings: Settings) -> Settings:
     return settings.model_copy(update={"ws_rights_check_seconds": 0.2, "max_subscriptions_per_connection": 2})
-
-
-async def _closed_with(ws: WsClient, within: float) -> tuple[int, str]:
-    """Reads until the server closes the socket; its close code and reason."""
-    deadline = time.monotonic() + within
-    with pytest.raises(ConnectionClosed) as closed:
-        while True:
-            await asyncio.wait_for(ws.conn.recv(), max(0.01, deadline - time.monotonic()))
-    assert closed.value.rcvd is not None, "the server did not close the socket"
-    return closed.value.rcvd.code, closed.value.rcvd.reason
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -53,7 +42,7 @@ async def test_a_suspended_members_socket_is_closed_with_4403_and_its_subscripti
             await ws.subscribe(HOME_SUB)
             await wait_subscribed(server, 1)
             await api.gql('mutation { suspendMember(externalUserId: "maya") { status } }', token=admin)
-            code, reason = await _closed_with(ws, within=5)
+            code, reason = await closed_with(ws, within=5)
         assert (code, reason) == (4403, "Forbidden: account suspended")
         await wait_subscribed_down(server)
 
@@ -66,7 +55,7 @@ async def test_a_socket_whose_token_expires_is_closed_with_4403(quick: Settings,
         async with ws_client(server, protocol, short) as ws:
             await ws.subscribe(HOME_SUB)
             await wait_subscribed(server, 1)
-            code, reason = await _closed_with(ws, within=6)
+            code, reason = await closed_with(ws, within=6)
         assert (code, reason) == (4403, "Forbidden: token expired")
         await wait_subscribed_down(server)
 

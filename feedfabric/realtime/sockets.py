@@ -13,6 +13,15 @@ Apollo Client v2 (subscriptions-transport-ws) sends every operation on the
 socket, so the legacy handler serves queries and mutations as well as
 subscriptions, as graphql-transport-ws does. Both refuse an operation past the
 per-socket limit with a coded error.
+
+Strawberry reads fields from each message as it comes (`message["type"]`,
+`payload["query"]`) and catches only a missing key: a message that is not an
+object, or an operation whose id or payload has the wrong shape, would raise
+out of the handler and drop the socket without a close frame. Both protocols
+first check each message's shape here and close with 4400, graphql-transport-ws's
+close for an invalid message (the legacy protocol has none, so it borrows this
+one as it does 4403). Non-object `variables` are not the protocol's concern:
+the schema refuses them with BAD_USER_INPUT, as over HTTP.
 """
 
 from __future__ import annotations
@@ -36,6 +45,9 @@ if TYPE_CHECKING:
     from feedfabric.context import Context
 
 LIMIT_CODE = "RATE_LIMITED"
+INVALID_MESSAGE = 4400
+_OPERATION_MESSAGES = frozenset({"subscribe", "complete", "start", "stop"})
+_STARTING_MESSAGES = frozenset({"subscribe", "start"})
 
 
 def _authorization(context: Context) -> str | None:
@@ -106,9 +118,39 @@ def _is_query_or_mutation(query: Any, operation_name: str | None) -> bool:
     return operation is not None and operation.operation in (OperationType.QUERY, OperationType.MUTATION)
 
 
+def _malformed(message: Any) -> str | None:
+    """Why a message cannot be handled (the 4400 close's reason), checked before Strawberry indexes
+    into it; None for a message of the right shape. graphql-transport-ws's reference server refuses
+    the same shapes, and both protocols' clients send string ids, so a conforming client never meets it."""
+    if not isinstance(message, dict):
+        return "Message must be a JSON object"
+    kind = message.get("type")
+    if not isinstance(kind, str):
+        return "Message type must be a string"
+    if kind in _OPERATION_MESSAGES and not isinstance(message.get("id"), str):
+        return "Message id must be a string"
+    if kind not in _STARTING_MESSAGES:
+        return None
+    payload = message.get("payload")
+    if not isinstance(payload, dict):
+        return "Message payload must be an object"
+    if not isinstance(payload.get("query"), str):
+        return "The payload's query must be a string"
+    operation_name = payload.get("operationName")
+    if operation_name is not None and not isinstance(operation_name, str):
+        return "The payload's operationName must be a string or null"
+    return None
+
+
 class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, Any]):
     async def handle(self) -> None:
         await _handle_counted(self.context, super().handle())
+
+    async def handle_message(self, message: Any) -> None:
+        if (reason := _malformed(message)) is not None:
+            await self.handle_invalid_message(reason)
+            return
+        await super().handle_message(message)
 
     async def handle_connection_init(self, message: Any) -> None:
         await super().handle_connection_init(message)
@@ -131,11 +173,17 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, Any]):
 
 
 class LegacyGraphQLWSHandler(BaseGraphQLWSHandler[Any, Any]):
-    """graphql-ws (subscriptions-transport-ws), with the forbidden close of graphql-transport-ws and
-    queries and mutations served."""
+    """graphql-ws (subscriptions-transport-ws), with the forbidden and invalid-message closes of
+    graphql-transport-ws and queries and mutations served."""
 
     async def handle(self) -> None:
         await _handle_counted(self.context, super().handle())
+
+    async def handle_message(self, message: Any) -> None:
+        if (reason := _malformed(message)) is not None:
+            await self.websocket.close(code=INVALID_MESSAGE, reason=reason)
+            return
+        await super().handle_message(message)
 
     async def handle_connection_init(self, message: Any) -> None:
         payload = message.get("payload")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import partial
 
 import strawberry
@@ -37,6 +38,24 @@ _LIMIT_RULES = (
 )
 
 
+class CachedParse(ParserCache):
+    """Strawberry's parser cache, but a document that does not parse is left to Strawberry's own parse.
+
+    ParserCache parses in its `on_parse` hook, outside the `try` in which Strawberry turns a syntax
+    error into the operation's error result. `execute` (HTTP) catches what escapes, but `stream` (both
+    WebSocket protocols) does not, so the error would escape the socket's operation task instead of
+    reaching the client as an `error` message. Leaving the document unset makes Strawberry parse it
+    again, inside that `try`; only a document that fails pays twice."""
+
+    def on_parse(self) -> Iterator[None]:
+        ec = self.execution_context
+        try:
+            ec.graphql_document = self.cached_parse_document(ec.query, **ec.parse_options)
+        except GraphQLError:
+            ec.graphql_document = None
+        yield
+
+
 class FeedFabricSchema(strawberry.Schema):
     def process_errors(self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None) -> None:
         """Refused input and domain errors are answers, not incidents: only the unexpected is logged
@@ -59,7 +78,7 @@ def build_schema() -> strawberry.Schema:
             # (a hash is resolved to its text by the HTTP view, feedfabric.graphql_http); cost, then
             # the rate limit, run last, on validated documents with valid variables.
             partial(OperationHooks, _LIMIT_RULES, MAX_TOKENS),
-            lambda: ParserCache(maxsize=256),
+            lambda: CachedParse(maxsize=256),
             lambda: ValidationCache(maxsize=256),
             QueryCost,
             OperationRateLimit,

@@ -10,12 +10,19 @@ from __future__ import annotations
 import logging
 
 from graphql.error import GraphQLError
+from strawberry.exceptions import MissingQueryError
+from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 
 from feedfabric.errors import FeedFabricError
 
 log = logging.getLogger("feedfabric.graphql")
 
 MASKED_MESSAGE = "Internal server error."
+
+# What Strawberry finds wrong with a request before it runs (an empty query, an operationName the document
+# does not define). Over HTTP its view answers these itself (feedfabric.graphql_http); over a WebSocket they
+# reach the result as errors whose message is Strawberry's own description of the request.
+_REQUEST_ERRORS = (MissingQueryError, CannotGetOperationTypeError, InvalidOperationTypeError)
 
 
 def code_errors(errors: list[GraphQLError]) -> list[GraphQLError]:
@@ -32,6 +39,8 @@ def _coded(error: GraphQLError) -> GraphQLError:
         return _with(error, error.message, str(code))
     if isinstance(original, GraphQLError) and original.original_error is None:
         return _with(error, original.message, "BAD_USER_INPUT")
+    if isinstance(original, _REQUEST_ERRORS):
+        return _with(error, error.message, "BAD_USER_INPUT")
     log.error("unexpected error in %s", error.path, exc_info=original)
     return _with(error, MASKED_MESSAGE, "INTERNAL_SERVER_ERROR")
 

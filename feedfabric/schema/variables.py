@@ -40,6 +40,7 @@ from strawberry.types import ExecutionContext
 from feedfabric.schema.idmemo import IdMemo
 
 MAX_ERRORS = 5
+NOT_AN_OBJECT = "The GraphQL operation's `variables` must be an object or null, if provided."
 
 
 @lru_cache(maxsize=4)
@@ -111,8 +112,13 @@ def _plainly_valid(operation: OperationDefinitionNode, variables: dict[str, Any]
 
 
 def variable_errors(execution_context: ExecutionContext, *, hide_suggestions: bool) -> list[GraphQLError]:
-    """The coercion errors of the operation's variables; empty when they are all valid (or absent)."""
+    """The coercion errors of the operation's variables; empty when they are all valid (or absent).
+
+    Strawberry's HTTP view refuses variables that are not an object (NOT_AN_OBJECT is its message);
+    its WebSocket handlers pass them on as sent, so they are refused here for every transport."""
     ec = execution_context
+    if not isinstance(ec.variables, dict | None):
+        return [GraphQLError(NOT_AN_OBJECT)]
     if ec.graphql_document is None:
         return []
     operation = get_operation_ast(ec.graphql_document, ec.operation_name)
