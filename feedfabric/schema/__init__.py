@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
-from functools import partial
+from functools import lru_cache, partial
 
 import strawberry
-from graphql import GraphQLError
+from graphql import GraphQLError, parse
 from strawberry.extensions import (
     MaxAliasesLimiter,
-    ParserCache,
     QueryDepthLimiter,
+    SchemaExtension,
     ValidationCache,
 )
 from strawberry.types import ExecutionContext
@@ -38,21 +39,22 @@ _LIMIT_RULES = (
 )
 
 
-class CachedParse(ParserCache):
-    """Strawberry's parser cache, but a document that does not parse is left to Strawberry's own parse.
+# Parsed documents by text and parse options (the token cap), shared by every operation of the process.
+_parse = lru_cache(maxsize=256)(parse)
 
-    ParserCache parses in its `on_parse` hook, outside the `try` in which Strawberry turns a syntax
-    error into the operation's error result. `execute` (HTTP) catches what escapes, but `stream` (both
-    WebSocket protocols) does not, so the error would escape the socket's operation task instead of
-    reaching the client as an `error` message. Leaving the document unset makes Strawberry parse it
-    again, inside that `try`; only a document that fails pays twice."""
+
+class ParseCache(SchemaExtension):
+    """Parses through the shared LRU, so a repeated document (every persisted query) is parsed once.
+
+    A document that does not parse is left unset: Strawberry then parses it itself, inside the `try`
+    that turns a syntax error into the operation's error result. Raised from this hook, the error
+    would escape `schema.subscribe` over a WebSocket (nothing there catches it) and the client would
+    get no `error` message; only a document that fails pays for two parses."""
 
     def on_parse(self) -> Iterator[None]:
         ec = self.execution_context
-        try:
-            ec.graphql_document = self.cached_parse_document(ec.query, **ec.parse_options)
-        except GraphQLError:
-            ec.graphql_document = None
+        with contextlib.suppress(GraphQLError):
+            ec.graphql_document = _parse(ec.query, **ec.parse_options)
         yield
 
 
@@ -78,7 +80,7 @@ def build_schema() -> strawberry.Schema:
             # (a hash is resolved to its text by the HTTP view, feedfabric.graphql_http); cost, then
             # the rate limit, run last, on validated documents with valid variables.
             partial(OperationHooks, _LIMIT_RULES, MAX_TOKENS),
-            lambda: CachedParse(maxsize=256),
+            ParseCache,
             lambda: ValidationCache(maxsize=256),
             QueryCost,
             OperationRateLimit,
