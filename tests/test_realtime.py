@@ -381,3 +381,21 @@ async def test_a_message_over_the_size_limit_closes_the_socket_with_1009(setting
             with pytest.raises(ConnectionClosed) as closed:
                 await asyncio.wait_for(ws.conn.recv(), 5)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_several_operations_without_an_operation_name_run_none_over_a_socket(
+    settings: Settings, protocol: str
+) -> None:
+    async with serve(settings) as server:
+        maya = await server.api.member("maya")
+        document = (
+            'mutation B { upsertProfile(username: "maya", displayName: "changed") { id } }'
+            " query A { viewer { displayName } }"
+        )
+        async with ws_client(server, protocol, maya) as ws:
+            answer = await _answer(ws, _operation(protocol, {"query": document}))
+            assert _error_codes(answer) == ["BAD_USER_INPUT"], answer
+            assert "operationName" in json.dumps(answer)
+        viewer = await server.api.gql("{ viewer { displayName } }", token=maya)
+        assert viewer["viewer"]["displayName"] != "changed"

@@ -30,7 +30,14 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from graphql import GraphQLError, GraphQLFormattedError, OperationType, get_operation_ast, parse
+from graphql import (
+    GraphQLError,
+    GraphQLFormattedError,
+    OperationDefinitionNode,
+    OperationType,
+    get_operation_ast,
+    parse,
+)
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import ErrorMessage as TransportError
@@ -104,6 +111,24 @@ def _limit_error(limit: int | None) -> GraphQLFormattedError:
     return error.formatted
 
 
+def _unnamed_of_several(payload: dict[str, Any]) -> GraphQLFormattedError | None:
+    """The error for an operation that names none in a document of several (the spec's GetOperation),
+    which Strawberry would answer by running the first; None otherwise, a document that does not parse
+    included (Strawberry reports that one)."""
+    if payload.get("operationName") is not None:
+        return None
+    from feedfabric.schema import MAX_TOKENS
+    from feedfabric.schema.operation import UNNAMED_OF_SEVERAL
+
+    try:
+        document = parse(payload["query"], max_tokens=MAX_TOKENS)
+    except GraphQLError:
+        return None
+    if sum(isinstance(d, OperationDefinitionNode) for d in document.definitions) < 2:
+        return None
+    return GraphQLError(UNNAMED_OF_SEVERAL, extensions={"code": "BAD_USER_INPUT"}).formatted
+
+
 def _is_query_or_mutation(query: Any, operation_name: str | None) -> bool:
     """Only a document that parses and names one query or mutation; anything else takes Strawberry's
     subscription path, which reports its errors the protocol's way."""
@@ -169,6 +194,9 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, Any]):
         ):
             await self.send_message(TransportError(id=message["id"], type="error", payload=[_limit_error(limit)]))
             return
+        if (unnamed := _unnamed_of_several(message["payload"])) is not None:
+            await self.send_message(TransportError(id=message["id"], type="error", payload=[unnamed]))
+            return
         await super().handle_subscribe(message)
 
 
@@ -207,6 +235,9 @@ class LegacyGraphQLWSHandler(BaseGraphQLWSHandler[Any, Any]):
             and operation_id not in self.tasks
         ):
             await self.send_message(LegacyError(type="error", id=operation_id, payload=_limit_error(limit)))
+            return
+        if (unnamed := _unnamed_of_several(message["payload"])) is not None:
+            await self.send_message(LegacyError(type="error", id=operation_id, payload=unnamed))
             return
         await super().handle_start(message)
 
