@@ -33,10 +33,8 @@ from typing import TYPE_CHECKING, Any
 from graphql import (
     GraphQLError,
     GraphQLFormattedError,
-    OperationDefinitionNode,
     OperationType,
     get_operation_ast,
-    parse,
 )
 from strawberry.exceptions import ConnectionRejectionError
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
@@ -117,14 +115,14 @@ def _unnamed_of_several(payload: dict[str, Any]) -> GraphQLFormattedError | None
     included (Strawberry reports that one)."""
     if payload.get("operationName") is not None:
         return None
-    from feedfabric.schema import MAX_TOKENS
-    from feedfabric.schema.operation import UNNAMED_OF_SEVERAL
+    from feedfabric.schema import parse_document
+    from feedfabric.schema.operation import UNNAMED_OF_SEVERAL, several_operations
 
     try:
-        document = parse(payload["query"], max_tokens=MAX_TOKENS)
+        document = parse_document(payload["query"])
     except GraphQLError:
         return None
-    if sum(isinstance(d, OperationDefinitionNode) for d in document.definitions) < 2:
+    if not several_operations(document):
         return None
     return GraphQLError(UNNAMED_OF_SEVERAL, extensions={"code": "BAD_USER_INPUT"}).formatted
 
@@ -134,10 +132,10 @@ def _is_query_or_mutation(query: Any, operation_name: str | None) -> bool:
     subscription path, which reports its errors the protocol's way."""
     if not isinstance(query, str):
         return False
-    from feedfabric.schema import MAX_TOKENS
+    from feedfabric.schema import parse_document
 
     try:
-        operation = get_operation_ast(parse(query, max_tokens=MAX_TOKENS), operation_name)
+        operation = get_operation_ast(parse_document(query), operation_name)
     except GraphQLError:
         return False
     return operation is not None and operation.operation in (OperationType.QUERY, OperationType.MUTATION)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from functools import lru_cache, partial
 
 import strawberry
-from graphql import GraphQLError, parse
+from graphql import DocumentNode, GraphQLError, parse
 from strawberry.extensions import (
     MaxAliasesLimiter,
     QueryDepthLimiter,
@@ -39,8 +39,12 @@ _LIMIT_RULES = (
 )
 
 
-# Parsed documents by text and parse options (the token cap), shared by every operation of the process.
-_parse = lru_cache(maxsize=256)(parse)
+@lru_cache(maxsize=256)
+def parse_document(query: str) -> DocumentNode:
+    """Parsed documents by text, within the token cap, shared by every operation of the process: the
+    schema's parse (ParseCache) and the WebSocket handlers' look at an operation before they run it
+    (feedfabric.realtime.sockets) parse a text once between them."""
+    return parse(query, max_tokens=MAX_TOKENS)
 
 
 class ParseCache(SchemaExtension):
@@ -54,7 +58,7 @@ class ParseCache(SchemaExtension):
     def on_parse(self) -> Iterator[None]:
         ec = self.execution_context
         with contextlib.suppress(GraphQLError):
-            ec.graphql_document = _parse(ec.query, **ec.parse_options)
+            ec.graphql_document = parse_document(ec.query)
         yield
 
 

@@ -76,8 +76,10 @@ def _unnamed_of_several(execution_context: ExecutionContext) -> bool:
     Strawberry runs the first one instead, which would run a mutation the client did not name."""
     context = app_context(execution_context)
     document = execution_context.graphql_document
-    if context is None or not context.operation_unnamed or document is None:
-        return False
+    return context is not None and context.operation_unnamed and document is not None and several_operations(document)
+
+
+def several_operations(document: DocumentNode) -> bool:
     return sum(isinstance(d, OperationDefinitionNode) for d in document.definitions) > 1
 
 
@@ -162,11 +164,8 @@ class OperationHooks(SchemaExtension):
             yield
             return
         subscription = ec.operation_type is OperationType.SUBSCRIPTION
-        if _unnamed_of_several(ec):
-            unnamed = GraphQLError(UNNAMED_OF_SEVERAL, extensions={"code": "BAD_USER_INPUT"})
-            if subscription:
-                raise unnamed
-            refuse_before_execution(ec, [unnamed])
+        if _unnamed_of_several(ec):  # HTTP only: the sockets refuse it before it gets here
+            refuse_before_execution(ec, [GraphQLError(UNNAMED_OF_SEVERAL, extensions={"code": "BAD_USER_INPUT"})])
         elif subscription and not _on_websocket(ec):
             refuse_before_execution(ec, [GraphQLError(SUBSCRIPTION_OVER_HTTP, extensions={"code": "BAD_USER_INPUT"})])
         elif errors := variable_errors(ec, hide_suggestions=is_production(ec)):
