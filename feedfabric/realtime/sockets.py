@@ -43,6 +43,7 @@ from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWS
 from strawberry.subscriptions.protocols.graphql_ws.types import ErrorMessage as LegacyError
 
 from feedfabric import metrics
+from feedfabric.documents import UNNAMED_OF_SEVERAL, parse_document, several_operations
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.realtime.rights import FORBIDDEN
 
@@ -115,9 +116,6 @@ def _unnamed_of_several(payload: dict[str, Any]) -> GraphQLFormattedError | None
     included (Strawberry reports that one)."""
     if payload.get("operationName") is not None:
         return None
-    from feedfabric.schema import parse_document
-    from feedfabric.schema.operation import UNNAMED_OF_SEVERAL, several_operations
-
     try:
         document = parse_document(payload["query"])
     except GraphQLError:
@@ -132,8 +130,6 @@ def _is_query_or_mutation(query: Any, operation_name: str | None) -> bool:
     subscription path, which reports its errors the protocol's way."""
     if not isinstance(query, str):
         return False
-    from feedfabric.schema import parse_document
-
     try:
         operation = get_operation_ast(parse_document(query), operation_name)
     except GraphQLError:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from functools import lru_cache, partial
+from functools import partial
 
 import strawberry
-from graphql import DocumentNode, GraphQLError, parse
+from graphql import GraphQLError
 from strawberry.extensions import (
     MaxAliasesLimiter,
     QueryDepthLimiter,
@@ -16,6 +16,7 @@ from strawberry.extensions import (
 )
 from strawberry.types import ExecutionContext
 
+from feedfabric.documents import MAX_TOKENS, parse_document
 from feedfabric.schema.cost import QueryCost
 from feedfabric.schema.mutation import Mutation
 from feedfabric.schema.operation import OperationHooks
@@ -26,7 +27,6 @@ from feedfabric.schema.subscription import Subscription
 
 MAX_DEPTH = 10
 MAX_ALIASES = 30
-MAX_TOKENS = 2000
 
 # The depth and alias limiters make a new rule *class* per instance, and the
 # validation cache keys on the rule classes: fresh limiters per request made
@@ -37,14 +37,6 @@ _LIMIT_RULES = (
     *QueryDepthLimiter(max_depth=MAX_DEPTH).validation_rules,
     *MaxAliasesLimiter(max_alias_count=MAX_ALIASES).validation_rules,
 )
-
-
-@lru_cache(maxsize=256)
-def parse_document(query: str) -> DocumentNode:
-    """Parsed documents by text, within the token cap, shared by every operation of the process: the
-    schema's parse (ParseCache) and the WebSocket handlers' look at an operation before they run it
-    (feedfabric.realtime.sockets) parse a text once between them."""
-    return parse(query, max_tokens=MAX_TOKENS)
 
 
 class ParseCache(SchemaExtension):

@@ -36,13 +36,14 @@ from collections.abc import AsyncIterator, Iterator
 from functools import lru_cache
 from typing import Any
 
-from graphql import DocumentNode, OperationDefinitionNode
+from graphql import DocumentNode
 from graphql.error import GraphQLError
 from graphql.validation import ASTValidationRule
 from strawberry.extensions import SchemaExtension
 from strawberry.types import ExecutionContext
 from strawberry.types.graphql import OperationType
 
+from feedfabric.documents import UNNAMED_OF_SEVERAL, several_operations
 from feedfabric.errors import FeedFabricError, QueryTooComplex
 from feedfabric.schema.errors import code_errors
 from feedfabric.schema.persisted import Registration
@@ -68,8 +69,6 @@ SUBSCRIPTION_OVER_HTTP = (
     "Subscriptions are served over the WebSocket at /graphql (graphql-transport-ws or graphql-ws), not over HTTP."
 )
 
-UNNAMED_OF_SEVERAL = "The document has several operations: name the one to run with operationName."
-
 
 def _unnamed_of_several(execution_context: ExecutionContext) -> bool:
     """The GraphQL spec's GetOperation: a request that names no operation must send a document of one.
@@ -77,10 +76,6 @@ def _unnamed_of_several(execution_context: ExecutionContext) -> bool:
     context = app_context(execution_context)
     document = execution_context.graphql_document
     return context is not None and context.operation_unnamed and document is not None and several_operations(document)
-
-
-def several_operations(document: DocumentNode) -> bool:
-    return sum(isinstance(d, OperationDefinitionNode) for d in document.definitions) > 1
 
 
 def _on_websocket(execution_context: ExecutionContext) -> bool:

@@ -43,7 +43,7 @@ from feedfabric.errors import BadInput, FeedFabricError
 
 log = logging.getLogger("feedfabric.persisted")
 
-# A stored text: the longest a document within the token cap (feedfabric.schema.MAX_TOKENS, 2,000)
+# A stored text: the longest a document within the token cap (feedfabric.documents.MAX_TOKENS, 2,000)
 # reasonably is, at ten bytes a token.
 MAX_STORED_BYTES = 20_000
 REDIS_PREFIX = "pq:"
