@@ -183,7 +183,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
             feed_log=feed_log,
             reads=reads,
             breaker=CircuitBreaker(cool_down_s=settings.redis_breaker_cooldown_ms / 1000),
-            sessions=Sessions(interval_s=settings.ws_rights_check_seconds),
+            sessions=Sessions(
+                interval_s=settings.ws_rights_check_seconds,
+                max_per_member=settings.ws_max_sockets_per_member,
+                redis=redis,
+            ),
             hub=Hub(queue_size=settings.realtime_queue_size),
         )
         realtime = start_realtime(settings, pool, app.state.resources.hub)

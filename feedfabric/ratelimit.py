@@ -9,16 +9,14 @@ open: a rate limit is protection, never a reason to take the API down.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from redis.exceptions import NoScriptError
-
 from feedfabric import metrics
 from feedfabric.errors import RateLimited
+from feedfabric.redisclient import Script
 from feedfabric.settings import Settings
 
 log = logging.getLogger("feedfabric.ratelimit")
@@ -27,12 +25,11 @@ REDIS_PREFIX = "ratelimit:"
 
 # Count and, for a new window, expire it in one command: this runs on every GraphQL
 # operation, and a MULTI/INCRBY/EXPIRE/EXEC pipeline costs the client several round trips' CPU.
-_COUNT_LUA = """
+_COUNT = Script("""
 local used = redis.call('INCRBY', KEYS[1], ARGV[1])
 if used == tonumber(ARGV[1]) then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
 return used
-"""
-_COUNT_SHA = hashlib.sha1(_COUNT_LUA.encode()).hexdigest()
+""")
 
 
 @dataclass(frozen=True)
@@ -58,13 +55,6 @@ class Allowance:
         return headers
 
 
-async def _count(redis: Any, key: str, cost: int, ttl: int) -> int:
-    try:
-        return int(await redis.evalsha(_COUNT_SHA, 1, key, cost, ttl))
-    except NoScriptError:  # first use on this Redis, or after SCRIPT FLUSH: send the text
-        return int(await redis.eval(_COUNT_LUA, 1, key, cost, ttl))
-
-
 def client_key(member_id: object | None, client_host: str | None) -> str:
     """The member's ID when signed in, else the client address."""
     if member_id is not None:
@@ -80,7 +70,7 @@ async def spend(redis: Any, settings: Settings, client: str, cost: int) -> Allow
     now = time.time()
     key = f"{REDIS_PREFIX}{client}:{int(now // window)}"
     try:
-        used = await _count(redis, key, cost, window + 1)
+        used = int(await _COUNT(redis, [key], (cost, window + 1)))
     except Exception:  # noqa: BLE001 - fail open
         log.warning("rate limit: Redis unavailable, operation allowed")
         return None

@@ -8,13 +8,17 @@ same calls work on both; the few places that batch many keys at once
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import RedisClusterException, RedisError
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
 from feedfabric.settings import Settings
 
@@ -56,3 +60,21 @@ def is_cluster(redis: object) -> bool:
 def _has_db(url: str) -> bool:
     tail = url.split("://", 1)[-1]
     return "/" in tail and tail.rsplit("/", 1)[1].isdigit()
+
+
+@dataclass(frozen=True)
+class Script:
+    """A Lua script sent by its hash, and by its text only when the server does not know it yet (first
+    use, a restart, SCRIPT FLUSH): one round trip either way, on a server or on the slot of its keys."""
+
+    source: str
+
+    @cached_property
+    def sha(self) -> str:
+        return hashlib.sha1(self.source.encode()).hexdigest()
+
+    async def __call__(self, redis: Any, keys: Sequence[str], args: Sequence[bytes | str | int | float]) -> Any:
+        try:
+            return await redis.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return await redis.eval(self.source, len(keys), *keys, *args)

@@ -101,6 +101,7 @@ class Settings(BaseSettings):
     ws_allowed_origins: str = ""  # comma-separated origins allowed to open cross-origin WebSockets
     cors_allowed_origins: str = ""  # comma-separated origins allowed to call /graphql and REST from a browser
     max_subscriptions_per_connection: int = Field(10, ge=1)
+    ws_max_sockets_per_member: int = Field(20, ge=1)  # open WebSockets per member, across instances
     # How often open WebSockets are checked for an expired token or a suspended member (then closed, 4403).
     ws_rights_check_seconds: float = Field(2.0, gt=0, le=10)
     # Live items queued per subscriber; a subscriber this far behind is disconnected as too slow.

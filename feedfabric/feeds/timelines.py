@@ -37,7 +37,6 @@ timeline. See docs/reliability.md.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -51,7 +50,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from feedfabric import failpoints
 from feedfabric.db import timeline_queries as q
 from feedfabric.ids import id_millis
-from feedfabric.redisclient import REDIS_ERRORS, is_cluster
+from feedfabric.redisclient import REDIS_ERRORS, Script, is_cluster
 from feedfabric.settings import Settings
 
 KEY_PREFIX = "feed:"
@@ -136,25 +135,8 @@ return {1, redis.call('ZREVRANGE', KEYS[1], start, start + tonumber(ARGV[2]) - 1
 """
 
 
-@dataclass(frozen=True)
-class _Script:
-    source: str
-
-    @property
-    def sha(self) -> str:
-        return hashlib.sha1(self.source.encode()).hexdigest()
-
-    async def __call__(
-        self, redis: aioredis.Redis, keys: Sequence[str], args: Sequence[bytes | str | int | float]
-    ) -> Any:
-        try:
-            return await redis.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            return await redis.eval(self.source, len(keys), *keys, *args)
-
-
-PUSH = _Script(_PUSH_LUA)
-READ_PAGE = _Script(_READ_LUA)
+PUSH = Script(_PUSH_LUA)
+READ_PAGE = Script(_READ_LUA)
 
 
 def feed_key(member_id: uuid.UUID | str) -> str:
@@ -400,7 +382,7 @@ local e = redis.call('HMGET', KEYS[1], 'run', 'floor')
 if e[1] == run then return {1, run, e[2] or ''} end
 return {0, run, ''}
 """
-EPOCH = _Script(_EPOCH_LUA)
+EPOCH = Script(_EPOCH_LUA)
 
 
 def _text(value: object) -> str:
@@ -467,7 +449,7 @@ if ARGV[1] ~= '' then
 end
 return {1, floor, 1, 1, redis.call('ZREVRANGE', KEYS[2], start, start + tonumber(ARGV[2]) - 1)}
 """
-OPEN = _Script(_OPEN_LUA)
+OPEN = Script(_OPEN_LUA)
 
 
 @dataclass(frozen=True)
@@ -536,7 +518,7 @@ def owed_key(member_id: uuid.UUID | str) -> str:
 
 # The first page's opening script plus the owed mark, in the same round trip.
 _OPEN_FIRST_LUA = "local function open()\n" + _OPEN_LUA + "\nend\nreturn {redis.call('GET', KEYS[3]) or '', open()}\n"
-OPEN_FIRST = _Script(_OPEN_FIRST_LUA)
+OPEN_FIRST = Script(_OPEN_FIRST_LUA)
 
 # Compare and set: the mark read at the page's start is replaced (or dropped, ARGV[2] empty) only if no
 # other read changed it meanwhile; otherwise, or when the caller did not read it (ARGV[1] '*'), it may
@@ -550,7 +532,7 @@ end
 if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3]) end
 return 1
 """
-OWE = _Script(_OWE_LUA)
+OWE = Script(_OWE_LUA)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,12 @@ or whose member is suspended (one statement for all connected members, so
 another API process's `suspendMember` is seen too), is closed with 4403. Its
 subscriptions end with it: Strawberry's handler cancels them when the socket
 goes.
+
+The same registry holds each member to WS_MAX_SOCKETS_PER_MEMBER open sockets
+(`admit`): the process's own count first, which needs nothing but memory,
+then the member's leases in Redis across every instance
+(feedfabric.realtime.socket_leases), renewed by the same task. Without Redis,
+or while it fails, the cap holds per process.
 """
 
 from __future__ import annotations
@@ -17,12 +23,16 @@ import contextlib
 import logging
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import asyncpg
 
 from feedfabric.db import members as members_db
+from feedfabric.realtime import socket_leases
+from feedfabric.redisclient import REDIS_FAILURES
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +46,7 @@ class Session:
     member_id: uuid.UUID | None  # None: a token whose member has no profile yet (only its expiry applies)
     expires_at: float
     close: Close
+    lease: str | None = None  # its place among the member's leases in Redis, when it got one
 
 
 @dataclass
@@ -43,17 +54,58 @@ class Sessions:
     """The signed-in sockets of this process; `sweep` closes the ones that lost their rights."""
 
     interval_s: float = 2.0
+    max_per_member: int = 20
+    redis: Any = None
     _open: dict[object, Session] = field(default_factory=dict)
+    _per_member: Counter[uuid.UUID] = field(default_factory=Counter)
+    _renewed_at: float = 0.0
     _task: asyncio.Task[None] | None = None
 
-    def watch(self, key: object, member_id: uuid.UUID | None, expires_at: float, close: Close) -> None:
-        self._open[key] = Session(member_id, expires_at, close)
+    async def admit(self, key: object, member_id: uuid.UUID | None, expires_at: float, close: Close) -> bool:
+        """Registers the socket `key`, or refuses it (False, nothing registered) when its member already
+        holds `max_per_member` open sockets. A socket admitted before (the legacy protocol authenticates
+        twice) keeps its place."""
+        known = self._open.get(key)
+        if known is not None and known.member_id == member_id:
+            known.expires_at, known.close = expires_at, close
+            return True
+        await self.forget(key)
+        lease: str | None = None
+        if member_id is not None:
+            if self._per_member[member_id] >= self.max_per_member:
+                return False
+            if self.redis is not None:
+                lease = uuid.uuid4().hex
+                try:
+                    if not await socket_leases.claim(self.redis, member_id, lease, self.max_per_member):
+                        return False
+                except REDIS_FAILURES:
+                    log.warning("websocket leases: Redis unavailable, the per-member cap holds per process")
+                    lease = None
+            self._per_member[member_id] += 1
+        self._open[key] = Session(member_id, expires_at, close, lease)
+        return True
 
-    def forget(self, key: object) -> None:
-        self._open.pop(key, None)
+    async def forget(self, key: object) -> None:
+        """The socket closed: it no longer counts against its member."""
+        session = self._drop(key)
+        if session is not None and session.lease is not None and session.member_id is not None:
+            with contextlib.suppress(*REDIS_FAILURES):  # an unreturned lease ends by itself
+                await socket_leases.release(self.redis, session.member_id, session.lease)
+
+    def _drop(self, key: object) -> Session | None:
+        session = self._open.pop(key, None)
+        if session is not None and session.member_id is not None:
+            self._per_member[session.member_id] -= 1
+            if self._per_member[session.member_id] <= 0:
+                del self._per_member[session.member_id]
+        return session
 
     def __len__(self) -> int:
         return len(self._open)
+
+    def open_for(self, member_id: uuid.UUID) -> int:
+        return self._per_member[member_id]
 
     async def sweep(self, pool: asyncpg.Pool, now: float | None = None) -> int:
         """Closes every session past its token's expiry or of a suspended member; returns how many."""
@@ -68,12 +120,23 @@ class Sessions:
             if session.expires_at <= now or session.member_id in suspended
         ]
         for key, session, reason in ended:
-            self._open.pop(key, None)
+            await self.forget(key)
             with contextlib.suppress(Exception):  # a socket already gone has nothing left to close
                 await session.close(FORBIDDEN, f"Forbidden: {reason}")
         return len(ended)
 
+    async def renew_leases(self, now: float | None = None) -> None:
+        """Extends the Redis leases of this process's open sockets, a third of a lease after the last time."""
+        now = time.time() if now is None else now
+        if self.redis is None or now - self._renewed_at < socket_leases.LEASE_SECONDS / 3:
+            return
+        leases = [(s.member_id, s.lease) for s in self._open.values() if s.member_id is not None and s.lease]
+        if leases:
+            await socket_leases.renew(self.redis, leases, now)
+        self._renewed_at = now
+
     def start(self, pool: asyncpg.Pool) -> None:
+        """Sweeps (and renews the leases) every `interval_s` until `stop`."""
         self._task = asyncio.create_task(self._run(pool), name="websocket-rights")
 
     async def stop(self) -> None:
@@ -90,3 +153,7 @@ class Sessions:
                 await self.sweep(pool)
             except Exception:  # noqa: BLE001 - the next sweep retries; sockets keep their rights meanwhile
                 log.warning("websocket rights sweep failed", exc_info=True)
+            try:
+                await self.renew_leases()
+            except REDIS_FAILURES:  # retried next sweep; a lease that ends meanwhile is added back then
+                log.warning("websocket leases: renewal failed", exc_info=True)

@@ -40,6 +40,7 @@ from strawberry.exceptions import ConnectionRejectionError
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import BaseGraphQLTransportWSHandler
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import ErrorMessage as TransportError
 from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWSHandler
+from strawberry.subscriptions.protocols.graphql_ws.types import ConnectionErrorMessage
 from strawberry.subscriptions.protocols.graphql_ws.types import ErrorMessage as LegacyError
 
 from feedfabric import metrics
@@ -52,8 +53,14 @@ if TYPE_CHECKING:
 
 LIMIT_CODE = "RATE_LIMITED"
 INVALID_MESSAGE = 4400
+TRY_AGAIN_LATER = 1013
 _OPERATION_MESSAGES = frozenset({"subscribe", "complete", "start", "stop"})
 _STARTING_MESSAGES = frozenset({"subscribe", "start"})
+
+
+class TooManySockets(Exception):
+    """The member already holds WS_MAX_SOCKETS_PER_MEMBER open sockets: this one is closed with
+    TRY_AGAIN_LATER (1013), which clients retry with backoff, where 4403 would read as a bad token."""
 
 
 def _authorization(context: Context) -> str | None:
@@ -79,9 +86,13 @@ async def authenticate(context: Context) -> None:
     socket = context.response
     if socket is not None:
         member = result.viewer.member
-        resources.sessions.watch(
+        sessions = resources.sessions
+        if not await sessions.admit(
             socket, member.id if member else None, result.viewer.claims.expires_at, _closer(socket)
-        )
+        ):
+            raise TooManySockets(
+                f"Too many open sockets: at most {sessions.max_per_member} per member; close one and retry"
+            )
 
 
 def _closer(socket: Any) -> Any:
@@ -99,7 +110,7 @@ async def _handle_counted(context: Context, handle: Awaitable[None]) -> None:
         await handle
     finally:
         metrics.WEBSOCKET_CONNECTIONS.dec()
-        context.resources.sessions.forget(context.response)
+        await context.resources.sessions.forget(context.response)
 
 
 def _limit_error(limit: int | None) -> GraphQLFormattedError:
@@ -172,7 +183,11 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, Any]):
         await super().handle_message(message)
 
     async def handle_connection_init(self, message: Any) -> None:
-        await super().handle_connection_init(message)
+        try:
+            await super().handle_connection_init(message)
+        except TooManySockets as refused:
+            await self.websocket.close(code=TRY_AGAIN_LATER, reason=str(refused))
+            return
         if self.connection_init_received and self.connection_init_timeout_task is not None:
             # Cancelled by the init just handled; Strawberry keeps the finished task (and its sleep) for
             # the socket's life, in every idle subscription. shutdown() skips a None.
@@ -216,6 +231,11 @@ class LegacyGraphQLWSHandler(BaseGraphQLWSHandler[Any, Any]):
             except ConnectionRejectionError as rejected:
                 await self.send_message({"type": "connection_error", "payload": rejected.payload})
                 await self.websocket.close(code=FORBIDDEN, reason="Forbidden")
+                return
+            except TooManySockets as refused:
+                error: dict[str, object] = {"message": str(refused), "code": LIMIT_CODE}
+                await self.send_message(ConnectionErrorMessage(type="connection_error", payload=error))
+                await self.websocket.close(code=TRY_AGAIN_LATER, reason=str(refused))
                 return
         await super().handle_connection_init(message)
 
