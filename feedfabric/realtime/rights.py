@@ -104,9 +104,6 @@ class Sessions:
     def __len__(self) -> int:
         return len(self._open)
 
-    def open_for(self, member_id: uuid.UUID) -> int:
-        return self._per_member[member_id]
-
     async def sweep(self, pool: asyncpg.Pool, now: float | None = None) -> int:
         """Closes every session past its token's expiry or of a suspended member; returns how many."""
         if not self._open:
