@@ -113,6 +113,12 @@ class GraphQLOverHTTP:
             raise HTTPException(400, "Expected a JSON object.")
         return parsed
 
+    def parse_query_params(self, params: Any) -> dict[str, Any]:
+        """A GET's `variables=null` or `extensions=null` is the parameter left out, as GraphQL over HTTP
+        says of `null` for any optional parameter (a POST body's `null`s already are)."""
+        given = {key: value for key, value in dict(params).items() if not _json_null(key, value)}
+        return super().parse_query_params(given)  # type: ignore[misc]
+
     async def parse_multipart(self, request: Any) -> dict[str, str]:
         """A `map` that does not fit the operations (`[1]`, `{"0": 5}`, a path through a null) makes
         Strawberry's file placement fail on a type it did not expect: that is the client's malformed
@@ -171,3 +177,7 @@ class GraphQLOverHTTP:
     async def render_graphql_ide(self, request: Request) -> Response:
         """GraphiQL from the package's own copies of its scripts (feedfabric.vendor), never a CDN."""
         return HTMLResponse(GRAPHIQL_HTML.read_text(encoding="utf-8"))
+
+
+def _json_null(key: str, value: object) -> bool:
+    return key in ("variables", "extensions") and isinstance(value, str) and value.strip() == "null"

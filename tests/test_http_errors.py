@@ -35,6 +35,23 @@ async def test_a_body_that_is_not_an_object_is_a_coded_400(api: Api, body: bytes
     assert coded(response, 400) == ["BAD_USER_INPUT"]
 
 
+TYPENAME = {"__typename": "Query"}
+
+
+@pytest.mark.parametrize(
+    "nulls", [{"variables": "null"}, {"extensions": "null"}, {"variables": "null", "extensions": "null"}]
+)
+async def test_null_optional_parameters_of_a_get_count_as_left_out(api: Api, nulls: dict[str, str]) -> None:
+    response = await api.client.get("/graphql", params={"query": "{ __typename }", **nulls})
+    assert (response.status_code, response.json().get("errors"), response.json()["data"]) == (200, None, TYPENAME)
+
+
+async def test_null_optional_parameters_of_a_post_count_as_left_out(api: Api) -> None:
+    body = {"query": "{ __typename }", "variables": None, "extensions": None, "operationName": None}
+    response = await api.client.post("/graphql", json=body)
+    assert (response.status_code, response.json().get("errors"), response.json()["data"]) == (200, None, TYPENAME)
+
+
 async def test_a_multipart_body_whose_operations_are_not_an_object_is_a_coded_400(api: Api) -> None:
     response = await api.client.post(
         "/graphql", data={"operations": "null", "map": "{}"}, files={"0": ("a.png", b"x", "image/png")}
