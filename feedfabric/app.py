@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 from starlette.applications import Starlette
@@ -213,6 +214,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         multipart_uploads_enabled=True,
         allowed_origins=[o.strip() for o in settings.ws_allowed_origins.split(",") if o.strip()],
         max_subscriptions_per_connection=settings.max_subscriptions_per_connection,
+        connection_init_wait_timeout=timedelta(seconds=settings.ws_init_timeout_seconds),
     )
     app = Starlette(
         routes=[

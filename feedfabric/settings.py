@@ -102,6 +102,8 @@ class Settings(BaseSettings):
     cors_allowed_origins: str = ""  # comma-separated origins allowed to call /graphql and REST from a browser
     max_subscriptions_per_connection: int = Field(10, ge=1)
     ws_max_sockets_per_member: int = Field(20, ge=1)  # open WebSockets per member, across instances
+    # How long a new WebSocket may wait before its connection_init (then closed, 4408).
+    ws_init_timeout_seconds: float = Field(10.0, gt=0, le=60)
     # How often open WebSockets are checked for an expired token or a suspended member (then closed, 4403).
     ws_rights_check_seconds: float = Field(2.0, gt=0, le=10)
     # Live items queued per subscriber; a subscriber this far behind is disconnected as too slow.

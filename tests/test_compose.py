@@ -146,6 +146,7 @@ def test_defaults_match_the_settings(compose: dict[str, Any]) -> None:
         "RATE_LIMIT_WINDOW_SECONDS",
         "MAX_SUBSCRIPTIONS_PER_CONNECTION",
         "WS_MAX_SOCKETS_PER_MEMBER",
+        "WS_INIT_TIMEOUT_SECONDS",
         "OUTBOX_RETENTION_HOURS",
         "KAFKA_RETENTION_HOURS",
         "DEAD_LETTER_RETENTION_DAYS",

@@ -12,12 +12,14 @@ import time
 
 import pytest
 from feedfabric.settings import Settings
+from websockets.asyncio.client import connect
 
 from tests.realtime_support import (
     HOME_SUB,
     LEGACY_WS,
     PROTOCOLS,
     TRANSPORT_WS,
+    WsClient,
     closed_with,
     serve,
     wait_subscribed,
@@ -111,3 +113,25 @@ async def test_the_subscription_limit_error_carries_a_code(quick: Settings, prot
     errors = payload if isinstance(payload, list) else [payload]
     assert errors[0]["extensions"]["code"] == "RATE_LIMITED"
     assert "Subscription limit reached" in json.dumps(errors)
+
+
+@pytest.fixture
+def impatient(settings: Settings) -> Settings:
+    return settings.model_copy(update={"ws_init_timeout_seconds": 0.5})
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_socket_that_never_initialises_is_closed_with_4408(impatient: Settings, protocol: str) -> None:
+    async with serve(impatient) as server, connect(server.ws_url, subprotocols=[protocol]) as conn:
+        code, reason = await closed_with(WsClient(conn, protocol), within=5)
+    assert (code, reason) == (4408, "Connection initialisation timeout")
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_an_initialised_socket_outlives_the_wait_for_initialisation(impatient: Settings, protocol: str) -> None:
+    async with serve(impatient) as server:
+        maya = await server.api.member("maya")
+        async with ws_client(server, protocol, maya) as ws:
+            assert await ws.nothing_within(1.5)
+            await ws.subscribe(HOME_SUB)
+            await wait_subscribed(server, 1)

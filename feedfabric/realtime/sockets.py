@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 
 LIMIT_CODE = "RATE_LIMITED"
 INVALID_MESSAGE = 4400
+INIT_TIMEOUT = 4408
 TRY_AGAIN_LATER = 1013
 _OPERATION_MESSAGES = frozenset({"subscribe", "complete", "start", "stop"})
 _STARTING_MESSAGES = frozenset({"subscribe", "start"})
@@ -210,11 +211,31 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, Any]):
 
 
 class LegacyGraphQLWSHandler(BaseGraphQLWSHandler[Any, Any]):
-    """graphql-ws (subscriptions-transport-ws), with the forbidden and invalid-message closes of
-    graphql-transport-ws and queries and mutations served."""
+    """graphql-ws (subscriptions-transport-ws), with the forbidden, invalid-message and
+    initialisation-timeout closes of graphql-transport-ws and queries and mutations served.
+
+    Strawberry gives this protocol no wait for `connection_init`: a socket that never sends one
+    would stay open, unauthenticated, for as long as its client likes."""
+
+    init_timer: asyncio.Task[None] | None = None
 
     async def handle(self) -> None:
-        await _handle_counted(self.context, super().handle())
+        self.init_timer = asyncio.create_task(self._close_unless_initialised())
+        try:
+            await _handle_counted(self.context, super().handle())
+        finally:
+            self._stop_init_timer()
+
+    async def _close_unless_initialised(self) -> None:
+        await asyncio.sleep(self.view.connection_init_wait_timeout.total_seconds())
+        if not self.connection_acknowledged:
+            await self.websocket.close(code=INIT_TIMEOUT, reason="Connection initialisation timeout")
+
+    def _stop_init_timer(self) -> None:
+        """Dropped once the socket is initialised, so an idle subscription keeps no finished task."""
+        if self.init_timer is not None:
+            self.init_timer.cancel()
+            self.init_timer = None
 
     async def handle_message(self, message: Any) -> None:
         if (reason := _malformed(message)) is not None:
@@ -238,6 +259,8 @@ class LegacyGraphQLWSHandler(BaseGraphQLWSHandler[Any, Any]):
                 await self.websocket.close(code=TRY_AGAIN_LATER, reason=str(refused))
                 return
         await super().handle_connection_init(message)
+        if self.connection_acknowledged:
+            self._stop_init_timer()
 
     async def handle_start(self, message: Any) -> None:
         limit = self.max_subscriptions_per_connection
