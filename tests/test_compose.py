@@ -257,6 +257,7 @@ def test_two_api_instances_each_name_their_realtime_group_behind_one_balancer(co
         assert f"server {name}:8000" in nginx
     assert "ip_hash" not in nginx and "sticky" not in nginx.replace("nothing sticky", "")
     assert "Upgrade $http_upgrade" in nginx  # WebSockets pass through
+    assert "limit_conn per_address" in nginx  # sockets that never sign in are bounded by address
     for name in ("relay", "worker"):
         assert all_services[name]["deploy"]["replicas"] >= 2, name
 
