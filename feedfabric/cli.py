@@ -74,6 +74,7 @@ def cmd_api(args: argparse.Namespace) -> None:
         workers=args.workers,
         log_level="warning",
         lifespan="on",
+        forwarded_allow_ips=settings.forwarded_allow_ips,
         **serve_options(),  # permessage-deflate off (feedfabric.realtime.serving)
     )
 

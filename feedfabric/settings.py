@@ -100,6 +100,10 @@ class Settings(BaseSettings):
     persisted_query_ttl_seconds: int = Field(7 * 86_400, ge=60)
     ws_allowed_origins: str = ""  # comma-separated origins allowed to open cross-origin WebSockets
     cors_allowed_origins: str = ""  # comma-separated origins allowed to call /graphql and REST from a browser
+    # Peers whose X-Forwarded-For names the client (comma-separated addresses or networks): the balancer.
+    # The signed-out rate limit counts per client address, so behind an untrusted balancer every
+    # signed-out client would share its one budget. uvicorn takes the rightmost untrusted address.
+    forwarded_allow_ips: str = "127.0.0.1,::1"
     max_subscriptions_per_connection: int = Field(10, ge=1)
     ws_max_sockets_per_member: int = Field(20, ge=1)  # open WebSockets per member, across instances
     # How long a new WebSocket may wait before its connection_init (then closed, 4408).

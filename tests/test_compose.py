@@ -12,6 +12,7 @@ behind a balancer, two relays, two workers.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from pathlib import Path
@@ -314,3 +315,18 @@ def test_cpu_torch_index_only_inside_the_dockerfile() -> None:
     for path in (ROOT / "Makefile", ROOT / "pyproject.toml", ROOT / ".ci" / "run"):
         if path.is_file():
             assert "download.pytorch.org" not in path.read_text(), path
+
+
+def test_the_api_instances_take_the_client_address_from_the_balancer_alone(compose: dict[str, Any]) -> None:
+    """The signed-out rate limit counts per client address: the instances must read it from the balancer's
+    X-Forwarded-For (else every signed-out client shares the balancer's one budget), and from no one else's."""
+    all_services = services(compose)
+    balancer = ipaddress.ip_address(
+        interpolated_default(all_services["balancer"]["networks"]["default"]["ipv4_address"])
+    )
+    subnet = ipaddress.ip_network(interpolated_default(compose["networks"]["default"]["ipam"]["config"][0]["subnet"]))
+    assert balancer in subnet
+    for name in API_INSTANCES:
+        assert interpolated_default(all_services[name]["environment"]["FORWARDED_ALLOW_IPS"]) == str(balancer)
+    nginx = (ROOT / "deploy" / "nginx.conf").read_text()
+    assert "X-Forwarded-For $proxy_add_x_forwarded_for" in nginx  # uvicorn takes the rightmost untrusted address
