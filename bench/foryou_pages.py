@@ -65,6 +65,7 @@ async def measure(database_url: str, redis_url: str, rounds: int) -> dict[str, f
         redis_url=redis_url,
         feedfabric_jwt_secret=home_feed.SECRET,
         rate_limit_operations=10**9,
+        rate_limit_cost=10**12,
         log_level="WARNING",
     )
     app = create_app(settings)

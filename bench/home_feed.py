@@ -209,6 +209,7 @@ async def in_process_pages(
         redis_url=os.environ["REDIS_URL"],
         feedfabric_jwt_secret=SECRET,
         rate_limit_operations=10**9,
+        rate_limit_cost=10**12,
         log_level="WARNING",
     )
     app = create_app(settings)
@@ -431,7 +432,11 @@ async def profile(database_url: str, redis_url: str, names: list[str], requests:
     from pyinstrument import Profiler
 
     settings = Settings(
-        database_url=database_url, redis_url=redis_url, feedfabric_jwt_secret=SECRET, rate_limit_operations=10**9
+        database_url=database_url,
+        redis_url=redis_url,
+        feedfabric_jwt_secret=SECRET,
+        rate_limit_operations=10**9,
+        rate_limit_cost=10**12,
     )
     app = create_app(settings)
     body = {"query": GRAPHQL, "operationName": "Home", "variables": {"first": PAGE}}
@@ -499,6 +504,7 @@ def main() -> None:
             "FEEDFABRIC_JWT_SECRET": SECRET,
             "LOG_LEVEL": "WARNING",
             "RATE_LIMIT_OPERATIONS": "1000000000",
+            "RATE_LIMIT_COST": "1000000000000",
         }
         api = subprocess.Popen(
             [sys.executable, "-m", "feedfabric", "api", "--port", str(port), "--workers", str(args.workers)],

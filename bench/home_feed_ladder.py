@@ -69,7 +69,9 @@ def make_app(database_url: str, redis_url: str, members: dict[str, tuple[str, st
     from feedfabric.models import Page
     from feedfabric.settings import Settings
 
-    settings = Settings(database_url=database_url, redis_url=redis_url, rate_limit_operations=10**9)
+    settings = Settings(
+        database_url=database_url, redis_url=redis_url, rate_limit_operations=10**9, rate_limit_cost=10**12
+    )
     state: dict[str, Any] = {}
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:

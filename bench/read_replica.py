@@ -87,6 +87,7 @@ def main() -> None:
                     redis_url=env_or(env, "REDIS_URL"),
                     feedfabric_jwt_secret=SECRET,
                     rate_limit_operations=10**9,
+                    rate_limit_cost=10**12,
                     log_level="WARNING",
                 )
                 asyncio.run(load(base))

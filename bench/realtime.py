@@ -166,6 +166,7 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
         "KAFKA_TOPIC_PREFIX": prefix,
         "LOG_LEVEL": "WARNING",
         "RATE_LIMIT_OPERATIONS": "1000000",
+        "RATE_LIMIT_COST": "1000000000000",
     }
     api = subprocess.Popen([sys.executable, "-m", "feedfabric", "api", "--port", str(port)], env=api_env)
     pool = await asyncpg.create_pool(database_url, min_size=1, max_size=4)

@@ -130,6 +130,7 @@ class Case:
             "LOG_FORMAT": "text",
             "OUTBOX_IDLE_MS": "50",
             "RATE_LIMIT_OPERATIONS": "1000000",
+            "RATE_LIMIT_COST": "1000000000000",
             "KAFKA_SESSION_TIMEOUT_MS": "3000",
             "KAFKA_HEARTBEAT_INTERVAL_MS": "500",
             "REDIS_BREAKER_COOLDOWN_MS": "500",

@@ -5,6 +5,12 @@ out), so every API replica shares them. GraphQL spends one unit per root field
 of an operation (feedfabric.schema.ratelimit); a REST request is one
 operation and spends one. If Redis is missing or failing the limiter fails
 open: a rate limit is protection, never a reason to take the API down.
+
+Operations alone do not bound the work: one operation just under
+GRAPHQL_MAX_COST takes a hundred times a feed page's CPU, so a member could
+keep an API process busy well within the operation budget. So GraphQL also
+spends its query cost (feedfabric.schema.cost) from a second budget of the
+same window, RATE_LIMIT_COST, counted in the same key by the same script.
 """
 
 from __future__ import annotations
@@ -23,12 +29,13 @@ log = logging.getLogger("feedfabric.ratelimit")
 
 REDIS_PREFIX = "ratelimit:"
 
-# Count and, for a new window, expire it in one command: this runs on every GraphQL
-# operation, and a MULTI/INCRBY/EXPIRE/EXEC pipeline costs the client several round trips' CPU.
+# Count both budgets and, for a new window, expire it in one command: this runs on every GraphQL
+# operation, and a MULTI/HINCRBY/EXPIRE/EXEC pipeline costs the client several round trips' CPU.
 _COUNT = Script("""
-local used = redis.call('INCRBY', KEYS[1], ARGV[1])
-if used == tonumber(ARGV[1]) then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
-return used
+local used = redis.call('HINCRBY', KEYS[1], 'ops', ARGV[1])
+local cost = redis.call('HINCRBY', KEYS[1], 'cost', ARGV[2])
+if used == tonumber(ARGV[1]) then redis.call('EXPIRE', KEYS[1], ARGV[3]) end
+return {used, cost}
 """)
 
 
@@ -40,9 +47,17 @@ class Allowance:
     remaining: int
     reset_seconds: int
     refusal: RateLimited | None
+    cost_limit: int = 0
+    cost_remaining: int = 0
 
     def as_extension(self) -> dict[str, int]:
-        return {"limit": self.limit, "remaining": self.remaining, "resetSeconds": self.reset_seconds}
+        return {
+            "limit": self.limit,
+            "remaining": self.remaining,
+            "resetSeconds": self.reset_seconds,
+            "costLimit": self.cost_limit,
+            "costRemaining": self.cost_remaining,
+        }
 
     def as_headers(self) -> dict[str, str]:
         headers = {
@@ -62,22 +77,29 @@ def client_key(member_id: object | None, client_host: str | None) -> str:
     return f"ip:{client_host or 'unknown'}"
 
 
-async def spend(redis: Any, settings: Settings, client: str, cost: int) -> Allowance | None:
-    """Spends `cost` operations of `client`'s window; None when there is no Redis to count in (fail open)."""
+async def spend(redis: Any, settings: Settings, client: str, cost: int, query_cost: int = 0) -> Allowance | None:
+    """Spends `cost` operations and `query_cost` of the cost budget from `client`'s window; None when there
+    is no Redis to count in (fail open)."""
     if redis is None:
         return None
     window = settings.rate_limit_window_seconds
     now = time.time()
     key = f"{REDIS_PREFIX}{client}:{int(now // window)}"
     try:
-        used = int(await _COUNT(redis, [key], (cost, window + 1)))
+        used, spent = (int(n) for n in await _COUNT(redis, [key], (cost, query_cost, window + 1)))
     except Exception:  # noqa: BLE001 - fail open
         log.warning("rate limit: Redis unavailable, operation allowed")
         return None
-    limit = settings.rate_limit_operations
+    limit, cost_limit = settings.rate_limit_operations, settings.rate_limit_cost
     reset = max(int(window - now % window), 1)
     refusal = None
     if used > limit:
-        metrics.RATE_LIMITED.inc()
         refusal = RateLimited(f"Rate limit of {limit} operations per {window} s exceeded; retry in {reset} s.")
-    return Allowance(limit, max(limit - used, 0), reset, refusal)
+    elif spent > cost_limit:
+        refusal = RateLimited(
+            f"Rate limit of {cost_limit} query cost per {window} s exceeded; retry in {reset} s, "
+            "or ask for fewer items (`first`)."
+        )
+    if refusal is not None:
+        metrics.RATE_LIMITED.inc()
+    return Allowance(limit, max(limit - used, 0), reset, refusal, cost_limit, max(cost_limit - spent, 0))

@@ -97,6 +97,7 @@ class Settings(BaseSettings):
     graphql_max_cost: int = Field(10_000, ge=1)
     rate_limit_operations: int = Field(600, ge=1)  # root fields per member (or client IP) per window
     rate_limit_window_seconds: int = Field(60, ge=1)
+    rate_limit_cost: int = Field(60_000, ge=1)  # query cost (feedfabric.schema.cost) per member per window
     persisted_query_ttl_seconds: int = Field(7 * 86_400, ge=60)
     ws_allowed_origins: str = ""  # comma-separated origins allowed to open cross-origin WebSockets
     cors_allowed_origins: str = ""  # comma-separated origins allowed to call /graphql and REST from a browser

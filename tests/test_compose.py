@@ -145,6 +145,7 @@ def test_defaults_match_the_settings(compose: dict[str, Any]) -> None:
         "GRAPHQL_MAX_COST",
         "RATE_LIMIT_OPERATIONS",
         "RATE_LIMIT_WINDOW_SECONDS",
+        "RATE_LIMIT_COST",
         "MAX_SUBSCRIPTIONS_PER_CONNECTION",
         "WS_MAX_SOCKETS_PER_MEMBER",
         "WS_INIT_TIMEOUT_SECONDS",

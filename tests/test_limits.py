@@ -492,6 +492,29 @@ async def test_rest_requests_spend_the_same_budget_as_graphql_operations(api: Ap
         assert codes(await limited.raw("{ viewer { id } }", token=token)) == ["RATE_LIMITED"]
 
 
+FOLLOWING_PAGES = "{ viewer { following(first: 50) { edges { node { posts(first: 4) { edges { node { id } } } } } } } }"
+
+
+async def test_rate_limit_spends_each_operations_query_cost_from_a_budget_of_its_own(
+    api: Api, settings: Settings
+) -> None:
+    async with api_with(
+        settings, rate_limit_cost=1_000, rate_limit_window_seconds=STEADY_WINDOW, redis_timeout_ms=10_000
+    ) as limited:
+        token = await limited.member("costly")
+        first = await limited.raw(FOLLOWING_PAGES, token=token)
+        cost = first["extensions"]["cost"]["requestedQueryCost"]
+        assert codes(first) == [] and 500 < cost < 1_000
+        assert first["extensions"]["rateLimit"]["costRemaining"] == 1_000 - cost
+        refused = await limited.raw(FOLLOWING_PAGES, token=token)  # past 1,000 with operations to spare
+        assert codes(refused) == ["RATE_LIMITED"]
+        assert "query cost" in refused["errors"][0]["message"]
+        assert refused["extensions"]["rateLimit"]["remaining"] > 0
+        # Another member has a cost budget of their own.
+        other = await limited.member("frugal")
+        assert codes(await limited.raw(FOLLOWING_PAGES, token=other)) == []
+
+
 async def test_rate_limit_fails_open_without_redis(api: Api, settings: Settings) -> None:
     dead_redis = f"redis://127.0.0.1:{free_port()}/0"
     async with api_with(

@@ -175,7 +175,7 @@ class QueryCost(SchemaExtension):
         if ec.graphql_document is None:
             return 0
         try:
-            return _cached_cost(graphql_schema(ec.schema), ec.graphql_document, ec.operation_name, ec.variables)
+            return cached_cost(graphql_schema(ec.schema), ec.graphql_document, ec.operation_name, ec.variables)
         except Exception:
             log.exception("query cost failed; the operation is refused")
             return None
@@ -214,9 +214,11 @@ class QueryCost(SchemaExtension):
 _COSTS: IdMemo[int] = IdMemo(1024)
 
 
-def _cached_cost(
+def cached_cost(
     schema: GraphQLSchema, document: DocumentNode, operation_name: str | None, variables: Mapping[str, Any] | None
 ) -> int:
+    """operation_cost, walked once per document and variables: QueryCost and the rate limit's cost
+    budget (feedfabric.schema.ratelimit) both ask."""
     try:
         key = (id(schema), id(document), operation_name, _frozen(variables))
         hash(key)

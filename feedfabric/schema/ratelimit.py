@@ -3,8 +3,10 @@
 One HTTP request can carry many operations: twenty aliases of a root field, or
 a batch of documents. So every root field of the operation that runs (aliases
 and fragment-spread fields included) counts one, and each operation of a
-batch is checked on its own. An operation refused before execution (too
-costly, or fragments fanning out) spends its share all the same.
+batch is checked on its own. Each operation also spends its query cost from
+the cost budget of the same window (RATE_LIMIT_COST). An operation refused
+before execution (too costly, or fragments fanning out) spends its share all
+the same.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from graphql import DocumentNode, get_operation_ast
 from strawberry.extensions import SchemaExtension
 
 from feedfabric import ratelimit
+from feedfabric.schema.cost import cached_cost
 from feedfabric.schema.refusal import app_context, refuse
 from feedfabric.schema.selections import fragments_of, iter_fields
+from feedfabric.schema.served import graphql_schema
 
 
 def root_field_count(document: DocumentNode, operation_name: str | None) -> int:
@@ -26,6 +30,15 @@ def root_field_count(document: DocumentNode, operation_name: str | None) -> int:
     if operation is None:
         return 1
     return max(sum(1 for _ in iter_fields(operation.selection_set, fragments_of(document))), 1)
+
+
+def _query_cost(ec: Any, document: DocumentNode) -> int:
+    """What QueryCost computed for the operation (memoised there); 0 when it cannot be computed, which
+    QueryCost refuses anyway."""
+    try:
+        return cached_cost(graphql_schema(ec.schema), document, ec.operation_name, ec.variables)
+    except Exception:  # noqa: BLE001 - QueryCost logs it and refuses the operation
+        return 0
 
 
 class OperationRateLimit(SchemaExtension):
@@ -51,6 +64,7 @@ class OperationRateLimit(SchemaExtension):
             context.settings,
             ratelimit.client_key(member.id if member else None, client.host if client else None),
             root_field_count(document, ec.operation_name),
+            _query_cost(ec, document),
         )
         if allowance is None:
             return
