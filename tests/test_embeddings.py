@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import numpy as np
 import pytest
 from feedfabric import embeddings
@@ -168,3 +170,44 @@ async def test_replicas_encode_chunks_in_order(embedder):
     alone = embeddings.encode(embedder.models[0], texts)
     assert together.shape == (40, 384) and len(embedder.models) == 2
     assert np.allclose(together, alone, atol=1e-5)
+
+
+async def test_similar_posts_of_a_post_the_viewer_may_not_see_are_as_of_an_unknown_id(ctx, pool, redis):
+    author, shady, viewer = await f.member(pool), await f.member(pool), await f.member(pool)
+    held = await f.post(pool, author, "Morning run by the lake, 8 km easy pace")
+    by_shady = await f.post(pool, shady, "Morning run around the lake, 8km at an easy pace")
+    other = await f.post(pool, author, "Easy 5 mile jog this morning")
+    await f.deliver(ctx, worker.GROUP, [created(i, a) for i, a in ((held, author), (by_shady, shady), (other, author))])
+    await pool.execute("UPDATE posts SET status = 'held' WHERE id = $1", held)
+    await pool.execute("UPDATE members SET status = 'suspended' WHERE id = $1", shady)
+
+    assert await post_embeddings.similar_posts(redis, pool, uuid.uuid4(), 5, viewer_id=viewer) == []
+    for hidden in (held, by_shady):
+        assert await post_embeddings.similar_posts(redis, pool, hidden, 5, viewer_id=viewer) == []
+    assert await post_embeddings.similar_posts(redis, pool, held, 5, viewer_id=author) == [other]
+
+
+async def test_graphql_similar_posts_of_a_held_or_suspended_authors_post_is_empty(ctx, api):
+    viewer = await api.member("viewer")
+    admin = await api.member("mod", admin=True)
+    writer, shady = await api.member("writer"), await api.member("shady")
+    ids = {}
+    for name, token, text in (
+        ("held", writer, "Morning run by the lake, 8 km easy pace"),
+        ("shady", shady, "Morning run around the lake, 8km at an easy pace"),
+        ("shown", writer, "Easy 5 mile jog this morning"),
+        ("also", writer, "Jogged an easy five miles this morning"),
+    ):
+        author = (await api.gql("{ viewer { id } }", token=token))["viewer"]["id"]
+        ids[name] = await api.post(token, text)
+        await f.deliver(ctx, worker.GROUP, [created(uuid.UUID(ids[name]), uuid.UUID(author))])
+    await api.gql("mutation($id: ID!) { holdPost(id: $id) { id } }", {"id": ids["held"]}, token=admin)
+    await api.gql('mutation { suspendMember(externalUserId: "shady") { id } }', token=admin)
+    similar = "query($id: ID!) { similarPosts(postId: $id) { id } }"
+
+    assert (await api.gql(similar, {"id": str(uuid.uuid4())}, token=viewer))["similarPosts"] == []
+    assert (await api.gql(similar, {"id": ids["held"]}, token=viewer))["similarPosts"] == []
+    assert (await api.gql(similar, {"id": ids["shady"]}, token=viewer))["similarPosts"] == []
+    # the control: a post the viewer may see has neighbours, and the held post has them for its author
+    assert (await api.gql(similar, {"id": ids["shown"]}, token=viewer))["similarPosts"] == [{"id": ids["also"]}]
+    assert len((await api.gql(similar, {"id": ids["held"]}, token=writer))["similarPosts"]) == 2

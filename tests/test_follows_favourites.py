@@ -64,3 +64,37 @@ async def test_follow_tag_normalises_and_is_idempotent(api: Api, pool: asyncpg.P
     assert await pool.fetchval("SELECT count(*) FROM follows WHERE target_type = 'tag'") == 1
     await api.gql('mutation { unfollowTag(tag: "RUNNING") }', token=maya)
     assert await pool.fetchval("SELECT count(*) FROM follows WHERE target_type = 'tag'") == 0
+
+
+SUSPEND = "mutation($e: String!) { suspendMember(externalUserId: $e) { id } }"
+UNSUSPEND = "mutation($e: String!) { unsuspendMember(externalUserId: $e) { id } }"
+
+
+async def test_a_suspended_member_cannot_be_made_a_favourite_as_they_cannot_be_followed(
+    api: Api, pool: asyncpg.Pool
+) -> None:
+    maya = await api.member("maya")
+    await api.member("gone")
+    await api.gql(SUSPEND, {"e": "gone"}, token=await api.member("mod", admin=True))
+    assert await api.error_codes(ADD_FAV, {"e": "gone"}, token=maya) == ["NOT_FOUND"]
+    for path in ("/favourites/gone", "/follows/gone"):
+        response = await api.rest("PUT", path, token=maya)
+        assert (response.status_code, response.json()["error"]["code"]) == (404, "resource.not_found"), path
+    assert await pool.fetchval("SELECT count(*) FROM favourites") == 0
+
+
+async def test_a_favourite_suspended_later_is_left_out_of_the_lists_until_unsuspended(api: Api) -> None:
+    maya = await api.member("maya")
+    admin = await api.member("mod", admin=True)
+    for name in ("kept", "gone"):
+        await api.member(name)
+        await api.gql(ADD_FAV, {"e": name}, token=maya)
+    await api.gql(SUSPEND, {"e": "gone"}, token=admin)
+    assert (await api.gql("{ favourites { username } }", token=maya))["favourites"] == [{"username": "kept"}]
+    listed = (await api.rest("GET", "/favourites", token=maya)).json()["favourites"]
+    assert [m["username"] for m in listed] == ["kept"]
+    await api.gql(UNSUSPEND, {"e": "gone"}, token=admin)
+    assert [m["username"] for m in (await api.gql("{ favourites { username } }", token=maya))["favourites"]] == [
+        "gone",
+        "kept",
+    ]

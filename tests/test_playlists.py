@@ -350,3 +350,48 @@ async def test_a_page_of_items_costs_the_same_statements_whatever_its_size(api: 
         assert await statements(3) == await statements(30)
     finally:
         await pool.close()
+
+
+async def _suspended_owner_with_playlists(api: Api) -> tuple[str, str, str, str]:
+    """shady owns a playlist holding theo's post, likes that post, and is then suspended; returns
+    (shady's playlist, shady's Liked playlist, the item in the playlist, a viewer's token)."""
+    shady = await api.member("shady")
+    theo = await api.member("theo")
+    post = await api.post(theo, "a post shady liked")
+    playlist = await _playlist(api, shady)
+    item = (await _add(api, shady, playlist, post))["id"]
+    await api.gql(LIKE, {"p": post}, token=shady)
+    liked = (await api.gql(LIKED, {"u": "shady"}, token=theo))["member"]["likedPlaylist"]["id"]
+    await api.gql(
+        'mutation { suspendMember(externalUserId: "shady") { id } }', token=await api.member("mod", admin=True)
+    )
+    return playlist, liked, item, theo
+
+
+async def test_a_suspended_members_playlists_are_not_found_by_id(api: Api) -> None:
+    playlist, liked, _, viewer = await _suspended_owner_with_playlists(api)
+    for token in (viewer, None):
+        for pid in (playlist, liked, str(uuid.uuid4())):
+            assert (await api.gql(ITEMS, {"p": pid}, token=token))["playlist"] is None
+
+
+async def test_a_suspended_members_playlists_cannot_be_followed_or_unfollowed(api: Api, pool: asyncpg.Pool) -> None:
+    playlist, liked, _, viewer = await _suspended_owner_with_playlists(api)
+    for pid in (playlist, liked):
+        assert await api.error_codes(FOLLOW, {"p": pid}, token=viewer) == ["NOT_FOUND"]
+        assert await api.error_codes(UNFOLLOW, {"p": pid}, token=viewer) == ["NOT_FOUND"]
+    assert await pool.fetchval("SELECT count(*) FROM follows WHERE target_type = 'playlist'") == 0
+
+
+async def test_writes_to_a_suspended_members_playlist_are_not_found_rather_than_forbidden(api: Api) -> None:
+    playlist, _, item, viewer = await _suspended_owner_with_playlists(api)
+    post = await api.post(viewer, "mine")
+    assert await api.error_codes(ADD, {"p": playlist, "post": post}, token=viewer) == ["NOT_FOUND"]
+    assert await api.error_codes(MOVE, {"i": item}, token=viewer) == ["NOT_FOUND"]
+    assert await api.error_codes(REMOVE, {"i": item}, token=viewer) == ["NOT_FOUND"]
+
+
+async def test_a_suspended_members_liked_playlist_shows_no_items_through_their_profile(api: Api) -> None:
+    *_, viewer = await _suspended_owner_with_playlists(api)
+    liked = (await api.gql(LIKED, {"u": "shady"}, token=viewer))["member"]["likedPlaylist"]
+    assert liked["items"]["edges"] == []

@@ -38,10 +38,11 @@ async def remove(conn: asyncpg.Connection, member_id: uuid.UUID, favourite_id: u
 
 
 async def listed(conn: asyncpg.Connection | asyncpg.Pool, member_id: uuid.UUID) -> list[Member]:
-    """Most recently added first."""
+    """Active favourites, most recently added first: a suspended one is left out, as the follow lists
+    leave out suspended members (db/follows.py), and shows again if unsuspended."""
     cols = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
     rows = await conn.fetch(
-        f"""SELECT {cols} FROM favourites f JOIN members m ON m.id = f.favourite_id
+        f"""SELECT {cols} FROM favourites f JOIN members m ON m.id = f.favourite_id AND m.status = 'active'
             WHERE f.member_id = $1 ORDER BY f.created_at DESC, f.favourite_id""",
         member_id,
     )

@@ -11,7 +11,8 @@ similarPosts is a brute-force cosine scan over the newest
 `similar_scan_limit` embedded posts (5,000 by default), read from Postgres,
 which answers it faster than the same scan over Redis (docs/benchmarks.md).
 Past that size an ANN index (pgvector HNSW) would replace the scan behind
-the same function. Candidates are then checked for
+the same function. The asked-about post must be visible to the viewer (else
+the answer is [], as for an unknown ID); candidates are then checked for
 visibility in rank order.
 """
 
@@ -100,9 +101,13 @@ async def similar_posts(
     viewer_id: uuid.UUID | None = None,
     scan_limit: int = 5_000,
 ) -> list[uuid.UUID]:
-    """IDs of the posts most similar to `post_id`, best first, visible to the viewer; [] if it has no vector."""
+    """IDs of the posts most similar to `post_id`, best first, visible to the viewer; [] if it has no
+    vector, and [] if the viewer may not see it (held, deleted, its author suspended: visible_posts),
+    the answer for an unknown ID, so its neighbours never tell what a hidden post is about."""
     if not 1 <= first <= 100:
         raise BadInput("first must be between 1 and 100")
+    if not await post_text.visible_ids(pool, [post_id], viewer_id):
+        return []
     query = await vector_of(redis, pool, post_id)
     if query is None:
         return []

@@ -87,9 +87,13 @@ async def follow_tag(conn: asyncpg.Connection, follower: Member, tag: str, *, on
 
 
 async def add_favourite(conn: asyncpg.Connection, settings: Settings, member: Member, external_id: str) -> Member:
+    """A suspended member is NOT_FOUND here, as in `follow`: otherwise they would take one of the
+    limited slots while every list of favourites leaves them out."""
     favourite = await target(conn, external_id)
     if favourite.id == member.id:
         raise BadInput("you cannot favourite yourself")
+    if not favourite.active:
+        raise NotFound("member not found")
     await members_db.lock(conn, member.id)
     if await favourites_db.exists(conn, member.id, favourite.id):
         return favourite
@@ -118,8 +122,9 @@ class Listed:
     cursor: str
 
 
-def _lists_hidden(member: Member, viewer_id: uuid.UUID | None) -> bool:
-    """A suspended member's lists are hidden from everyone but themselves, as their posts are."""
+def lists_hidden(member: Member, viewer_id: uuid.UUID | None) -> bool:
+    """A suspended member's lists (follows, playlists) are hidden from everyone but themselves, as
+    their posts are."""
     return not member.active and member.id != viewer_id
 
 
@@ -133,7 +138,7 @@ async def followers(
 ) -> Page:
     """Active members following `member`, most recent follow first; one statement a page."""
     before = paging.position(after)
-    if _lists_hidden(member, viewer_id):
+    if lists_hidden(member, viewer_id):
         return Page([], None)
     return _follow_page(await follows_db.followers_page(conn, member.id, before, limit + 1), limit)
 
@@ -143,7 +148,7 @@ async def following(
 ) -> Page:
     """Active members `member` follows, most recent follow first; one statement a page."""
     before = paging.position(after)
-    if _lists_hidden(member, viewer_id):
+    if lists_hidden(member, viewer_id):
         return Page([], None)
     return _follow_page(await follows_db.following_page(conn, member.id, before, limit + 1), limit)
 

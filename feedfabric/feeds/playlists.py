@@ -25,10 +25,12 @@ import asyncpg
 from fractional_indexing import FIError, generate_key_between, generate_n_keys_between
 
 from feedfabric.db import follows as follows_db
+from feedfabric.db import members as members_db
 from feedfabric.db import playlists as playlists_db
 from feedfabric.db import posts as posts_db
 from feedfabric.errors import BadInput, Forbidden, NotFound
 from feedfabric.feeds import text
+from feedfabric.feeds.members import lists_hidden
 from feedfabric.ids import new_id, parse_id
 from feedfabric.models import Member, Page, Playlist, PlaylistItem
 
@@ -47,8 +49,25 @@ liked_playlist_id = playlists_db.liked_playlist_id
 # -- reads -------------------------------------------------------------------------
 
 
-async def get(conn: asyncpg.Connection | asyncpg.Pool, playlist_id: uuid.UUID) -> Playlist | None:
-    return await playlists_db.get(conn, playlist_id)
+async def _owner_hidden(
+    conn: asyncpg.Connection | asyncpg.Pool, playlist: Playlist, viewer_id: uuid.UUID | None
+) -> bool:
+    """Whether the playlist's owner is suspended and not the viewer: the rule of `owned`
+    (feeds.members.lists_hidden), applied to one playlist."""
+    owner = (await members_db.by_ids(conn, [playlist.owner_id])).get(playlist.owner_id)
+    return owner is None or lists_hidden(owner, viewer_id)
+
+
+async def get(
+    conn: asyncpg.Connection | asyncpg.Pool, playlist_id: uuid.UUID, viewer_id: uuid.UUID | None
+) -> Playlist | None:
+    """The playlist, or None, as for an unknown ID, when its owner is suspended: `owned` lists none of
+    a suspended member's playlists, and their Liked playlist's ID is computable, so by ID too they are
+    not found (by anyone but the owner)."""
+    playlist = await playlists_db.get(conn, playlist_id)
+    if playlist is None or await _owner_hidden(conn, playlist, viewer_id):
+        return None
+    return playlist
 
 
 async def liked_playlists(
@@ -79,11 +98,16 @@ def parse_item_cursor(after: str | None) -> tuple[str, uuid.UUID] | None:
 async def items(
     conn: asyncpg.Connection | asyncpg.Pool,
     playlist_id: uuid.UUID,
+    owner: Member,
     viewer_id: uuid.UUID | None,
     after: tuple[str, uuid.UUID] | None,
     limit: int,
 ) -> Page:
-    """A page in playlist order; one row more than asked tells whether another page exists."""
+    """A page in playlist order; one row more than asked tells whether another page exists. A suspended
+    owner's playlist is empty to everyone else (reached through Member.likedPlaylist, it would show whose
+    posts they liked): their lists are hidden (`lists_hidden`)."""
+    if lists_hidden(owner, viewer_id):
+        return Page([], None, "postgres")
     rows = await playlists_db.page(conn, playlist_id, viewer_id, after, limit + 1)
     page = rows[:limit]
     more = len(rows) > limit and bool(page)
@@ -99,7 +123,7 @@ async def owned(
 ) -> Page:
     """A member's USER playlists, newest first, one statement a page; a suspended member's are hidden
     from everyone but themselves, as their posts are."""
-    if not owner.active and owner.id != viewer_id:
+    if lists_hidden(owner, viewer_id):
         return Page([], None, "postgres")
     rows = await playlists_db.owned_page(conn, owner.id, after, limit + 1)
     page = rows[:limit]
@@ -115,11 +139,14 @@ async def create(conn: asyncpg.Connection, owner: Member, name: str) -> Playlist
 
 
 async def _lock_owned(conn: asyncpg.Connection, playlist_id: uuid.UUID, owner: Member) -> Playlist:
-    """Locks the playlist row: the one serialisation point of every write to its items."""
+    """Locks the playlist row: the one serialisation point of every write to its items. Another
+    member's playlist is FORBIDDEN, unless its owner is suspended: then NOT_FOUND, as by ID in `get`."""
     playlist = await playlists_db.get(conn, playlist_id, for_update=True)
     if playlist is None:
         raise NotFound("playlist not found")
     if playlist.owner_id != owner.id:
+        if await _owner_hidden(conn, playlist, owner.id):
+            raise NotFound("playlist not found")
         raise Forbidden("only the owner may change a playlist")
     return playlist
 
@@ -245,8 +272,10 @@ async def on_unliked(conn: asyncpg.Connection, member: Member, post_id: uuid.UUI
 
 
 async def follow(conn: asyncpg.Connection, member: Member, playlist_id: uuid.UUID, *, on: bool) -> Playlist:
-    """Playlist follows live in the one follows table (target_type 'playlist'); idempotent both ways."""
-    playlist = await playlists_db.get(conn, playlist_id)
+    """Playlist follows live in the one follows table (target_type 'playlist'); idempotent both ways.
+    A suspended member's playlist is NOT_FOUND both ways, as by ID in `get`; an existing follow of it
+    stays, unseen, and counts again if the owner is unsuspended (as a follow of the member does)."""
+    playlist = await get(conn, playlist_id, member.id)
     if playlist is None:
         raise NotFound("playlist not found")
     if on:

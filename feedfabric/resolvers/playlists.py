@@ -6,6 +6,8 @@ here, after its transaction has committed.
 
 from __future__ import annotations
 
+import uuid
+
 from feedfabric.context import Context
 from feedfabric.db.pool import transaction
 from feedfabric.feeds import paging, playlist_rebalance
@@ -16,17 +18,25 @@ from feedfabric.models import Page, Playlist, PlaylistItem
 item_cursor = playlists_svc.item_cursor
 
 
+def _viewer_id(ctx: Context) -> uuid.UUID | None:
+    member = ctx.viewer.member  # a refused token is an error even here
+    return member.id if member else None
+
+
 async def playlist(ctx: Context, playlist_id: str) -> Playlist | None:
-    ctx.viewer  # a refused token is an error even here
-    return await playlists_svc.get(ctx.read_pool, parse_id(playlist_id, "playlist id"))
+    viewer_id = _viewer_id(ctx)
+    return await playlists_svc.get(ctx.read_pool, parse_id(playlist_id, "playlist id"), viewer_id)
 
 
 async def items(ctx: Context, playlist_row: Playlist, first: int | None, after: str | None) -> Page:
-    viewer = ctx.viewer
+    """The owner comes through the request's member loader, the batch Playlist.owner reads too."""
+    viewer_id = _viewer_id(ctx)
     limit = paging.page_size(first)
     cursor = playlists_svc.parse_item_cursor(after)
-    viewer_id = viewer.member.id if viewer.member else None
-    return await playlists_svc.items(ctx.read_pool, playlist_row.id, viewer_id, cursor, limit)
+    owner = await ctx.loaders.member.load(playlist_row.owner_id)
+    if owner is None:
+        return Page([], None, "postgres")
+    return await playlists_svc.items(ctx.read_pool, playlist_row.id, owner, viewer_id, cursor, limit)
 
 
 async def create(ctx: Context, name: str) -> Playlist:
