@@ -184,27 +184,31 @@ async def _check_log(case: Case, conn: asyncpg.Connection, outbox: list[asyncpg.
 
 async def _check_notifications(conn: asyncpg.Connection, outbox: list[asyncpg.Record], v: Verdict) -> None:
     """Every notification the events ask for exists once, with one NotificationCreated event, unless a
-    later unlike took the like back; and every group's counts are those of its notifications."""
+    later undo took it back (an unlike its like, an unfollow its follow, a deleted repost its repost);
+    and every group's counts are those of its notifications."""
     wanted: set[tuple[int, uuid.UUID, str]] = set()
-    likes: dict[int, tuple[str, str]] = {}
-    last_unlike: dict[tuple[str, str], int] = {}
+    undone_by: dict[int, tuple[str, ...]] = {}  # a notifying event's ID -> the key its undo carries
+    last_undo: dict[tuple[str, ...], int] = {}
     kinds = notifications_worker.GROUP.event_types
     for row in outbox:
         if row["event_type"] not in kinds:
             continue
         event = Event(row["id"], row["event_type"], row["key"], row["aggregate_version"], json.loads(row["payload"]))
-        if event.type in ("PostLiked", "PostUnliked"):
-            like = (str(event.data.get("postId")), str(event.data.get("memberId")))
-            if event.type == "PostLiked":
-                likes[row["id"]] = like
-            else:
-                last_unlike[like] = max(last_unlike.get(like, 0), row["id"])
+        done, undo = _undo_keys(event)
+        if done is not None:
+            undone_by[row["id"]] = done
+        if undo is not None:
+            last_undo[undo] = max(last_undo.get(undo, 0), row["id"])
         try:
             for item in notifications_worker.plan(event):
                 wanted |= {(row["id"], r, item.kind) for r in item.recipients}
         except Exception:  # noqa: BLE001 - a poison payload notifies nobody
             continue
-    taken_back = {w for w in wanted if w[0] in likes and last_unlike.get(likes[w[0]], 0) > w[0]}
+    taken_back = {
+        w
+        for w in wanted
+        if w[2] in ("like", "follow", "repost") and w[0] in undone_by and last_undo.get(undone_by[w[0]], 0) > w[0]
+    }
     rows = await conn.fetch("SELECT id, event_id, recipient_id, kind FROM notifications")
     have = {(r["event_id"], r["recipient_id"], r["kind"]) for r in rows}
     v.lost["notifications"] = len(wanted - taken_back - have)
@@ -224,6 +228,23 @@ async def _check_notifications(conn: asyncpg.Connection, outbox: list[asyncpg.Re
     v.lost["NotificationCreated events"] = sum(1 for r in rows if str(r["id"]) not in per)
     v.duplicated["NotificationCreated events"] = sum(c - 1 for c in per.values() if c > 1)
     v.facts["notifications"] = len(rows)
+
+
+def _undo_keys(event: Event) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    """(the key an undo of this event would carry, the key this event undoes): a like and its unlike share
+    (post, member), a follow and its unfollow (follower, member), a repost and its deletion the repost's ID."""
+    d = event.data
+    if event.type in ("PostLiked", "PostUnliked"):
+        key = ("like", str(d.get("postId")), str(d.get("memberId")))
+        return (key, None) if event.type == "PostLiked" else (None, key)
+    if event.type in ("MemberFollowed", "MemberUnfollowed"):
+        key = ("follow", str(d.get("followerId")), str(d.get("memberId")))
+        return (key, None) if event.type == "MemberFollowed" else (None, key)
+    if event.type == "PostCreated" and d.get("repostOf"):
+        return ("post", str(d.get("postId"))), None
+    if event.type == "PostDeleted":
+        return None, ("post", str(d.get("postId")))
+    return None, None
 
 
 async def _check_pages(conn: asyncpg.Connection, client: Client, sample: int, v: Verdict) -> int:

@@ -16,7 +16,8 @@ the rest from Postgres. So for each member with a timeline, with
   with a rebuild in flight are skipped and counted as pending.
 - extra: an entry above the floor that no rule could have written: the post
   does not exist, or it is not the member's own, its author is not and never
-  was followed (a past follow is known by its follow notification), and it
+  was followed (a past follow is known by its follow notification or, once
+  an unfollow took that back, by its past_follows row), and it
   carries no tag the member follows. Deleted and held posts are not extra:
   fan-out pushes what existed, and reads filter them.
 - misordered: an entry whose score is not its form's (`timelines.decode_entry`:

@@ -32,6 +32,10 @@ GROUP_SUB = """subscription { notificationGroupUpdated {
 LIKE = "mutation($p: ID!) { likePost(postId: $p) { id } }"
 UNLIKE = "mutation($p: ID!) { unlikePost(postId: $p) { id } }"
 READ_GROUP = "mutation($k: String!) { markNotificationGroupRead(key: $k) { key read actorCount } }"
+UNFOLLOW = "mutation($e: String!) { unfollow(externalUserId: $e) { id } }"
+REPOST = "mutation($p: ID!) { repost(postId: $p) { id } }"
+DELETE_POST = "mutation($id: ID!) { deletePost(id: $id) }"
+LIST = "{ notifications { edges { node { kind actor { username } } } } }"
 
 
 @pytest.fixture
@@ -125,6 +129,89 @@ async def test_a_like_toggled_many_times_counts_once(api: Api, worker: InlineGro
     await worker.catch_up()
     [group] = nodes(await groups(api, ava))
     assert (group["actorCount"], group["notificationCount"]) == (1, 1)
+
+
+async def repost_and_delete(api: Api, token: str, post: str) -> None:
+    repost = (await api.gql(REPOST, {"p": post}, token=token))["repost"]["id"]
+    await api.gql(DELETE_POST, {"id": repost}, token=token)
+
+
+async def listed_kinds(api: Api, token: str) -> list[tuple[str, str]]:
+    edges = (await api.gql(LIST, token=token))["notifications"]["edges"]
+    return [(e["node"]["kind"], e["node"]["actor"]["username"]) for e in edges]
+
+
+async def test_a_follow_toggled_many_times_counts_once(api: Api, worker: InlineGroup) -> None:
+    ava, bob = await api.member("ava"), await api.member("bob")
+    for _ in range(4):
+        await api.follow(bob, "ava")
+        await api.gql(UNFOLLOW, {"e": "ava"}, token=bob)
+    await api.follow(bob, "ava")
+    await worker.catch_up()
+    [group] = nodes(await groups(api, ava))
+    assert (group["kind"], group["actorCount"], group["notificationCount"]) == ("FOLLOW", 1, 1)
+    assert await listed_kinds(api, ava) == [("FOLLOW", "bob")]
+
+
+async def test_an_unfollow_removes_its_actor_and_the_group_with_its_last_actor(api: Api, worker: InlineGroup) -> None:
+    ava, bob, cal = await api.member("ava"), await api.member("bob"), await api.member("cal")
+    for token in (bob, cal):
+        await api.follow(token, "ava")
+    await worker.catch_up()
+    await api.gql(UNFOLLOW, {"e": "ava"}, token=bob)
+    await worker.catch_up()
+    [group] = nodes(await groups(api, ava))
+    assert (group["actorCount"], group["notificationCount"]) == (1, 1)
+    assert [a["username"] for a in group["sampleActors"]] == ["cal"]
+
+    await api.gql(UNFOLLOW, {"e": "ava"}, token=cal)
+    await worker.catch_up()
+    assert nodes(await groups(api, ava)) == [] and await listed_kinds(api, ava) == []
+
+
+async def test_a_repost_deleted_and_made_again_many_times_counts_once(api: Api, worker: InlineGroup) -> None:
+    ava, bob = await api.member("ava"), await api.member("bob")
+    post = await api.post(ava, "share me")
+    for _ in range(4):
+        await repost_and_delete(api, bob, post)
+    await api.gql(REPOST, {"p": post}, token=bob)
+    await worker.catch_up()
+    [group] = nodes(await groups(api, ava))
+    assert (group["kind"], group["actorCount"], group["notificationCount"]) == ("REPOST", 1, 1)
+    assert await listed_kinds(api, ava) == [("REPOST", "bob")]
+
+
+async def test_deleting_a_repost_takes_back_only_its_reposters_notification(api: Api, worker: InlineGroup) -> None:
+    ava, bob, cal = await api.member("ava"), await api.member("bob"), await api.member("cal")
+    post = await api.post(ava, "share me")
+    await api.gql(REPOST, {"p": post}, token=cal)
+    await repost_and_delete(api, bob, post)
+    await api.gql(DELETE_POST, {"id": await api.post(bob, "an ordinary post")}, token=bob)  # takes nothing back
+    await worker.catch_up()
+    [group] = nodes(await groups(api, ava))
+    assert (group["actorCount"], group["notificationCount"]) == (1, 1)
+    assert [a["username"] for a in group["sampleActors"]] == ["cal"]
+
+
+async def test_a_redelivered_unfollow_or_repost_deletion_never_takes_back_a_later_one(
+    api: Api, worker: InlineGroup
+) -> None:
+    ava, bob = await api.member("ava"), await api.member("bob")
+    post = await api.post(ava, "again")
+    await api.follow(bob, "ava")
+    await api.gql(UNFOLLOW, {"e": "ava"}, token=bob)
+    await api.follow(bob, "ava")
+    await repost_and_delete(api, bob, post)
+    await api.gql(REPOST, {"p": post}, token=bob)
+    events = await worker.events()
+    undos = [e for e in events if e.type in ("MemberUnfollowed", "PostDeleted")]
+    assert len(undos) == 2
+    # Every event twice, the second time after all the first; then the undos once more, after the follow
+    # and the repost that came after them.
+    for event in events + events + undos:
+        await worker.apply(event)
+    counts = {n["kind"]: (n["actorCount"], n["notificationCount"]) for n in nodes(await groups(api, ava))}
+    assert counts == {"FOLLOW": (1, 1), "REPOST": (1, 1)}
 
 
 async def test_a_redelivered_like_or_unlike_changes_nothing(api: Api, worker: InlineGroup, pool: asyncpg.Pool) -> None:

@@ -14,7 +14,10 @@ from feedfabric.db.pool import transaction
 from feedfabric.feeds import timelines
 from feedfabric.ids import new_id
 from feedfabric.settings import Settings
+from feedfabric.workers import notifications
+from feedfabric.workers.base import WorkerContext
 
+from tests.pipeline_support import InlineGroup
 from tests.support import Api
 
 
@@ -118,6 +121,18 @@ async def test_follows_do_not_backfill_and_deleted_or_pending_posts_are_not_miss
     await pool.execute("UPDATE posts SET status = 'deleted' WHERE id = $1", uuid.UUID(post))
     await redis.zrem(timelines.feed_key(await member_id(pool, "maya")), timelines.encode_member(post))
     assert (await verify.verify(api.settings)).clean
+
+
+async def test_entries_of_an_unfollowed_member_stay_explained_after_the_unfollow_takes_its_notification_back(
+    api: Api, pool: asyncpg.Pool, redis: aioredis.Redis, settings: Settings
+) -> None:
+    tokens = await scene(api, pool, redis)  # theo's posts are in maya's timeline
+    worker = InlineGroup(notifications.GROUP, WorkerContext(settings=settings, pool=pool, redis=redis))
+    await api.gql('mutation { unfollow(externalUserId: "theo") { id } }', token=tokens["maya"])
+    await worker.catch_up()  # the follow notification is taken back
+    assert await pool.fetchval("SELECT count(*) FROM notifications WHERE kind = 'follow'") == 0
+    report = await verify.verify(api.settings)
+    assert report.clean, report.summary()
 
 
 async def test_inactive_members_have_no_expectation(api: Api, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:

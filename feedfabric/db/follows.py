@@ -31,6 +31,16 @@ async def remove(conn: asyncpg.Connection, follower_id: uuid.UUID, target_type: 
     return bool(status.endswith(" 1"))
 
 
+async def remember_past_follow(conn: asyncpg.Connection, follower_id: uuid.UUID, member_id: uuid.UUID) -> None:
+    """Records that the follower once followed the member: `feedfabric verify`'s evidence for the timeline
+    entries an unfollow leaves, once the unfollow has taken the follow notification back."""
+    await conn.execute(
+        "INSERT INTO past_follows (follower_id, member_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        follower_id,
+        member_id,
+    )
+
+
 async def member_stats(
     conn: asyncpg.Connection | asyncpg.Pool, member_ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, tuple[int, int]]:

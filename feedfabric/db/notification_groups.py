@@ -107,6 +107,68 @@ async def take_back_like(
         actor_id,
         before_event,
     )
+    return await _shrink(conn, gone, actor_id)
+
+
+async def take_back_follow(
+    conn: asyncpg.Connection, recipient_id: uuid.UUID, actor_id: uuid.UUID, before_event: int
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """An unfollow, as an unlike: deletes the actor's follow notifications to the recipient written by
+    earlier events and shrinks their groups, so a follow toggled many times is one notification.
+
+    Returns (group ID, recipient ID) of the groups that changed and still exist.
+    """
+    gone = await conn.fetch(
+        """WITH gone AS (
+             DELETE FROM notifications
+             WHERE kind = 'follow' AND recipient_id = $1 AND actor_id = $2 AND event_id < $3
+             RETURNING group_id
+           )
+           SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
+        recipient_id,
+        actor_id,
+        before_event,
+    )
+    return await _shrink(conn, gone, actor_id)
+
+
+async def take_back_repost(
+    conn: asyncpg.Connection, deleted_post_id: uuid.UUID, before_event: int
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """A deleted repost, as an unlike: deletes its author's repost notifications of the original post
+    written by earlier events and shrinks their groups. A deleted post that is not a repost takes nothing.
+
+    The repost notification names the original post, not the repost, so the
+    deleted post's row (kept, status 'deleted') says which original and whose.
+    Returns (group ID, recipient ID) of the groups that changed and still exist.
+    """
+    actor_id = await conn.fetchval(
+        "SELECT author_id FROM posts WHERE id = $1 AND repost_of IS NOT NULL", deleted_post_id
+    )
+    if actor_id is None:
+        return []
+    gone = await conn.fetch(
+        """WITH gone AS (
+             DELETE FROM notifications n USING posts p
+             WHERE p.id = $1 AND n.kind = 'repost' AND n.post_id = p.repost_of
+               AND n.actor_id = p.author_id AND n.event_id < $2
+             RETURNING n.group_id
+           )
+           SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
+        deleted_post_id,
+        before_event,
+    )
+    return await _shrink(conn, gone, actor_id)
+
+
+async def _shrink(
+    conn: asyncpg.Connection, gone: Sequence[asyncpg.Record], actor_id: uuid.UUID
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """After an actor's notifications were taken back, (group ID, count) rows: the actor leaves each group
+    they no longer have a notification in, the counts drop, and a group left empty is deleted.
+
+    Returns (group ID, recipient ID) of the groups that changed and still exist.
+    """
     if not gone:
         return []
     changed = await conn.fetch(

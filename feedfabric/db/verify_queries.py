@@ -106,7 +106,8 @@ async def required(
 
 # An entry is explained when the post exists and is the member's own, or its
 # author is or was followed (a past follow is known by its follow
-# notification), or it carries a tag the member follows.
+# notification, or, once an unfollow took that back, by past_follows), or it
+# carries a tag the member follows.
 _UNEXPLAINED = """
 SELECT e.member_id, e.post_id::text AS post_id
 FROM unnest($1::uuid[], $2::uuid[]) AS e(member_id, post_id)
@@ -117,6 +118,7 @@ WHERE p.id IS NULL OR NOT (
                AND f.target_type = 'member' AND f.target_id = p.author_id::text)
     OR EXISTS (SELECT 1 FROM notifications n WHERE n.recipient_id = p.author_id
                AND n.actor_id = e.member_id AND n.kind = 'follow')
+    OR EXISTS (SELECT 1 FROM past_follows pf WHERE pf.follower_id = e.member_id AND pf.member_id = p.author_id)
     OR EXISTS (SELECT 1 FROM post_tags pt JOIN follows f ON f.follower_id = e.member_id
                AND f.target_type = 'tag' AND f.target_id = pt.tag WHERE pt.post_id = p.id)
 )

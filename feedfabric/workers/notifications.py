@@ -6,13 +6,15 @@ original author mentioned in a repost gets REPOST), and the table's unique
 (event_id, recipient_id, kind) keeps a redelivered event from doubling
 anything. Each new row commits a NotificationCreated outbox event, keyed by
 the recipient, in the runner's transaction, so the realtime path delivers it
-exactly when the row exists. Unlike and unfollow notify nobody.
+exactly when the row exists. Unlike, unfollow and deleting a repost notify nobody.
 
 Each notification joins its group (db.notification_groups) in the same
 transaction, and NotificationCreated names the group, so the realtime path
-sends notificationGroupUpdated beside notificationAdded. An unlike takes its
-like back: the notification goes, its actor leaves the group, and the group
-is sent again (NotificationGroupUpdated) or, left empty, deleted.
+sends notificationGroupUpdated beside notificationAdded. An undo takes its
+notification back, so toggling cannot pile notifications on the target: an
+unlike its like, an unfollow its follow, a deleted repost its repost. The
+notification goes, its actor leaves the group, and the group is sent again
+(NotificationGroupUpdated) or, left empty, deleted.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
+from feedfabric.db import follows as follows_db
 from feedfabric.db import notification_groups as groups_db
 from feedfabric.db import notifications as notifications_db
 from feedfabric.db.outbox import add_event
@@ -93,8 +96,8 @@ def plan(event: Event) -> list[Planned]:
 
 
 async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> None:
-    if event.type == "PostUnliked":
-        await _take_back_like(ctx, conn, event)
+    if event.type in _TAKE_BACK:
+        await _send_changed(ctx, conn, await _TAKE_BACK[event.type](conn, event))
         return
     for item in plan(event):
         created = await notifications_db.add_for_event(
@@ -116,13 +119,38 @@ async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> 
             await add_event(conn, "NotificationCreated", str(recipient_id), payload, shards=ctx.settings.outbox_shards)
 
 
-async def _take_back_like(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> None:
-    d = event.data
-    try:
-        post_id, member_id = _id(d["postId"]), _id(d["memberId"])
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise PermanentError(f"{event.type} payload is malformed: {exc!r}") from exc
-    for group_id, recipient_id in await groups_db.take_back_like(conn, post_id, member_id, event.event_id):
+async def _take_back_like(conn: asyncpg.Connection, event: Event) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    post_id, member_id = _payload_ids(event, "postId", "memberId")
+    return await groups_db.take_back_like(conn, post_id, member_id, event.event_id)
+
+
+async def _take_back_follow(conn: asyncpg.Connection, event: Event) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """Also leaves the past follow on record: verify knew it by the notification this deletes."""
+    follower_id, member_id = _payload_ids(event, "followerId", "memberId")
+    await follows_db.remember_past_follow(conn, follower_id, member_id)
+    return await groups_db.take_back_follow(conn, member_id, follower_id, event.event_id)
+
+
+async def _take_back_repost(conn: asyncpg.Connection, event: Event) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """Any deleted post comes here; one that is not a repost takes nothing back."""
+    [post_id] = _payload_ids(event, "postId")
+    return await groups_db.take_back_repost(conn, post_id, event.event_id)
+
+
+_TAKE_BACK = {
+    "PostUnliked": _take_back_like,
+    "MemberUnfollowed": _take_back_follow,
+    "PostDeleted": _take_back_repost,
+}
+"""Undo events: each takes back the notifications its earlier event wrote (only those of earlier events, so
+a redelivered undo never takes back a later redo); returns the groups that shrank and still exist."""
+
+
+async def _send_changed(
+    ctx: WorkerContext, conn: asyncpg.Connection, changed: list[tuple[uuid.UUID, uuid.UUID]]
+) -> None:
+    """Each group that shrank is sent again: NotificationGroupUpdated, keyed by its recipient."""
+    for group_id, recipient_id in changed:
         await add_event(
             conn,
             "NotificationGroupUpdated",
@@ -130,6 +158,13 @@ async def _take_back_like(ctx: WorkerContext, conn: asyncpg.Connection, event: E
             {"groupId": str(group_id), "recipientId": str(recipient_id)},
             shards=ctx.settings.outbox_shards,
         )
+
+
+def _payload_ids(event: Event, *names: str) -> list[uuid.UUID]:
+    try:
+        return [_id(event.data[name]) for name in names]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise PermanentError(f"{event.type} payload is malformed: {exc!r}") from exc
 
 
 def _id(value: object) -> uuid.UUID:
@@ -148,7 +183,16 @@ GROUP = GroupSpec(
     name="worker-notifications",
     topics=(POSTS, ENGAGEMENT, MEMBERS),
     event_types=frozenset(
-        {"MemberFollowed", "PostLiked", "PostUnliked", "CommentCreated", "PostCreated", "PostUpdated"}
+        {
+            "MemberFollowed",
+            "MemberUnfollowed",
+            "PostLiked",
+            "PostUnliked",
+            "CommentCreated",
+            "PostCreated",
+            "PostUpdated",
+            "PostDeleted",
+        }
     ),
     handle=handle,
 )
