@@ -215,7 +215,7 @@ async def test_list_fan_out_is_refused(api: Api) -> None:
     assert refused["extensions"]["cost"]["requestedQueryCost"] >= 10_000
 
 
-async def test_huge_first_gets_a_coded_error_and_a_figure_json_can_carry(api: Api) -> None:
+async def test_huge_first_is_bad_input_with_a_figure_json_can_carry(api: Api) -> None:
     token = await api.member("huge")
     headers = {"Authorization": f"Bearer {token}"}
     beyond_int = await api.client.post(
@@ -225,8 +225,73 @@ async def test_huge_first_gets_a_coded_error_and_a_figure_json_can_carry(api: Ap
     nested = '{ similarPosts(postId: "1", first: 2147483647) { author { posts(first: 2147483647) { edges { node { id } } } } } }'
     response = await api.client.post("/graphql", json={"query": nested}, headers=headers)
     body = response.json()
-    assert codes(body) == ["QUERY_TOO_COMPLEX"]
+    assert codes(body) == ["BAD_USER_INPUT"]
     assert isinstance(body["extensions"]["cost"]["requestedQueryCost"], int)
+
+
+def test_a_field_refused_for_its_page_size_costs_only_the_refusal() -> None:
+    from feedfabric.schema import schema
+    from graphql import parse
+
+    def cost(query: str) -> int:
+        return operation_cost(graphql_schema(schema), parse(query), None, None)
+
+    # Its resolver refuses a `first` outside 1..100 before returning anything, so nothing under it runs.
+    for first in (2147483647, 101, 0, -1):
+        assert cost(f"{{ homeFeed(first: {first}) {{ edges {{ node {{ author {{ username }} }} }} }} }}") == 1
+    # The work of the rest of the operation still counts.
+    fan_out = '{ similarPosts(postId: "1", first: 100) { author { posts(first: 100) { edges { node { id } } } } } }'
+    refused_beside_it = fan_out[:-1] + "homeFeed(first: 2147483647) { edges { node { id } } } }"
+    assert cost(refused_beside_it) == cost(fan_out) + 1 == 20_301
+
+
+# Every field that takes `first`, asked for objects under it (so the size would count in the cost);
+# $p is a post of the member `pager`, who is an admin and has a liked playlist.
+PAGED_FIELDS = {
+    "Query.homeFeed": "homeFeed(first: $n) { edges { cursor } }",
+    "Query.favouritesFeed": "favouritesFeed(first: $n) { edges { cursor } }",
+    "Query.tagFeed": 'tagFeed(tag: "news", first: $n) { edges { cursor } }',
+    "Query.mentionsFeed": "mentionsFeed(first: $n) { edges { cursor } }",
+    "Query.notifications": "notifications(first: $n) { edges { cursor } }",
+    "Query.notificationGroups": "notificationGroups(first: $n) { edges { cursor } }",
+    "Query.forYouFeed": "forYouFeed(first: $n) { edges { cursor } }",
+    "Query.rankerModels": "rankerModels(first: $n) { id }",
+    "Query.similarPosts": "similarPosts(postId: $p, first: $n) { id }",
+    "Member.posts": 'member(username: "pager") { posts(first: $n) { edges { cursor } } }',
+    "Member.followers": 'member(username: "pager") { followers(first: $n) { edges { cursor } } }',
+    "Member.following": 'member(username: "pager") { following(first: $n) { edges { cursor } } }',
+    "Member.playlists": 'member(username: "pager") { playlists(first: $n) { edges { cursor } } }',
+    "Playlist.items": 'member(username: "pager") { likedPlaylist { items(first: $n) { edges { cursor } } } }',
+    "Post.comments": "post(id: $p) { comments(first: $n) { edges { cursor } } }",
+}
+
+
+def test_paged_fields_lists_every_field_that_takes_first() -> None:
+    from feedfabric.schema import schema
+    from graphql import GraphQLInterfaceType, GraphQLObjectType
+
+    served = graphql_schema(schema)
+    taking_first = {
+        f"{type_name}.{field_name}"
+        for type_name, named in served.type_map.items()
+        if isinstance(named, GraphQLObjectType | GraphQLInterfaceType) and not type_name.startswith("__")
+        for field_name, field in named.fields.items()
+        if "first" in field.args
+    }
+    assert taking_first == set(PAGED_FIELDS)
+
+
+@pytest.mark.parametrize("first", [100_000, 2147483647])
+@pytest.mark.parametrize("selection", PAGED_FIELDS.values(), ids=PAGED_FIELDS.keys())
+async def test_any_first_past_the_page_maximum_is_bad_input(api: Api, selection: str, first: int) -> None:
+    token = await api.member("pager", admin=True)
+    post = await api.post(token, "a post to page under")
+    uses_post = "$p" in selection
+    query = f"query($n: Int{', $p: ID!' if uses_post else ''}) {{ {selection} }}"
+    body = await api.raw(query, {"n": first, "p": post} if uses_post else {"n": first}, token=token)
+    assert [(e["extensions"]["code"], e["message"]) for e in body["errors"]] == [
+        ("BAD_USER_INPUT", "page size must be between 1 and 100")
+    ]
 
 
 class _ExplodingBound(int):

@@ -1,7 +1,12 @@
-"""Text members write is stored without terminal escapes, bells or bidi overrides; newlines and tabs stay."""
+"""Text members write is stored without terminal escapes, bells or bidi overrides (newlines and tabs stay),
+and text with no visible character is blank, refused wherever empty text is."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+from feedfabric.errors import BadInput
 from feedfabric.feeds.text import clean_text
 
 from tests.support import Api
@@ -32,3 +37,97 @@ async def test_posts_comments_and_display_names_are_stored_clean(api: Api) -> No
     data = await api.gql("query($p: ID!) { post(id: $p) { content author { displayName } } }", {"p": post}, token=maya)
     assert data["post"]["content"] == CLEAN
     assert data["post"]["author"]["displayName"] == "[31mMaya"
+
+
+# --- blank text: no visible character ---------------------------------------------------
+
+INVISIBLE = {
+    "zero-width space": "\u200b",
+    "direction marks": "\u200e\u200f",
+    "byte-order mark": "\ufeff",
+    "word joiner": "\u2060",
+    "Arabic letter mark": "\u061c",
+    "Hangul filler": "\u3164",
+    "Hangul choseong filler": "\u115f",
+    "Hangul jungseong filler": "\u1160",
+    "halfwidth Hangul filler": "\uffa0",
+    "braille blank": "\u2800",
+    "Mongolian vowel separator": "\u180e",
+    "soft hyphen": "\u00ad",
+    "variation selector": "\ufe0f",
+    "combining marks alone": "\u0301\u0308",
+    "tag characters": "\U000e0041\U000e007f",
+    "mixed with whitespace": " \u200b\n\u3164\t\u2800 ",
+}
+
+VISIBLE = {
+    "Latin": "hello",
+    "Japanese": "こんにちは",
+    "Arabic": "مرحبا",
+    "Hebrew": "שלום",
+    "Devanagari, with combining marks": "हिन्दी",
+    "Thai": "สวัสดี",
+    "Korean": "안녕하세요",
+    "Persian, with a zero-width non-joiner": "می\u200cخواهم",
+    "emoji ZWJ sequence": "👩\u200d💻",
+    "flag": "🇯🇵",
+    "keycap": "1\ufe0f\u20e3",
+    "emoji newer than the Unicode tables": "\U0001fae8",
+    "a letter behind a zero-width space": "\u200bx",
+    "a letter with a Hangul filler": "\u3164Maya",
+}
+
+
+@pytest.mark.parametrize("blank", INVISIBLE.values(), ids=INVISIBLE.keys())
+def test_text_without_a_visible_character_is_blank(blank: str) -> None:
+    with pytest.raises(BadInput, match="^content must not be empty$"):
+        clean_text(blank, "content", max_length=100)
+
+
+@pytest.mark.parametrize("visible", VISIBLE.values(), ids=VISIBLE.keys())
+def test_text_with_a_visible_character_in_any_script_is_kept(visible: str) -> None:
+    assert clean_text(visible, "content", max_length=100) == visible
+
+
+CREATE_POST = "mutation($c: String!) { createPost(input: {content: $c}) { id } }"
+UPDATE_POST = "mutation($p: ID!, $c: String!) { updatePost(id: $p, content: $c) { id } }"
+ADD_COMMENT = "mutation($p: ID!, $c: String!) { addComment(postId: $p, content: $c) { id } }"
+UPSERT_PROFILE = 'mutation($c: String!) { upsertProfile(username: "writer", displayName: $c) { id } }'
+CREATE_PLAYLIST = "mutation($c: String!) { createPlaylist(name: $c) { id } }"
+
+# Every text input that refuses blank text (REST has no routes that write text): its mutation and
+# the name its refusal gives the input.
+BLANK_REFUSING = {
+    "createPost": (CREATE_POST, "content"),
+    "updatePost": (UPDATE_POST, "content"),
+    "addComment": (ADD_COMMENT, "content"),
+    "upsertProfile": (UPSERT_PROFILE, "displayName"),
+    "createPlaylist": (CREATE_PLAYLIST, "name"),
+}
+
+
+async def _refusal(api: Api, mutation: str, content: str) -> list[dict[str, Any]]:
+    """The errors of `mutation` run with `content` by a member; `$p` is a post of theirs."""
+    token = await api.member("writer")
+    variables = {"c": content}
+    if "$p" in mutation:
+        variables["p"] = await api.post(token, "a visible post")
+    return (await api.raw(mutation, variables, token=token)).get("errors") or []
+
+
+@pytest.mark.parametrize("blank", INVISIBLE.values(), ids=INVISIBLE.keys())
+@pytest.mark.parametrize(("mutation", "what"), BLANK_REFUSING.values(), ids=BLANK_REFUSING.keys())
+async def test_blank_text_is_refused_like_empty_text(api: Api, mutation: str, what: str, blank: str) -> None:
+    errors = await _refusal(api, mutation, blank)
+    assert [(e["extensions"]["code"], e["message"]) for e in errors] == [
+        ("BAD_USER_INPUT", f"{what} must not be empty")
+    ]
+
+
+@pytest.mark.parametrize("visible", VISIBLE.values(), ids=VISIBLE.keys())
+async def test_posts_and_display_names_in_any_script_are_stored_as_written(api: Api, visible: str) -> None:
+    token = await api.member("writer")
+    await api.gql(UPSERT_PROFILE, {"c": visible}, token=token)
+    post = await api.post(token, visible)
+    data = await api.gql("query($p: ID!) { post(id: $p) { content author { displayName } } }", {"p": post}, token=token)
+    assert data["post"] == {"content": visible, "author": {"displayName": visible}}

@@ -4,7 +4,7 @@ A vector (384 little-endian float32, normalised) is written twice: to
 post_embeddings in Postgres, in the handler's transaction, which is the truth
 that similarPosts scans and that survives a Redis flush; and to Redis as
 `post:{id}:vec`, the per-post copy readers fetch without touching Postgres.
-Reposts and empty posts are not embedded (a repost's topics are its
+Reposts and blank posts (text.is_blank) are not embedded (a repost's topics are its
 original's).
 
 similarPosts is a brute-force cosine scan over the newest
@@ -31,6 +31,7 @@ from feedfabric import embeddings
 from feedfabric.db import embeddings as embeddings_db
 from feedfabric.db import post_text, tags
 from feedfabric.errors import BadInput
+from feedfabric.feeds import text
 from feedfabric.redisclient import REDIS_FAILURES
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ def vector_key(post_id: uuid.UUID | str) -> str:
 
 
 def embeddable(post: post_text.PostText) -> bool:
-    return post.status != "deleted" and post.repost_of is None and bool(post.content.strip())
+    return post.status != "deleted" and post.repost_of is None and not text.is_blank(post.content)
 
 
 async def encode(embedder: embeddings.Embedder, texts: list[str]) -> np.ndarray:

@@ -11,9 +11,14 @@ from feedfabric.ids import parse_id, parse_optional_id
 MAX_PAGE = 100
 
 
+def is_page_size(size: object) -> bool:
+    """Whether `size` is a page size a list serves (1..MAX_PAGE); the query cost relies on the same rule."""
+    return isinstance(size, int) and not isinstance(size, bool) and 1 <= size <= MAX_PAGE
+
+
 def page_size(first: int | None, default: int = 20) -> int:
     size = default if first is None else first
-    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_PAGE:
+    if not is_page_size(size):
         raise BadInput(f"page size must be between 1 and {MAX_PAGE}")
     return size
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from feedfabric.errors import BadInput
 
@@ -24,14 +25,43 @@ def strip_controls(value: str) -> str:
     return _CONTROL.sub("", value)
 
 
+# What draws nothing by itself. Whitespace (str.isspace: the Zs/Zl/Zp separators and the whitespace
+# controls); controls and format characters (Cc, Cf: zero-width spaces and joiners, direction marks,
+# the byte-order mark, word joiners, tag characters); combining marks (Mn, Me), which draw only on a
+# visible base and include the variation selectors; and the letters and symbols Unicode defines but
+# fonts draw empty, used to pass blank-name checks: the Hangul fillers and the braille blank.
+# Unassigned code points (Cn) count as visible: emoji newer than this interpreter's Unicode tables
+# are unassigned to it. Private-use characters (Co) count as visible too: a font may draw them.
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Me"})
+_BLANK_LOOKING = frozenset(
+    "\u115f\u1160\u3164\uffa0"  # Hangul choseong, jungseong, compatibility and halfwidth fillers
+    "\u2800"  # braille pattern blank
+    "\u180e"  # Mongolian vowel separator (a space before Unicode 6.3)
+)
+
+
+def is_visible(char: str) -> bool:
+    """Whether one character draws something on its own; see _INVISIBLE_CATEGORIES."""
+    return not (char.isspace() or char in _BLANK_LOOKING or unicodedata.category(char) in _INVISIBLE_CATEGORIES)
+
+
+def is_blank(value: str) -> bool:
+    """Text a reader sees as empty: no character of it is visible. str.strip() alone misses zero-width
+    and filler characters, which let posts and display names through that show nothing."""
+    return not any(is_visible(char) for char in value)
+
+
 def clean_text(value: str, what: str, *, max_length: int, allow_empty: bool = False) -> str:
-    """User text as stored: controls stripped (newlines and tabs kept), trimmed, bounded."""
+    """User text as stored: controls stripped (newlines and tabs kept), trimmed, bounded; text with no
+    visible character is blank (stored empty when `allow_empty`, else refused)."""
     if not isinstance(value, str):
         raise BadInput(f"{what} must be text")
     if "\x00" in value:
         raise BadInput(f"{what} must not contain NUL bytes")
     value = strip_controls(value).strip()
-    if not value and not allow_empty:
+    if is_blank(value):
+        if allow_empty:
+            return ""
         raise BadInput(f"{what} must not be empty")
     if len(value) > max_length:
         raise BadInput(f"{what} is longer than {max_length} characters")

@@ -56,7 +56,4 @@ async def stats(ctx: Context, days: int | None) -> list[feed_stats.DayStats]:
 
 async def ranker_models(ctx: Context, first: int | None) -> list[Model]:
     ctx.viewer.require_admin()
-    first = 10 if first is None else first
-    if isinstance(first, bool) or not isinstance(first, int) or not 1 <= first <= 100:
-        raise BadInput("first must be between 1 and 100")
-    return await foryou_db.models(ctx.pool, first)
+    return await foryou_db.models(ctx.pool, paging.page_size(first, default=10))

@@ -58,9 +58,9 @@ async def file_to_serve(ctx: Context, media_id: str) -> tuple[Path, str]:
 
 async def similar_posts(ctx: Context, post_id: str, first: int | None) -> list[Post]:
     viewer = ctx.viewer
+    size = paging.page_size(first, default=10)  # refused even without Redis: the query cost relies on it
     if ctx.resources.redis is None:
         return []
-    size = paging.page_size(first, default=10)
     ids = await embeddings_svc.similar_posts(
         ctx.resources.redis,
         ctx.pool,

@@ -11,8 +11,12 @@ it can return, times the number of parents it is asked for.
   connection it sits directly under (`edges`), or else its fixed maximum: the
   field's `max_items` metadata, MAX_PAGE when it declares none.
 - A connection (an object field with a `first` argument) is one object; its
-  `first` is the schema's default when omitted or null, at least 1. Its single
-  objects such as `pageInfo` are not multiplied.
+  `first` is the schema's default when omitted or null. Its single objects
+  such as `pageInfo` are not multiplied.
+- A field whose `first` is not a page size (1..MAX_PAGE) costs 1: its resolver
+  refuses it with BAD_USER_INPUT before returning anything, so nothing under
+  it runs. Counting the size asked for instead made `first: 2147483647` a
+  QUERY_TOO_COMPLEX, hiding the error the client has to fix.
 - Scalar and enum fields, and `__typename`, cost nothing.
 
 So `homeFeed(first: 20) { edges { node { id author { username } } } }` costs
@@ -20,7 +24,7 @@ So `homeFeed(first: 20) { edges { node { id author { username } } } }` costs
 100) { edges { node { id } } } } }` costs 100 + 100 + 100 + 10,000 + 10,000.
 Every response reports the figure in `extensions.cost`, as Shopify's API does,
 so clients can see what they spend. Figures saturate at COST_CEILING, so any
-`first` a client sends still gives a figure JSON can carry.
+nesting still gives a figure JSON can carry.
 
 The cost fails closed: if it cannot be computed the operation is refused (and
 the failure logged), never run at cost 0.
@@ -56,7 +60,7 @@ from strawberry.extensions import SchemaExtension
 
 from feedfabric import metrics
 from feedfabric.errors import QueryTooComplex
-from feedfabric.feeds.paging import MAX_PAGE
+from feedfabric.feeds.paging import MAX_PAGE, is_page_size
 from feedfabric.schema.idmemo import IdMemo
 from feedfabric.schema.refusal import app_context, refuse
 from feedfabric.schema.selections import fragments_of, iter_fields
@@ -67,6 +71,8 @@ log = logging.getLogger("feedfabric.graphql")
 DEFAULT_MAX_COST = 10_000
 DEFAULT_PAGE = 20
 COST_CEILING = 1_000_000_000
+REFUSED_FIELD_COST = 1
+"""The cost of a field refused for its page size: the refusal, with nothing under it."""
 MAX_ITEMS = "max_items"
 """Field metadata key: the most items a list field without `first` returns."""
 _META_FIELDS: dict[str, GraphQLField] = {"__schema": SchemaMetaFieldDef, "__type": TypeMetaFieldDef}
@@ -109,13 +115,15 @@ class _Walk:
         return total
 
     def _field_cost(self, node: FieldNode, field: GraphQLField, page: int | None) -> int:
-        paged = "first" in field.args
+        first = self._first(node, field) if "first" in field.args else None
+        if first is not None and not is_page_size(first):
+            return REFUSED_FIELD_COST
         if is_list_type(get_nullable_type(field.type)):
-            items = self._first(node, field) if paged else page if page is not None else _max_items(field)
+            items = first if first is not None else page if page is not None else _max_items(field)
             inner_page = None
         else:
             items = 1
-            inner_page = self._first(node, field) if paged else None
+            inner_page = first
         under = self.cost(get_named_type(field.type), node.selection_set, inner_page) if node.selection_set else 0
         return min(items * (1 + under), COST_CEILING)
 
@@ -128,6 +136,7 @@ class _Walk:
         return None
 
     def _first(self, node: FieldNode, field: GraphQLField) -> int:
+        """The `first` this field is asked for, as sent (in range or not); the default when absent."""
         value: Any = None
         for argument in node.arguments or ():
             if argument.name.value != "first":
@@ -140,7 +149,7 @@ class _Walk:
             value = field.args["first"].default_value
         if isinstance(value, bool) or not isinstance(value, int):
             value = DEFAULT_PAGE
-        return min(max(value, 1), COST_CEILING)
+        return value
 
 
 def _max_items(field: GraphQLField) -> int:
