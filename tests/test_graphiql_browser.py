@@ -55,7 +55,10 @@ async def test_graphiql_renders_and_runs_a_query_with_the_internet_blocked(
         page = await context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda error: errors.append(str(error)))
-        await page.goto(f"{server.url}/graphql?q=%7B%20__typename%20%7D")
+        async with page.expect_response(lambda r: "__schema" in (r.request.post_data or "")) as schema_query:
+            await page.goto(f"{server.url}/graphql?q=%7B%20__typename%20%7D")
+        schema = await (await schema_query.value).json()
+        assert "errors" not in schema and schema["data"]["__schema"]["queryType"]["name"] == "Query"  # docs, completion
         execute = page.locator(".graphiql-execute-button")
         await expect(execute).to_be_visible(timeout=20_000)
         await execute.click()

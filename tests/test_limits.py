@@ -18,6 +18,7 @@ from feedfabric.schema import MAX_ALIASES, MAX_DEPTH, MAX_TOKENS
 from feedfabric.schema.cost import operation_cost
 from feedfabric.schema.served import graphql_schema
 from feedfabric.settings import Settings
+from graphql import get_introspection_query
 
 from tests.support import Api
 
@@ -468,6 +469,20 @@ async def test_development_keeps_introspection_graphiql_and_suggestions(api: Api
     assert ide.status_code == 200 and "graphiql" in ide.text.lower()
     typo = await api.raw("{ viewr { id } }")
     assert "Did you mean" in typo["errors"][0]["message"]
+
+
+async def test_an_ides_schema_query_runs_in_development_at_no_cost(api: Api) -> None:
+    """GraphiQL's docs and completion come from this query; counted like data it cost 11.5 million."""
+    answer = await api.raw(get_introspection_query(descriptions=True, input_value_deprecation=True))
+    assert codes(answer) == []
+    assert answer["data"]["__schema"]["queryType"]["name"] == "Query"
+    assert answer["extensions"]["cost"]["requestedQueryCost"] == 0
+
+
+async def test_introspection_nested_deeper_than_an_ide_asks_is_refused(api: Api) -> None:
+    deep = "{ __schema { types { fields { type { fields { type { fields { type { fields { name } } } } } } } } } }"
+    refused = await api.raw(deep)
+    assert codes(refused) == ["BAD_USER_INPUT"] and "introspection" in refused["errors"][0]["message"].lower()
 
 
 async def test_production_turns_them_off(api: Api, settings: Settings) -> None:

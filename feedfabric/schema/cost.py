@@ -17,7 +17,12 @@ it can return, times the number of parents it is asked for.
   refuses it with BAD_USER_INPUT before returning anything, so nothing under
   it runs. Counting the size asked for instead made `first: 2147483647` a
   QUERY_TOO_COMPLEX, hiding the error the client has to fix.
-- Scalar and enum fields, and `__typename`, cost nothing.
+- Scalar and enum fields, `__typename`, and introspection (`__schema`,
+  `__type`) cost nothing. Introspection reads the schema in memory, and how
+  deep it may nest is bounded by graphql-core's MaxIntrospectionDepthRule (one
+  of the specified validation rules); production refuses it altogether.
+  Counted like data (every list at its maximum), an IDE's schema query cost
+  11.5 million and was refused, which left GraphiQL without docs or completion.
 
 So `homeFeed(first: 20) { edges { node { id author { username } } } }` costs
 1 + 20 + 20 + 20 = 61, and `similarPosts(first: 100) { author { posts(first:
@@ -46,9 +51,7 @@ from graphql import (
     GraphQLSchema,
     IntValueNode,
     OperationDefinitionNode,
-    SchemaMetaFieldDef,
     SelectionSetNode,
-    TypeMetaFieldDef,
     VariableNode,
     get_named_type,
     get_nullable_type,
@@ -75,7 +78,6 @@ REFUSED_FIELD_COST = 1
 """The cost of a field refused for its page size: the refusal, with nothing under it."""
 MAX_ITEMS = "max_items"
 """Field metadata key: the most items a list field without `first` returns."""
-_META_FIELDS: dict[str, GraphQLField] = {"__schema": SchemaMetaFieldDef, "__type": TypeMetaFieldDef}
 
 
 class _Walk:
@@ -129,8 +131,7 @@ class _Walk:
 
     @staticmethod
     def _field(parent: GraphQLNamedType | None, name: str) -> GraphQLField | None:
-        if name in _META_FIELDS:
-            return _META_FIELDS[name]
+        """The field as the schema defines it; None for introspection's meta fields, which cost nothing."""
         if isinstance(parent, (GraphQLObjectType, GraphQLInterfaceType)):
             return parent.fields.get(name)
         return None
