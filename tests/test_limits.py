@@ -595,6 +595,20 @@ async def test_rate_limit_spends_each_operations_query_cost_from_a_budget_of_its
         assert codes(await limited.raw(FOLLOWING_PAGES, token=other)) == []
 
 
+async def test_an_operation_refused_as_too_costly_spends_no_query_cost(api: Api, settings: Settings) -> None:
+    async with api_with(
+        settings, rate_limit_cost=1_000, rate_limit_window_seconds=STEADY_WINDOW, redis_timeout_ms=10_000
+    ) as limited:
+        token = await limited.member("hasty")
+        too_costly = (
+            "{ viewer { following(first: 100) { edges { node { posts(first: 100) { edges { node { id } } } } } } } }"
+        )
+        refused = await limited.raw(too_costly, token=token)
+        assert codes(refused) == ["QUERY_TOO_COMPLEX"]
+        assert refused["extensions"]["rateLimit"]["costRemaining"] == 1_000
+        assert codes(await limited.raw(FOLLOWING_PAGES, token=token)) == []
+
+
 async def test_rate_limit_fails_open_without_redis(api: Api, settings: Settings) -> None:
     dead_redis = f"redis://127.0.0.1:{free_port()}/0"
     async with api_with(

@@ -3,10 +3,12 @@
 One HTTP request can carry many operations: twenty aliases of a root field, or
 a batch of documents. So every root field of the operation that runs (aliases
 and fragment-spread fields included) counts one, and each operation of a
-batch is checked on its own. Each operation also spends its query cost from
-the cost budget of the same window (RATE_LIMIT_COST). An operation refused
-before execution (too costly, or fragments fanning out) spends its share all
-the same.
+batch is checked on its own. An operation refused before execution (too
+costly, or fragments fanning out) spends its share all the same. Each
+operation that runs also spends its query cost from the cost budget of the
+same window (RATE_LIMIT_COST); one refused spends none of it, having done no
+work (a client's one query of `first: 1000` does not lock it out for the
+window).
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class OperationRateLimit(SchemaExtension):
             context.settings,
             ratelimit.client_key(member.id if member else None, client.host if client else None),
             root_field_count(document, ec.operation_name),
-            _query_cost(ec, document),
+            0 if ec.result is not None else _query_cost(ec, document),  # a refused operation does no work
         )
         if allowance is None:
             return
