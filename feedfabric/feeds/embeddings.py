@@ -30,8 +30,7 @@ import redis.asyncio as aioredis
 from feedfabric import embeddings
 from feedfabric.db import embeddings as embeddings_db
 from feedfabric.db import post_text, tags
-from feedfabric.errors import BadInput
-from feedfabric.feeds import text
+from feedfabric.feeds import paging, text
 from feedfabric.redisclient import REDIS_FAILURES
 
 log = logging.getLogger(__name__)
@@ -105,8 +104,7 @@ async def similar_posts(
     """IDs of the posts most similar to `post_id`, best first, visible to the viewer; [] if it has no
     vector, and [] if the viewer may not see it (held, deleted, its author suspended: visible_posts),
     the answer for an unknown ID, so its neighbours never tell what a hidden post is about."""
-    if not 1 <= first <= 100:
-        raise BadInput("first must be between 1 and 100")
+    paging.page_size(first)
     if not await post_text.visible_ids(pool, [post_id], viewer_id):
         return []
     query = await vector_of(redis, pool, post_id)
