@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,7 +41,11 @@ def _verify(secret: str, token: str) -> tuple[Claims, float]:
     sub = payload.get("sub")
     if not isinstance(sub, str) or not sub or len(sub) > 200 or "\x00" in sub:
         raise Unauthenticated("invalid token")
-    expires = float(payload["exp"])
+    exp = payload["exp"]
+    # RFC 7519 makes `exp` a number; PyJWT also takes a numeric string.
+    if isinstance(exp, bool) or not isinstance(exp, int | float) or not math.isfinite(exp):
+        raise Unauthenticated("invalid token")
+    expires = float(exp)
     return Claims(external_id=sub, is_admin=payload.get("role") == "admin", expires_at=expires), expires
 
 

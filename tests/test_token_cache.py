@@ -83,3 +83,9 @@ def test_the_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(calls) == 5
     cache.decode(SECRET, tokens[0])  # evicted: verified again
     assert len(calls) == 6
+
+
+def test_a_token_whose_expiry_is_a_string_is_refused() -> None:
+    token = jwt.encode({"sub": "maya", "exp": str(int(time.time()) + 60)}, SECRET, algorithm="HS256")
+    with pytest.raises(Unauthenticated):
+        auth.decode_token(SECRET, token)
