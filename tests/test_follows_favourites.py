@@ -98,3 +98,15 @@ async def test_a_favourite_suspended_later_is_left_out_of_the_lists_until_unsusp
         "gone",
         "kept",
     ]
+
+
+async def test_a_favourite_suspended_later_frees_the_slot_it_held(api: Api) -> None:
+    maya = await api.member("maya")
+    for i in range(31):
+        await api.member(f"m{i}")
+    for i in range(30):
+        await api.gql(ADD_FAV, {"e": f"m{i}"}, token=maya)
+    await api.gql(SUSPEND, {"e": "m0"}, token=await api.member("mod", admin=True))
+    assert (await api.gql(ADD_FAV, {"e": "m30"}, token=maya))["addFavourite"]["isFavourite"] is True
+    assert len((await api.gql("{ favourites { username } }", token=maya))["favourites"]) == 30
+    assert await api.error_codes(ADD_FAV, {"e": "m0"}, token=maya) == ["NOT_FOUND"]

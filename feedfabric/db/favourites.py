@@ -11,8 +11,16 @@ from feedfabric.db.members import _COLUMNS
 from feedfabric.models import Member
 
 
-async def count(conn: asyncpg.Connection, member_id: uuid.UUID) -> int:
-    return int(await conn.fetchval("SELECT count(*) FROM favourites WHERE member_id = $1", member_id))
+async def count_active(conn: asyncpg.Connection, member_id: uuid.UUID) -> int:
+    """The favourites the member sees listed: the limit counts these, so a favourite suspended later
+    does not hold a slot the member cannot see (they may hold one more than the limit if it returns)."""
+    return int(
+        await conn.fetchval(
+            """SELECT count(*) FROM favourites f JOIN members m ON m.id = f.favourite_id AND m.status = 'active'
+               WHERE f.member_id = $1""",
+            member_id,
+        )
+    )
 
 
 async def exists(conn: asyncpg.Connection, member_id: uuid.UUID, favourite_id: uuid.UUID) -> bool:

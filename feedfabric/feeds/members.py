@@ -97,7 +97,7 @@ async def add_favourite(conn: asyncpg.Connection, settings: Settings, member: Me
     await members_db.lock(conn, member.id)
     if await favourites_db.exists(conn, member.id, favourite.id):
         return favourite
-    if await favourites_db.count(conn, member.id) >= settings.favourite_limit:
+    if await favourites_db.count_active(conn, member.id) >= settings.favourite_limit:
         raise FavouriteLimitReached(f"you already have {settings.favourite_limit} favourites; remove one first")
     await favourites_db.add(conn, member.id, favourite.id)
     return favourite
