@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from feedfabric.db import feed_log
+from feedfabric.db import feed_log, notification_groups
 from feedfabric.db import pipeline as db
 from feedfabric.feeds.media import sweep_originals
 from feedfabric.settings import Settings
@@ -60,6 +60,10 @@ async def _dead_letters(conn: asyncpg.Connection, settings: Settings) -> int:
     return await _drain(lambda: db.prune_dead_letters(conn, settings.dead_letter_retention_days, BATCH))
 
 
+async def _take_backs(conn: asyncpg.Connection, settings: Settings) -> int:
+    return await _drain(lambda: notification_groups.forget_take_backs(conn, BATCH))
+
+
 async def _feed_log(conn: asyncpg.Connection, settings: Settings) -> int:
     """Daily partitions past FEED_LOG_RETENTION_DAYS dropped (and the next days' made ahead of inserts)."""
     return len(await feed_log.apply_retention(conn, settings.feed_log_retention_days))
@@ -92,6 +96,7 @@ STEPS: list[RetentionStep] = [
     RetentionStep("dead_letters", _dead_letters),
     RetentionStep("media_originals", sweep_originals),
     RetentionStep("feed_log", _feed_log),
+    RetentionStep("notification_take_backs", _take_backs),
 ]
 
 

@@ -160,6 +160,19 @@ async def test_dead_letters_are_kept_for_their_retention_days(settings: Settings
     assert [r[0] for r in await pool.fetch("SELECT error FROM dead_letters")] == ["recent"]
 
 
+async def test_notification_take_backs_are_kept_for_a_day(settings: Settings, pool: asyncpg.Pool) -> None:
+    await pool.execute(
+        "INSERT INTO notification_take_backs (recipient_id, kind, actor_id, target_id, taken_at) VALUES"
+        " (gen_random_uuid(), 'like', gen_random_uuid(), gen_random_uuid(), now() - interval '25 hours'),"
+        " (gen_random_uuid(), 'like', gen_random_uuid(), gen_random_uuid(), now() - interval '23 hours')"
+    )
+    assert (await maintain(pool, settings))["notification_take_backs"] == 1
+    assert (
+        await pool.fetchval("SELECT count(*) FROM notification_take_backs WHERE taken_at > now() - interval '1 day'")
+        == 1
+    )
+
+
 async def test_every_step_is_reported_and_a_failing_step_does_not_stop_the_others(
     settings: Settings, pool: asyncpg.Pool
 ) -> None:

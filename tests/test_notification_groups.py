@@ -119,7 +119,14 @@ async def test_an_unlike_removes_its_actor_and_the_group_with_its_last_actor(api
     assert (await api.gql("{ notifications { edges { node { id } } } }", token=ava))["notifications"]["edges"] == []
 
 
-async def test_a_like_toggled_many_times_counts_once(api: Api, worker: InlineGroup) -> None:
+async def announced(pool: asyncpg.Pool) -> int:
+    """NotificationCreated events written: each is a notificationAdded sent live to its recipient."""
+    return int(await pool.fetchval("SELECT count(*) FROM outbox WHERE event_type = 'NotificationCreated'"))
+
+
+async def test_a_like_toggled_many_times_counts_once_and_is_announced_once(
+    api: Api, worker: InlineGroup, pool: asyncpg.Pool
+) -> None:
     ava, bob = await api.member("ava"), await api.member("bob")
     post = await api.post(ava, "toggle")
     for _ in range(4):
@@ -129,6 +136,21 @@ async def test_a_like_toggled_many_times_counts_once(api: Api, worker: InlineGro
     await worker.catch_up()
     [group] = nodes(await groups(api, ava))
     assert (group["actorCount"], group["notificationCount"]) == (1, 1)
+    assert await announced(pool) == 1
+
+
+async def test_a_redo_a_day_after_its_take_back_is_announced_again(
+    api: Api, worker: InlineGroup, pool: asyncpg.Pool
+) -> None:
+    ava, bob = await api.member("ava"), await api.member("bob")
+    post = await api.post(ava, "toggle slowly")
+    await api.gql(LIKE, {"p": post}, token=bob)
+    await api.gql(UNLIKE, {"p": post}, token=bob)
+    await worker.catch_up()
+    await pool.execute("UPDATE notification_take_backs SET taken_at = now() - interval '25 hours'")
+    await api.gql(LIKE, {"p": post}, token=bob)
+    await worker.catch_up()
+    assert await announced(pool) == 2
 
 
 async def repost_and_delete(api: Api, token: str, post: str) -> None:
@@ -141,7 +163,9 @@ async def listed_kinds(api: Api, token: str) -> list[tuple[str, str]]:
     return [(e["node"]["kind"], e["node"]["actor"]["username"]) for e in edges]
 
 
-async def test_a_follow_toggled_many_times_counts_once(api: Api, worker: InlineGroup) -> None:
+async def test_a_follow_toggled_many_times_counts_once_and_is_announced_once(
+    api: Api, worker: InlineGroup, pool: asyncpg.Pool
+) -> None:
     ava, bob = await api.member("ava"), await api.member("bob")
     for _ in range(4):
         await api.follow(bob, "ava")
@@ -151,6 +175,7 @@ async def test_a_follow_toggled_many_times_counts_once(api: Api, worker: InlineG
     [group] = nodes(await groups(api, ava))
     assert (group["kind"], group["actorCount"], group["notificationCount"]) == ("FOLLOW", 1, 1)
     assert await listed_kinds(api, ava) == [("FOLLOW", "bob")]
+    assert await announced(pool) == 1
 
 
 async def test_an_unfollow_removes_its_actor_and_the_group_with_its_last_actor(api: Api, worker: InlineGroup) -> None:
@@ -169,7 +194,9 @@ async def test_an_unfollow_removes_its_actor_and_the_group_with_its_last_actor(a
     assert nodes(await groups(api, ava)) == [] and await listed_kinds(api, ava) == []
 
 
-async def test_a_repost_deleted_and_made_again_many_times_counts_once(api: Api, worker: InlineGroup) -> None:
+async def test_a_repost_deleted_and_made_again_many_times_counts_once_and_is_announced_once(
+    api: Api, worker: InlineGroup, pool: asyncpg.Pool
+) -> None:
     ava, bob = await api.member("ava"), await api.member("bob")
     post = await api.post(ava, "share me")
     for _ in range(4):
@@ -179,6 +206,7 @@ async def test_a_repost_deleted_and_made_again_many_times_counts_once(api: Api, 
     [group] = nodes(await groups(api, ava))
     assert (group["kind"], group["actorCount"], group["notificationCount"]) == ("REPOST", 1, 1)
     assert await listed_kinds(api, ava) == [("REPOST", "bob")]
+    assert await announced(pool) == 1
 
 
 async def test_deleting_a_repost_takes_back_only_its_reposters_notification(api: Api, worker: InlineGroup) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import asyncpg
 
@@ -21,9 +21,23 @@ from feedfabric.models import NotificationGroup
 
 SAMPLE_ACTORS = 8
 _COLUMNS = "id, kind, post_id, comment_id, actor_count, notification_count, latest_at, read_at"
-_TARGET = """CASE WHEN x.kind IN ('like', 'repost') THEN x.post_id
-                  WHEN x.kind = 'follow' THEN x.recipient_id
-                  ELSE x.id END"""
+QUIET_FOR = timedelta(hours=24)
+
+
+def _target(x: str) -> str:
+    """The grouping target of notification row `x`."""
+    return f"""CASE WHEN {x}.kind IN ('like', 'repost') THEN {x}.post_id
+                  WHEN {x}.kind = 'follow' THEN {x}.recipient_id
+                  ELSE {x}.id END"""
+
+
+_TARGET = _target("x")
+# Follows a `gone AS (DELETE FROM notifications ... RETURNING *)`: each take-back is remembered (quiet).
+_REMEMBER = f"""remembered AS (
+             INSERT INTO notification_take_backs (recipient_id, kind, actor_id, target_id)
+             SELECT DISTINCT recipient_id, kind, actor_id, {_target("gone")} FROM gone
+             ON CONFLICT (recipient_id, kind, actor_id, target_id) DO UPDATE SET taken_at = now()
+           )"""
 
 
 async def join(
@@ -86,6 +100,34 @@ async def join(
     return {r["notification_id"]: r["group_id"] for r in joined}
 
 
+async def quiet(conn: asyncpg.Connection, notification_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    """Of just-written notifications, those redoing one taken back less than QUIET_FOR ago: a like, follow
+    or repost toggled back on. They are listed and grouped like any other, but not announced again."""
+    if not notification_ids:
+        return set()
+    rows = await conn.fetch(
+        f"""SELECT x.id FROM notifications x
+            JOIN notification_take_backs t ON t.recipient_id = x.recipient_id AND t.kind = x.kind
+                 AND t.actor_id = x.actor_id AND t.target_id = {_TARGET}
+            WHERE x.id = ANY($1::uuid[]) AND t.taken_at > now() - $2::interval""",
+        list(notification_ids),
+        QUIET_FOR,
+    )
+    return {r["id"] for r in rows}
+
+
+async def forget_take_backs(conn: asyncpg.Connection, limit: int) -> int:
+    """Deletes up to `limit` take-backs older than QUIET_FOR, which quiet no longer reads; returns how many."""
+    done = await conn.execute(
+        """DELETE FROM notification_take_backs WHERE (recipient_id, kind, actor_id, target_id) IN (
+             SELECT recipient_id, kind, actor_id, target_id FROM notification_take_backs
+             WHERE taken_at < now() - $1::interval ORDER BY taken_at LIMIT $2)""",
+        QUIET_FOR,
+        limit,
+    )
+    return int(done.split()[-1])
+
+
 async def take_back_like(
     conn: asyncpg.Connection, post_id: uuid.UUID, actor_id: uuid.UUID, before_event: int
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
@@ -97,11 +139,11 @@ async def take_back_like(
     never takes back a like that came after it.
     """
     gone = await conn.fetch(
-        """WITH gone AS (
+        f"""WITH gone AS (
              DELETE FROM notifications
              WHERE kind = 'like' AND post_id = $1 AND actor_id = $2 AND event_id < $3
-             RETURNING group_id
-           )
+             RETURNING *
+           ), {_REMEMBER}
            SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
         post_id,
         actor_id,
@@ -119,11 +161,11 @@ async def take_back_follow(
     Returns (group ID, recipient ID) of the groups that changed and still exist.
     """
     gone = await conn.fetch(
-        """WITH gone AS (
+        f"""WITH gone AS (
              DELETE FROM notifications
              WHERE kind = 'follow' AND recipient_id = $1 AND actor_id = $2 AND event_id < $3
-             RETURNING group_id
-           )
+             RETURNING *
+           ), {_REMEMBER}
            SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
         recipient_id,
         actor_id,
@@ -148,12 +190,12 @@ async def take_back_repost(
     if actor_id is None:
         return []
     gone = await conn.fetch(
-        """WITH gone AS (
+        f"""WITH gone AS (
              DELETE FROM notifications n USING posts p
              WHERE p.id = $1 AND n.kind = 'repost' AND n.post_id = p.repost_of
                AND n.actor_id = p.author_id AND n.event_id < $2
-             RETURNING n.group_id
-           )
+             RETURNING n.*
+           ), {_REMEMBER}
            SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
         deleted_post_id,
         before_event,

@@ -14,7 +14,10 @@ sends notificationGroupUpdated beside notificationAdded. An undo takes its
 notification back, so toggling cannot pile notifications on the target: an
 unlike its like, an unfollow its follow, a deleted repost its repost. The
 notification goes, its actor leaves the group, and the group is sent again
-(NotificationGroupUpdated) or, left empty, deleted.
+(NotificationGroupUpdated) or, left empty, deleted. The take-back is
+remembered for a day: a redo within it (the like toggled back on) writes its
+notification and rejoins the group, but sends only NotificationGroupUpdated,
+so the recipient is not told again of what they were already told.
 """
 
 from __future__ import annotations
@@ -111,9 +114,14 @@ async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> 
             only_new_mentions=item.only_new_mentions,
         )
         group_of = await groups_db.join(conn, [(notification_id, new_id()) for notification_id, _ in created])
+        quiet = await groups_db.quiet(conn, [notification_id for notification_id, _ in created])
         for notification_id, recipient_id in created:
-            payload = {"notificationId": str(notification_id), "recipientId": str(recipient_id)}
             group_id = group_of.get(notification_id)
+            if notification_id in quiet:
+                if group_id is not None:
+                    await _send_changed(ctx, conn, [(group_id, recipient_id)])
+                continue
+            payload = {"notificationId": str(notification_id), "recipientId": str(recipient_id)}
             if group_id is not None:
                 payload["groupId"] = str(group_id)
             await add_event(conn, "NotificationCreated", str(recipient_id), payload, shards=ctx.settings.outbox_shards)
