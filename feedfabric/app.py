@@ -29,6 +29,7 @@ from feedfabric.errors import RequestTooLarge
 from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.graphql_http import GraphQLOverHTTP, error_response
+from feedfabric.idempotency import Idempotency
 from feedfabric.logging import RequestIdMiddleware, configure_logging
 from feedfabric.realtime import sockets
 from feedfabric.realtime.consumer import start_realtime
@@ -232,6 +233,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         lifespan=lifespan,
         exception_handlers={StarletteHTTPException: http_error},
     )
+    app.add_middleware(Idempotency, graphql_path=GRAPHQL_PATH)  # inside BodyLimit: what it reads is bounded
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, upload_bytes=settings.media_max_bytes)
     app.add_middleware(RequestIdMiddleware)
     origins = settings.cors_origins
@@ -242,8 +244,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
             CORSMiddleware,
             allow_origins=origins,
             allow_methods=["GET", "POST", "PUT", "DELETE"],
-            allow_headers=["authorization", "content-type", "x-request-id"],
-            expose_headers=["x-request-id", "ratelimit-limit", "ratelimit-remaining", "ratelimit-reset", "retry-after"],
+            allow_headers=["authorization", "content-type", "x-request-id", "idempotency-key"],
+            expose_headers=[
+                "x-request-id",
+                "ratelimit-limit",
+                "ratelimit-remaining",
+                "ratelimit-reset",
+                "retry-after",
+                "idempotent-replayed",
+            ],
             max_age=600,
         )
     return app

@@ -1,0 +1,219 @@
+"""`Idempotency-Key`: a write a client retries with the same key is done once and answered alike.
+
+A mobile client whose request timed out cannot tell whether the post was
+made; without a key its retry makes a second one. With the header (as in the
+IETF httpapi draft, and Stripe's API) on a POST, PUT, PATCH or DELETE by a
+signed-in member, the first request claims the key in Redis for its member,
+runs, and leaves its answer there for KEPT_S. A retry of the same request
+(method, path, query and body; a multipart body, whose boundary differs on
+every retry, is not compared) within that time gets the kept answer, marked
+`Idempotent-Replayed: true`, and nothing runs again; one with another request
+under the key is 422; one while the first still runs is 409 with
+`Retry-After`.
+
+Only an answer the retry would not change is kept: a 5xx, a 429 or 401, and a
+GraphQL body with an error coded RATE_LIMITED, UNAUTHENTICATED or INTERNAL
+(the operation may not have run) free the key for the retry instead. Requests
+without a token or without the header pass through untouched. When Redis
+cannot answer, the request runs without the guarantee, as every Redis
+feature of the API degrades rather than refuses.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+from typing import Any
+
+from redis.exceptions import RedisError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from feedfabric import jsonwire
+from feedfabric.auth import bearer_token
+from feedfabric.errors import FeedFabricError
+from feedfabric.feeds.viewer import TOKENS
+from feedfabric.graphql_http import error_response
+
+log = logging.getLogger("feedfabric.idempotency")
+
+HEADER = b"idempotency-key"
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+KEPT_S = 24 * 3600
+# A claim outlives any request the server lets run (uvicorn's and nginx's timeouts are far shorter),
+# so a process that dies mid-request frees the key by itself.
+CLAIM_S = 120
+MAX_KEY = 255
+MAX_KEPT_BODY = 256 * 1024
+_KEPT_HEADERS = frozenset({b"content-type", b"location"})
+_RETRYABLE_CODES = frozenset({"RATE_LIMITED", "UNAUTHENTICATED", "INTERNAL"})
+_CLAIMED = b"claimed"
+
+
+class Idempotency:
+    """ASGI middleware (see the module docstring); inside BodyLimit, so a body it reads is bounded."""
+
+    def __init__(self, app: ASGIApp, graphql_path: str) -> None:
+        self.app = app
+        self.graphql_path = graphql_path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        key = _header(scope) if scope["type"] == "http" and scope["method"] in WRITES else None
+        if key is None:
+            await self.app(scope, receive, send)
+            return
+        if not key or len(key) > MAX_KEY or not all(0x21 <= b <= 0x7E for b in key):
+            await self._refuse(scope, receive, send, 400, "BAD_USER_INPUT", "request.invalid", _BAD_KEY)
+            return
+        resources = scope["app"].state.resources
+        subject = _subject(scope, resources.settings.jwt_secret)
+        if subject is None or resources.redis is None:
+            await self.app(scope, receive, send)
+            return
+        slot = "idem:{%s}:%s" % (subject, hashlib.sha256(key).hexdigest()[:32])  # noqa: UP031 - braces are Redis's
+        try:
+            claimed = await resources.redis.set(slot, _CLAIMED, nx=True, ex=CLAIM_S)
+            kept = None if claimed else await resources.redis.get(slot)
+        except (RedisError, OSError) as error:
+            log.warning("idempotency: Redis did not answer (%s); the request runs unguarded", type(error).__name__)
+            await self.app(scope, receive, send)
+            return
+        if claimed:
+            await self._first(scope, receive, send, resources.redis, slot)
+        elif kept is None or kept == _CLAIMED:  # None: freed between the two commands; the client may retry
+            await self._refuse(scope, receive, send, 409, "CONFLICT", "request.in_progress", _IN_PROGRESS, retry=True)
+        else:
+            await self._replay(scope, receive, send, json.loads(kept))
+
+    async def _first(self, scope: Scope, receive: Receive, send: Send, redis: Any, slot: str) -> None:
+        """Runs the request, fingerprinting its body as the app reads it and keeping its answer."""
+        digest = _fingerprint(scope)
+        compared = not _multipart(scope)
+        answer: dict[str, Any] = {"headers": [], "body": b""}
+
+        async def reading() -> Message:
+            message = await receive()
+            if message["type"] == "http.request" and compared:
+                digest.update(message.get("body", b""))
+            return message
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                answer["status"] = message["status"]
+                answer["headers"] = [(k, v) for k, v in message.get("headers", []) if k.lower() in _KEPT_HEADERS]
+            elif message["type"] == "http.response.body":
+                answer["body"] += message.get("body", b"")
+            await send(message)
+
+        keep = False
+        try:
+            await self.app(scope, reading, sending)
+            keep = _final(answer)
+        finally:
+            try:
+                if keep:
+                    await redis.set(slot, _encode(digest.hexdigest(), answer), ex=KEPT_S)
+                else:
+                    await redis.delete(slot)
+            except (RedisError, OSError) as error:
+                log.warning("idempotency: could not keep the answer (%s)", type(error).__name__)
+
+    async def _replay(self, scope: Scope, receive: Receive, send: Send, kept: dict[str, Any]) -> None:
+        digest = _fingerprint(scope)
+        compared = not _multipart(scope)
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            if compared:
+                digest.update(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        if digest.hexdigest() != kept["fingerprint"]:
+            await self._refuse(scope, receive, send, 422, "BAD_USER_INPUT", "request.key_reused", _REUSED)
+            return
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in kept["headers"]]
+        headers.append((b"idempotent-replayed", b"true"))
+        await send({"type": "http.response.start", "status": kept["status"], "headers": headers})
+        await send({"type": "http.response.body", "body": base64.b64decode(kept["body"])})
+
+    async def _refuse(  # noqa: PLR0913, PLR0917
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        status: int,
+        code: str,
+        rest_code: str,
+        message: str,
+        retry: bool = False,
+    ) -> None:
+        headers = {"Retry-After": "1"} if retry else None
+        response: Response
+        if scope["path"] == self.graphql_path:
+            response = error_response(Request(scope), status, message, headers, code)
+        else:
+            body = {"error": {"code": rest_code, "message": message}}
+            response = jsonwire.JSONResponse(body, status_code=status, headers=headers)
+        await response(scope, receive, send)
+
+
+_BAD_KEY = "Idempotency-Key must be 1 to 255 visible ASCII characters."
+_IN_PROGRESS = "A request with this Idempotency-Key is still running; retry shortly."
+_REUSED = "This Idempotency-Key was used for a different request."
+
+
+def _header(scope: Scope) -> bytes | None:
+    for name, value in scope.get("headers") or ():
+        if name == HEADER:
+            return bytes(value).strip()
+    return None
+
+
+def _subject(scope: Scope, secret: str) -> str | None:
+    """The token's member (external ID), or None when there is no valid token (the app then refuses)."""
+    header = next((v for k, v in scope.get("headers") or () if k == b"authorization"), None)
+    try:
+        token = bearer_token(header.decode("latin-1") if header is not None else None)
+        return TOKENS.decode(secret, token).external_id if token is not None else None
+    except FeedFabricError:
+        return None
+
+
+def _multipart(scope: Scope) -> bool:
+    return any(k == b"content-type" and v.startswith(b"multipart/") for k, v in scope.get("headers") or ())
+
+
+def _fingerprint(scope: Scope) -> Any:
+    digest = hashlib.sha256()
+    for part in (scope["method"].encode(), scope["path"].encode(), scope.get("query_string", b"")):
+        digest.update(len(part).to_bytes(4, "big") + part)
+    return digest
+
+
+def _final(answer: dict[str, Any]) -> bool:
+    """Whether a retry would get the same answer (see the module docstring)."""
+    status = answer.get("status", 500)
+    if status >= 500 or status in (401, 429) or len(answer["body"]) > MAX_KEPT_BODY:
+        return False
+    if not any(k.lower() == b"content-type" and b"json" in v for k, v in answer["headers"]):
+        return True
+    try:
+        errors = json.loads(answer["body"]).get("errors") or []
+    except (ValueError, AttributeError):
+        return True
+    return not any((e.get("extensions") or {}).get("code") in _RETRYABLE_CODES for e in errors if isinstance(e, dict))
+
+
+def _encode(fingerprint: str, answer: dict[str, Any]) -> str:
+    return json.dumps(
+        {
+            "fingerprint": fingerprint,
+            "status": answer["status"],
+            "headers": [(k.decode("latin-1"), v.decode("latin-1")) for k, v in answer["headers"]],
+            "body": base64.b64encode(answer["body"]).decode(),
+        }
+    )
