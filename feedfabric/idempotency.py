@@ -92,12 +92,16 @@ class Idempotency:
         """Runs the request, fingerprinting its body as the app reads it and keeping its answer."""
         digest = _fingerprint(scope)
         compared = not _multipart(scope)
-        answer: dict[str, Any] = {"headers": [], "body": b""}
+        answer: dict[str, Any] = {"headers": [], "body": bytearray()}
+        read_whole = _bodiless(scope)
 
         async def reading() -> Message:
+            nonlocal read_whole
             message = await receive()
-            if message["type"] == "http.request" and compared:
-                digest.update(message.get("body", b""))
+            if message["type"] == "http.request":
+                if compared:
+                    digest.update(message.get("body", b""))
+                read_whole = not message.get("more_body", False)
             return message
 
         async def sending(message: Message) -> None:
@@ -111,7 +115,7 @@ class Idempotency:
         keep = False
         try:
             await self.app(scope, reading, sending)
-            keep = _final(answer)
+            keep = _final(answer) and (read_whole or not compared)  # else its fingerprint is not the body's
         finally:
             try:
                 if keep:
@@ -181,6 +185,11 @@ def _subject(scope: Scope, secret: str) -> str | None:
         return TOKENS.decode(secret, token).external_id if token is not None else None
     except FeedFabricError:
         return None
+
+
+def _bodiless(scope: Scope) -> bool:
+    headers = dict(scope.get("headers") or ())
+    return headers.get(b"content-length", b"0") == b"0" and b"transfer-encoding" not in headers
 
 
 def _multipart(scope: Scope) -> bool:

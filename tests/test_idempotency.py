@@ -110,3 +110,12 @@ async def test_without_redis_a_write_with_a_key_still_runs(settings: Settings, p
         maya = await api.member("maya")
         assert (await create(api, maya, "k")).json()["data"]["createPost"]["content"] == "only once"
     assert await posts(pool) == 1
+
+
+async def test_a_retried_bodiless_write_is_answered_from_the_kept_answer(api: Api) -> None:
+    maya, _ = await api.member("maya"), await api.member("sam")
+    headers = {"Authorization": f"Bearer {maya}", "Idempotency-Key": "follow-sam"}
+    first = await api.client.put("/follows/sam", headers=headers)
+    retry = await api.client.put("/follows/sam", headers=headers)
+    assert first.status_code == 200 and retry.json() == first.json()
+    assert retry.headers["idempotent-replayed"] == "true"
