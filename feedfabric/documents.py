@@ -10,16 +10,34 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from graphql import DocumentNode, OperationDefinitionNode, parse
+from graphql import DocumentNode, GraphQLError, OperationDefinitionNode, parse
 
 MAX_TOKENS = 2000
+# Comments and whitespace are no tokens, yet the lexer walks every character of them (0.3 s for a
+# megabyte of comment) and the parse cache keeps the whole text: the token cap alone bounds neither.
+# Ten characters a token, as the persisted-query store allows (feedfabric.schema.persisted).
+MAX_DOCUMENT_CHARS = 20_000
+TOO_LONG = (
+    f"The document is longer than {MAX_DOCUMENT_CHARS:,} characters (comments and indentation count); "
+    "send a shorter one."
+)
 
 UNNAMED_OF_SEVERAL = "The document has several operations: name the one to run with operationName."
 
 
+def too_long(query: str) -> GraphQLError | None:
+    """The refusal of a document past MAX_DOCUMENT_CHARS, checked by each transport before anything
+    parses it (Strawberry would parse one this hook refused)."""
+    if len(query) <= MAX_DOCUMENT_CHARS:
+        return None
+    return GraphQLError(TOO_LONG, extensions={"code": "BAD_USER_INPUT"})
+
+
 @lru_cache(maxsize=256)
 def parse_document(query: str) -> DocumentNode:
-    """Parsed documents by text, shared by every operation of the process."""
+    """Parsed documents by text, shared by every operation of the process; never one too long to keep."""
+    if (refusal := too_long(query)) is not None:
+        raise refusal
     return parse(query, max_tokens=MAX_TOKENS)
 
 

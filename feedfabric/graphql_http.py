@@ -36,6 +36,7 @@ from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
 from feedfabric import jsonwire
+from feedfabric.documents import too_long
 from feedfabric.errors import FeedFabricError, RequestTooLarge
 from feedfabric.schema import persisted
 
@@ -138,7 +139,7 @@ class GraphQLOverHTTP:
         sub_response: Any,
     ) -> Any:
         """A persisted query's hash becomes its stored text here, before Strawberry parses anything
-        (feedfabric.schema.persisted); and the context notes whether the request named its operation
+        (feedfabric.schema.persisted), and a document too long to parse is refused; and the context notes whether the request named its operation
         (feedfabric.schema.operation refuses an unnamed one among several)."""
         if isinstance(request_data, GraphQLRequestData) and hasattr(context, "resources"):
             context.operation_unnamed = request_data.operation_name is None
@@ -146,6 +147,8 @@ class GraphQLOverHTTP:
                 request_data = await persisted.resolve_request(context, request_data)
             except FeedFabricError as error:
                 raise RequestRefused(error.status, error.message, code=error.code) from None
+            if isinstance(request_data.query, str) and (refusal := too_long(request_data.query)) is not None:
+                raise RequestRefused(400, refusal.message, code="BAD_USER_INPUT")
         return await super().execute_operation(  # type: ignore[misc]
             request, request_adapter, request_data, context, root_value, sub_response
         )

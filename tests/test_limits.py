@@ -14,6 +14,7 @@ import pytest
 import strawberry
 from feedfabric.app import create_app
 from feedfabric.devstack import free_port
+from feedfabric.documents import MAX_DOCUMENT_CHARS
 from feedfabric.schema import MAX_ALIASES, MAX_DEPTH, MAX_TOKENS
 from feedfabric.schema.cost import operation_cost
 from feedfabric.schema.served import graphql_schema
@@ -94,6 +95,18 @@ async def test_token_limit(api: Api) -> None:
     refused = await api.raw(past_limit)
     assert codes(refused) == ["BAD_USER_INPUT"]
     assert "tokens" in refused["errors"][0]["message"]
+
+
+async def test_a_document_past_the_character_cap_is_refused_before_it_is_parsed(api: Api) -> None:
+    query = "{ viewer { id } }"
+    at_limit = "#" * (MAX_DOCUMENT_CHARS - len(query) - 1) + "\n" + query
+    assert (await api.raw(at_limit))["data"] == {"viewer": None}
+    past_limit = "#" + at_limit
+    response = await api.client.post("/graphql", json={"query": past_limit})
+    assert (response.status_code, codes(response.json())) == (400, ["BAD_USER_INPUT"])
+    assert "characters" in response.json()["errors"][0]["message"]
+    get = await api.client.get("/graphql", params={"query": past_limit}, headers={"Accept": "application/json"})
+    assert (get.status_code, codes(get.json())) == (400, ["BAD_USER_INPUT"])
 
 
 async def test_body_size_limit(api: Api) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from feedfabric.documents import MAX_DOCUMENT_CHARS
 from feedfabric.realtime.serving import WS_MAX_MESSAGE_BYTES
 from feedfabric.settings import Settings
 from websockets.asyncio.client import connect
@@ -399,3 +400,14 @@ async def test_several_operations_without_an_operation_name_run_none_over_a_sock
             assert "operationName" in json.dumps(answer)
         viewer = await server.api.gql("{ viewer { displayName } }", token=maya)
         assert viewer["viewer"]["displayName"] != "changed"
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_document_past_the_character_cap_is_refused_over_a_socket(settings: Settings, protocol: str) -> None:
+    async with serve(settings) as server:
+        maya = await server.api.member("maya")
+        padded = "#" * MAX_DOCUMENT_CHARS + "\nsubscription { homeTimeline { post { id } } }"
+        async with ws_client(server, protocol, maya) as ws:
+            answer = await _answer(ws, _operation(protocol, {"query": padded}))
+            assert _error_codes(answer) == ["BAD_USER_INPUT"], answer
+            assert "characters" in json.dumps(answer)

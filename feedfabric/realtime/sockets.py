@@ -44,7 +44,7 @@ from strawberry.subscriptions.protocols.graphql_ws.types import ConnectionErrorM
 from strawberry.subscriptions.protocols.graphql_ws.types import ErrorMessage as LegacyError
 
 from feedfabric import metrics
-from feedfabric.documents import UNNAMED_OF_SEVERAL, parse_document, several_operations
+from feedfabric.documents import UNNAMED_OF_SEVERAL, parse_document, several_operations, too_long
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.realtime.rights import FORBIDDEN
 
@@ -122,10 +122,12 @@ def _limit_error(limit: int | None) -> GraphQLFormattedError:
     return error.formatted
 
 
-def _unnamed_of_several(payload: dict[str, Any]) -> GraphQLFormattedError | None:
-    """The error for an operation that names none in a document of several (the spec's GetOperation),
-    which Strawberry would answer by running the first; None otherwise, a document that does not parse
-    included (Strawberry reports that one)."""
+def _refusal(payload: dict[str, Any]) -> GraphQLFormattedError | None:
+    """The error for a document too long to parse, or for an operation that names none in a document
+    of several (the spec's GetOperation), which Strawberry would answer by running the first; None
+    otherwise, a document that does not parse included (Strawberry reports that one)."""
+    if (refusal := too_long(payload["query"])) is not None:
+        return refusal.formatted
     if payload.get("operationName") is not None:
         return None
     try:
@@ -204,8 +206,8 @@ class TransportWSHandler(BaseGraphQLTransportWSHandler[Any, Any]):
         ):
             await self.send_message(TransportError(id=message["id"], type="error", payload=[_limit_error(limit)]))
             return
-        if (unnamed := _unnamed_of_several(message["payload"])) is not None:
-            await self.send_message(TransportError(id=message["id"], type="error", payload=[unnamed]))
+        if (refused := _refusal(message["payload"])) is not None:
+            await self.send_message(TransportError(id=message["id"], type="error", payload=[refused]))
             return
         await super().handle_subscribe(message)
 
@@ -273,8 +275,8 @@ class LegacyGraphQLWSHandler(BaseGraphQLWSHandler[Any, Any]):
         ):
             await self.send_message(LegacyError(type="error", id=operation_id, payload=_limit_error(limit)))
             return
-        if (unnamed := _unnamed_of_several(message["payload"])) is not None:
-            await self.send_message(LegacyError(type="error", id=operation_id, payload=unnamed))
+        if (refused := _refusal(message["payload"])) is not None:
+            await self.send_message(LegacyError(type="error", id=operation_id, payload=refused))
             return
         await super().handle_start(message)
 
