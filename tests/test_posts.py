@@ -1,5 +1,6 @@
 """Writing posts: entities parsed from text, limits, ownership, and the outbox row in the same transaction."""
 
+import asyncio
 import uuid
 
 import asyncpg
@@ -106,6 +107,17 @@ async def test_a_repost_shares_the_original_once(api: Api, pool: asyncpg.Pool) -
     assert again["id"] == first["id"]
     payload = await pool.fetchval("SELECT payload FROM outbox WHERE key = $1", first["id"])
     assert payload["repostOf"] == original
+
+
+async def test_concurrent_shares_of_one_post_make_one_repost(api: Api, pool: asyncpg.Pool) -> None:
+    maya, theo = await api.member("maya"), await api.member("theo")
+    original = await api.post(maya, "share me")
+    shares = await asyncio.gather(
+        *(api.raw("mutation($id: ID!) { repost(postId: $id) { id } }", {"id": original}, token=theo) for _ in range(20))
+    )
+    assert all("errors" not in share for share in shares), shares
+    assert len({share["data"]["repost"]["id"] for share in shares}) == 1
+    assert await pool.fetchval("SELECT count(*) FROM posts WHERE repost_of = $1", uuid.UUID(original)) == 1
 
 
 async def test_a_malformed_id_is_bad_input(api: Api) -> None:

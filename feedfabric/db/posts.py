@@ -32,6 +32,22 @@ async def insert(
     return Post.of(row)
 
 
+async def insert_repost(
+    conn: asyncpg.Connection, post_id: uuid.UUID, author_id: uuid.UUID, original_id: uuid.UUID
+) -> Post | None:
+    """The new repost, or None when the author already has a live one of the original: one committed
+    meanwhile too, as the insert waits on posts_one_repost_idx for a concurrent one to commit."""
+    row = await conn.fetchrow(
+        f"""INSERT INTO posts (id, author_id, content, repost_of) VALUES ($1, $2, '', $3)
+            ON CONFLICT (author_id, repost_of) WHERE repost_of IS NOT NULL AND status <> 'deleted' DO NOTHING
+            RETURNING {_COLUMNS}""",
+        post_id,
+        author_id,
+        original_id,
+    )
+    return Post.of(row) if row else None
+
+
 async def get(conn: Executor, post_id: uuid.UUID, *, for_update: bool = False) -> Post | None:
     lock = " FOR UPDATE" if for_update else ""
     row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM posts WHERE id = $1{lock}", post_id)

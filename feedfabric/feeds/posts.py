@@ -100,7 +100,12 @@ async def repost(conn: asyncpg.Connection, settings: Settings, author: Member, p
     existing = await posts_db.live_repost(conn, author.id, original_id)
     if existing is not None:
         return existing
-    post = await posts_db.insert(conn, new_id(), author.id, "", original_id)
+    post = await posts_db.insert_repost(conn, new_id(), author.id, original_id)
+    if post is None:  # a concurrent share of the same post committed first
+        existing = await posts_db.live_repost(conn, author.id, original_id)
+        if existing is None:
+            raise NotFound("post not found")
+        return existing
     await add_event(
         conn,
         "PostCreated",
