@@ -15,8 +15,8 @@ such answer is `{"errors": [{"message", "extensions": {"code"}}]}`, and:
 
 A persisted query's hash is resolved to its text here too, before Strawberry
 parses anything (feedfabric.schema.persisted). Only the view's public methods
-are overridden (`__call__`, `parse_json`, `parse_multipart`, `execute_operation`,
-`execute_single`, `process_result`, `render_graphql_ide`); the mixin goes
+are overridden (`__call__`, `should_render_graphql_ide`, `parse_json`, `parse_query_params`,
+`parse_multipart`, `execute_operation`, `execute_single`, `process_result`, `render_graphql_ide`); the mixin goes
 before `strawberry.asgi.GraphQL` in the app's view class.
 """
 
@@ -105,6 +105,11 @@ class GraphQLOverHTTP:
                     if status is not None and response.status_code == 200:
                         response.status_code = status
         await response(scope, receive, send)
+
+    def should_render_graphql_ide(self, request: Any) -> bool:
+        """A GET with `extensions` but no `query` is an automatic persisted query (Apollo Client sends
+        its hash so, with `Accept: */*`), not a browser asking for GraphiQL."""
+        return super().should_render_graphql_ide(request) and request.query_params.get("extensions") is None  # type: ignore[misc]
 
     def parse_json(self, data: str | bytes) -> Any:
         """The body (and a GET's `variables` and `extensions`) must be a JSON object: `null`, `123` or

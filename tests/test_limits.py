@@ -436,12 +436,17 @@ async def test_persisted_query_flow(api: Api) -> None:
     # Hash alone now runs the stored text, over POST and over GET.
     by_hash = await _post(api, {"extensions": pq(), "operationName": "Me"}, token)
     assert by_hash["data"]["viewer"]["username"] == "apq"
+    # As Apollo Client sends a hashed GET: with `Accept: */*`, which alone would ask for GraphiQL.
     got = await api.client.get(
         "/graphql",
         params={"extensions": json.dumps(pq())},
-        headers={"Authorization": f"Bearer {token}", "accept": "application/json"},
+        headers={"Authorization": f"Bearer {token}", "accept": "*/*"},
     )
     assert got.json()["data"]["viewer"]["username"] == "apq"
+    unknown = await api.client.get(
+        "/graphql", params={"extensions": json.dumps(pq("0" * 64))}, headers={"accept": "*/*"}
+    )
+    assert codes(unknown.json()) == ["PERSISTED_QUERY_NOT_FOUND"]
 
 
 async def test_persisted_query_hash_mismatch(api: Api) -> None:
