@@ -244,7 +244,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
             CORSMiddleware,
             allow_origins=origins,
             allow_methods=["GET", "POST", "PUT", "DELETE"],
-            allow_headers=["authorization", "content-type", "x-request-id", "idempotency-key"],
+            # Any request header: clients and their SDKs add their own (Apollo's client name, tracing), and
+            # without credentials a header grants nothing.
+            allow_headers=["*"],
             expose_headers=[
                 "x-request-id",
                 "ratelimit-limit",

@@ -12,7 +12,11 @@ APP = "https://app.example"
 PREFLIGHT = {
     "origin": APP,
     "access-control-request-method": "POST",
-    "access-control-request-headers": "authorization, content-type",
+    # What Apollo Client (named), apollo-upload-client and tracing SDKs (OpenTelemetry, Sentry) add.
+    "access-control-request-headers": (
+        "authorization, content-type, apollographql-client-name, apollographql-client-version,"
+        " apollo-require-preflight, traceparent, sentry-trace, baggage, idempotency-key"
+    ),
 }
 
 
@@ -31,7 +35,8 @@ async def test_an_allowed_origin_gets_its_preflight_answered(settings: Settings,
         assert preflight.status_code == 200
         assert preflight.headers["access-control-allow-origin"] == APP
         assert "POST" in preflight.headers["access-control-allow-methods"]
-        assert "authorization" in preflight.headers["access-control-allow-headers"].lower()
+        allowed = preflight.headers["access-control-allow-headers"].lower()
+        assert all(h.strip() in allowed for h in PREFLIGHT["access-control-request-headers"].split(","))
         assert "access-control-allow-credentials" not in preflight.headers  # bearer tokens, not cookies
 
 

@@ -58,6 +58,11 @@ async def test_an_uploaded_photo_is_pending_then_ready_and_served(api: Api, pool
     served = await api.client.get(media["url"])
     assert served.status_code == 200 and served.headers["content-type"] == "image/jpeg"
     assert served.content[:3] == b"\xff\xd8\xff"
+    # Revalidating with the ETag it holds, a client gets 304 and no body; with another, the file.
+    again = await api.client.get(media["url"], headers={"If-None-Match": served.headers["etag"]})
+    assert (again.status_code, again.content, again.headers["etag"]) == (304, b"", served.headers["etag"])
+    stale = await api.client.get(media["url"], headers={"If-None-Match": '"other"'})
+    assert stale.status_code == 200 and stale.content == served.content
 
 
 async def test_an_html_file_named_jpg_is_rejected_and_never_served(api: Api, pool: asyncpg.Pool) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -14,7 +15,7 @@ from starlette.routing import Route
 
 from feedfabric import ratelimit
 from feedfabric.context import Context, Resources, build_context, note_write, route_reads
-from feedfabric.errors import BadInput, FeedFabricError
+from feedfabric.errors import BadInput, FeedFabricError, NotFound
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.jsonwire import JSONResponse
 from feedfabric.models import Page
@@ -238,13 +239,23 @@ async def media_status(ctx: Context, request: Request) -> dict[str, Any]:
     return {"media": serialize.media(await media_resolvers.media_item(ctx, request.path_params["media_id"]))}
 
 
+_MEDIA_HEADERS = {"Cache-Control": "public, max-age=31536000, immutable", "X-Content-Type-Options": "nosniff"}
+
+
 async def media_file(ctx: Context, request: Request) -> Response:
+    """A served file never changes, so a client revalidating with the ETag it holds gets 304, no body
+    (FileResponse makes the ETag and answers ranges, but leaves `If-None-Match` to StaticFiles)."""
     path, content_type = await media_resolvers.file_to_serve(ctx, request.path_params["media_id"])
-    return FileResponse(
-        path,
-        media_type=content_type,
-        headers={"Cache-Control": "public, max-age=31536000, immutable", "X-Content-Type-Options": "nosniff"},
-    )
+    try:
+        stat = await asyncio.to_thread(os.stat, path)
+    except FileNotFoundError:
+        raise NotFound("media not found") from None
+    response = FileResponse(path, media_type=content_type, headers=_MEDIA_HEADERS, stat_result=stat)
+    etag = response.headers["etag"]
+    held = request.headers.get("if-none-match", "")
+    if held.strip() == "*" or etag in (tag.strip().removeprefix("W/") for tag in held.split(",")):
+        return Response(status_code=304, headers={**_MEDIA_HEADERS, "ETag": etag})
+    return response
 
 
 def routes() -> list[Route]:
