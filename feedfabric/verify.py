@@ -9,7 +9,7 @@ the rest from Postgres. So for each member with a timeline, with
 - missing: a post above `lower` that fan-out must have pushed and that is not
   there. Must = the member's own posts and the posts of followed
   non-celebrity members and followed tags whose follow is older than the post
-  (follows do not backfill; unfollows do not remove), not deleted, whose
+  (follows do not backfill), not deleted, whose
   PostCreated worker-events has finished (in-flight fan-outs are reported as
   pending, not missing). Members inactive for INACTIVE_AFTER_DAYS have no
   such expectation (fan-out skips them; their return rebuilds), and members
@@ -18,7 +18,9 @@ the rest from Postgres. So for each member with a timeline, with
   does not exist, or it is not the member's own, its author is not and never
   was followed (a past follow is known by its follow notification or, once
   an unfollow took that back, by its past_follows row), and it
-  carries no tag the member follows. Deleted and held posts are not extra:
+  carries no tag the member follows. Entries of an unfollowed author are not
+  extra: worker-events takes them out (timelines.unmerge), but a fan-out that
+  read the followers before the unfollow committed can land after it. Deleted and held posts are not extra:
   fan-out pushes what existed, and reads filter them.
 - misordered: an entry whose score is not its form's (`timelines.decode_entry`:
   +inf for the 16 raw bytes, the ID's timestamp for the older UUID text), so

@@ -187,3 +187,39 @@ async def test_a_batch_redis_refuses_fails_the_fan_out_and_leaves_the_connection
                 await timelines.fan_out(conn, redis, settings, post)
         assert await conn.fetchval("SELECT 1") == 1
     assert await timelines.timeline_ids(redis, fans[0]) == [str(post)]
+
+
+def _unfollowed(follower: object, author: object) -> Event:
+    payload = {"followerId": str(follower), "memberId": str(author)}
+    return Event(2, "MemberUnfollowed", str(follower), 1, payload)
+
+
+@pytest.mark.redis_cluster
+async def test_an_unfollow_takes_the_authors_posts_out_of_the_timeline_but_not_a_followed_tags(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    reader, author, other = await f.member(pool), await f.member(pool), await f.member(pool)
+    await f.follow(pool, reader, author)
+    await f.follow(pool, reader, other)
+    await f.follow(pool, reader, "running", "tag")
+    plain, tagged, kept = (
+        await f.post(pool, author),
+        await f.post(pool, author, tags=["running"]),
+        await f.post(pool, other),
+    )
+    for post in (plain, tagged, kept):
+        await _handle(settings, pool, redis, _created(post))
+    await pool.execute("DELETE FROM follows WHERE follower_id = $1 AND target_id = $2", reader, str(author))
+    await _handle(settings, pool, redis, _unfollowed(reader, author))
+    assert await timelines.timeline_ids(redis, reader) == [str(kept), str(tagged)]
+
+
+async def test_an_unfollow_undone_before_it_is_applied_takes_nothing_out(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    reader, author = await f.member(pool), await f.member(pool)
+    await f.follow(pool, reader, author)
+    post = await f.post(pool, author)
+    await _handle(settings, pool, redis, _created(post))
+    await _handle(settings, pool, redis, _unfollowed(reader, author))  # followed again meanwhile
+    assert await timelines.timeline_ids(redis, reader) == [str(post)]

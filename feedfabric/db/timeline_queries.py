@@ -8,6 +8,7 @@ bounded, never OFFSET.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import asyncpg
@@ -179,6 +180,26 @@ by_tag AS (
 SELECT id::text FROM (SELECT id FROM by_author UNION SELECT id FROM by_tag) u
 ORDER BY id DESC LIMIT $2
 """
+
+
+async def unfollowed_post_ids(
+    conn: asyncpg.Connection, follower_id: uuid.UUID, author_id: uuid.UUID, post_ids: Sequence[str]
+) -> list[str]:
+    """Of a timeline's post IDs, the author's that no longer belong in the follower's feed: none while the
+    follower follows the author again, and never a post carrying a tag the follower follows."""
+    rows = await conn.fetch(
+        """SELECT p.id::text FROM posts p
+           WHERE p.id = ANY($3::uuid[]) AND p.author_id = $2
+             AND NOT EXISTS (SELECT 1 FROM follows f
+                             WHERE f.follower_id = $1 AND f.target_type = 'member' AND f.target_id = $2::text)
+             AND NOT EXISTS (SELECT 1 FROM post_tags pt
+                             JOIN follows f ON f.follower_id = $1 AND f.target_type = 'tag' AND f.target_id = pt.tag
+                             WHERE pt.post_id = p.id)""",
+        follower_id,
+        author_id,
+        list(post_ids),
+    )
+    return [r[0] for r in rows]
 
 
 async def rebuild_post_ids(

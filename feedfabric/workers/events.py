@@ -1,7 +1,7 @@
-"""worker-events: fan-out on write of PostCreated, and timeline rebuilds on MemberReturned.
+"""worker-events: fan-out on write of PostCreated, timeline rebuilds on MemberReturned, and on
+MemberUnfollowed the unfollowed author's posts taken out of the follower's timeline.
 
-Following and unfollowing change no timeline (no backfill, no removal), so
-the group does not take those events.
+Following adds nothing to a timeline (no backfill), so the group does not take MemberFollowed.
 """
 
 from __future__ import annotations
@@ -36,11 +36,13 @@ async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> 
         metrics.observe_fanout(started, result.pushed)
     elif event.type == "MemberReturned":
         await timelines.rebuild(conn, ctx.redis, ctx.settings, _uuid(event, "memberId"))
+    elif event.type == "MemberUnfollowed":
+        await timelines.unmerge(conn, ctx.redis, _uuid(event, "followerId"), _uuid(event, "memberId"))
 
 
 GROUP = GroupSpec(
     name="worker-events",
     topics=(POSTS, MEMBERS),
-    event_types=frozenset({"PostCreated", "MemberReturned"}),
+    event_types=frozenset({"PostCreated", "MemberReturned", "MemberUnfollowed"}),
     handle=handle,
 )
