@@ -107,6 +107,8 @@ class Settings(BaseSettings):
     forwarded_allow_ips: str = "127.0.0.1,::1"
     max_subscriptions_per_connection: int = Field(10, ge=1)
     ws_max_sockets_per_member: int = Field(20, ge=1)  # open WebSockets per member, across instances
+    # Messages one WebSocket may send a second (a ping too: each costs the event loop); past it, closed 1008.
+    ws_max_messages_per_second: int = Field(100, ge=1)
     # How long a new WebSocket may wait before its connection_init (then closed, 4408).
     ws_init_timeout_seconds: float = Field(10.0, gt=0, le=60)
     # How often open WebSockets are checked for an expired token or a suspended member (then closed, 4403).

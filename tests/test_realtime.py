@@ -385,6 +385,23 @@ async def test_a_message_over_the_size_limit_closes_the_socket_with_1009(setting
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_socket_sending_past_its_message_budget_is_closed_as_a_policy_violation(
+    settings: Settings, protocol: str
+) -> None:
+    budget = 20
+    async with serve(settings.model_copy(update={"ws_max_messages_per_second": budget})) as server:
+        maya = await server.api.member("maya")
+        async with ws_client(server, protocol, maya) as ws:
+            message = {"type": "ping"} if protocol == TRANSPORT_WS else {"type": "stop", "id": "none"}
+            for _ in range(budget * 3):
+                await ws.conn.send(json.dumps(message))
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    await asyncio.wait_for(ws.conn.recv(), 5)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_several_operations_without_an_operation_name_run_none_over_a_socket(
     settings: Settings, protocol: str
 ) -> None:
