@@ -149,6 +149,7 @@ def test_defaults_match_the_settings(compose: dict[str, Any]) -> None:
         "MAX_SUBSCRIPTIONS_PER_CONNECTION",
         "WS_MAX_SOCKETS_PER_MEMBER",
         "WS_INIT_TIMEOUT_SECONDS",
+        "WS_MAX_MESSAGES_PER_SECOND",
         "OUTBOX_RETENTION_HOURS",
         "KAFKA_RETENTION_HOURS",
         "DEAD_LETTER_RETENTION_DAYS",
