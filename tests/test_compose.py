@@ -262,6 +262,7 @@ def test_two_api_instances_each_name_their_realtime_group_behind_one_balancer(co
     assert "Upgrade $http_upgrade" in nginx  # WebSockets pass through
     assert "limit_conn per_address" in nginx  # sockets that never sign in are bounded by address
     assert "Host $http_host" in nginx  # the port too: a same-origin socket passes the Origin check
+    assert "X-Forwarded-Proto $scheme" in nginx and "gzip on" in nginx
     for name in ("relay", "worker"):
         assert all_services[name]["deploy"]["replicas"] >= 2, name
 
