@@ -84,6 +84,18 @@ async def post(
     return post_id
 
 
+async def posts(conn: asyncpg.Connection | asyncpg.Pool, author: uuid.UUID, count: int) -> list[uuid.UUID]:
+    """`count` live posts by `author`, oldest first, in one statement and with no events: a backlog that
+    only reads from Postgres see (nothing fans them out or delivers them live)."""
+    ids = [new_id() for _ in range(count)]
+    await conn.execute(
+        "INSERT INTO posts (id, author_id, content) SELECT id, $2, 'post ' || id::text FROM unnest($1::uuid[]) AS id",
+        ids,
+        author,
+    )
+    return ids
+
+
 async def member_returned(pool: asyncpg.Pool, member_id: uuid.UUID, *, shards: int = 16) -> int:
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute("UPDATE members SET last_seen_at = now() WHERE id = $1", member_id)

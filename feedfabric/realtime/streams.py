@@ -4,7 +4,9 @@ homeTimeline(since) subscribes to the hub *before* it runs the replay query,
 so a post committed meanwhile is either in the replay or queued live, never
 neither; live items the replay already sent (or older than `since`, which
 the client has) are dropped at the seam, and a redelivered event is dropped
-by a short memory of recent IDs.
+by a short memory of recent IDs. The replay is bounded (REPLAY_MAX): a
+cursor further back is refused before anything is sent, never cut short, so
+a client misses nothing without being told.
 """
 
 from __future__ import annotations
@@ -15,16 +17,35 @@ from collections import deque
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from feedfabric import ratelimit
 from feedfabric.db import posts as posts_db
+from feedfabric.errors import BadInput, RateLimited
 from feedfabric.feeds import paging
-from feedfabric.models import Notification, NotificationGroup
+from feedfabric.models import Notification, NotificationGroup, Post
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.realtime.hub import Channel, Hub, Subscriber, SubscriberDropped
 
 if TYPE_CHECKING:
     from feedfabric.context import Context, Resources
 
-REPLAY_PAGE = 100
+REPLAY_MAX = paging.MAX_PAGE
+"""The most items a `since` replays: the largest page homeFeed serves.
+
+A reconnect after a dropped socket misses a handful of items, far below it.
+Each replayed item is a message of its own, executed and sent alone, for one
+subscribe message (one operation of the rate limit): unbounded, a cursor from
+years back made one subscribe send a member's whole history (2,000 posts took
+seconds of the server's time). A client that far behind shows the newest of
+its feed anyway, and homeFeed serves that in pages it asks for and pays for.
+At a homeFeed page's maximum, a replay is never more work than one page a
+client could ask for, and it is read in one statement of REPLAY_MAX + 1 rows.
+The timeline's length (FEED_MAX_LENGTH, 500) would allow five times that work
+per subscribe, for a client that shows the newest items anyway.
+"""
+TOO_FAR_BACK = (
+    f"`since` is too far back: more than {REPLAY_MAX} home-feed items are newer than it, more than a "
+    "subscription replays. Reload the feed with `homeFeed`, then subscribe with the newest cursor it returned."
+)
 RECENT_IDS = 512
 # Policy violation: the client read too slowly. The close reason says so and how to resume.
 SLOW_CLOSE_CODE = 1008
@@ -35,22 +56,17 @@ def hub_of(resources: Resources) -> Hub:
     return resources.hub
 
 
-async def home_timeline(ctx: Context, since: str | None) -> AsyncIterator[TimelineItem]:
+async def home_timeline(ctx: Context, since: str | None, *, item_cost: int) -> AsyncIterator[TimelineItem]:
+    """`item_cost` is what one event of the subscription costs (its operation's query cost): the
+    replay spends it for each item it sends."""
     member = ctx.viewer.require_member()
     after = paging.cursor(since)
     hub = hub_of(ctx.resources)
     with hub.subscribe(Channel.TIMELINE, member.id) as sub:
-        sent: set[uuid.UUID] = set()
-        if after is not None:
-            cursor = after
-            while True:
-                page = await posts_db.home_after(ctx.pool, member.id, cursor, REPLAY_PAGE)
-                for post in page:
-                    sent.add(post.id)
-                    yield TimelineItem(post=post)
-                if len(page) < REPLAY_PAGE:
-                    break
-                cursor = page[-1].id
+        backlog = [] if after is None else await _backlog(ctx, member.id, after, item_cost)
+        sent: set[uuid.UUID] = {post.id for post in backlog}
+        for post in backlog:
+            yield TimelineItem(post=post)
         recent = _Recent(RECENT_IDS)
 
         def admit(item: TimelineItem) -> bool:
@@ -61,6 +77,33 @@ async def home_timeline(ctx: Context, since: str | None) -> AsyncIterator[Timeli
             item = await _next(ctx, sub)
             if admit(item):
                 yield item
+
+
+async def _backlog(ctx: Context, member_id: uuid.UUID, after: uuid.UUID, item_cost: int) -> list[Post]:
+    """The items newer than `after`, oldest first, or BadInput before any is sent when there are more
+    than REPLAY_MAX. One row past the bound tells a longer backlog without reading the rest of it, and
+    one statement reads the whole replay, so what is counted is what is sent."""
+    backlog = await posts_db.home_after(ctx.pool, member_id, after, REPLAY_MAX + 1)
+    if len(backlog) > REPLAY_MAX:
+        raise BadInput(TOO_FAR_BACK)
+    await _spend_replay(ctx, member_id, len(backlog), item_cost)
+    return backlog
+
+
+async def _spend_replay(ctx: Context, member_id: uuid.UUID, items: int, item_cost: int) -> None:
+    """Spends one event's query cost per replayed item, before any is sent, or refuses with RATE_LIMITED.
+    The cost guard saw one result for the subscribe: without this, a client repeating subscribe and
+    complete got up to REPLAY_MAX items per operation of the rate limit, at no cost."""
+    cost = items * item_cost
+    if cost <= 0:
+        return
+    client = ratelimit.client_key(member_id, None)
+    allowance = await ratelimit.spend(ctx.resources.redis, ctx.settings, client, 0, cost)
+    if allowance is not None and allowance.refusal is not None:
+        raise RateLimited(
+            f"The rate limit is spent: replaying {items} items costs {cost} of the {allowance.cost_limit} query "
+            f"cost per {ctx.settings.rate_limit_window_seconds} s; retry in {allowance.reset_seconds} s."
+        )
 
 
 async def notifications(ctx: Context) -> AsyncIterator[Notification]:

@@ -59,9 +59,11 @@ from graphql import (
     is_composite_type,
     is_list_type,
 )
+from strawberry import Info
 from strawberry.extensions import SchemaExtension
 
 from feedfabric import metrics
+from feedfabric.documents import parse_document
 from feedfabric.errors import QueryTooComplex
 from feedfabric.feeds.paging import MAX_PAGE, is_page_size
 from feedfabric.schema.idmemo import IdMemo
@@ -243,3 +245,16 @@ def _frozen(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_frozen(v) for v in value)
     return (type(value), value)
+
+
+def event_cost(info: Info) -> int:
+    """What one result of the running operation costs: its query cost, as QueryCost computed it (the
+    document comes from the shared parse cache, so the figure is usually memoised). A subscription is
+    costed for one event; one that sends many for a single subscribe (homeTimeline's replay) spends
+    this for each. At least 1, so no item is free."""
+    query = info.query
+    if query is None:
+        return 1
+    operation = info.operation
+    name = operation.name.value if operation.name is not None else None
+    return max(cached_cost(graphql_schema(info.schema), parse_document(query), name, info.variable_values), 1)

@@ -15,6 +15,7 @@ import strawberry
 
 from feedfabric.realtime import streams
 from feedfabric.realtime.delivery import TimelineItem
+from feedfabric.schema.cost import event_cost
 from feedfabric.schema.notification_groups import NotificationGroup
 from feedfabric.schema.sharing import SAME_FOR_EVERY_VIEWER
 from feedfabric.schema.types import ContextInfo, Notification, Post, post_of
@@ -41,12 +42,15 @@ class Subscription:
             "New items for the viewer's home feed, as soon as they are posted. With\n"
             "`since` (a home-feed cursor), the visible items newer than it are sent\n"
             "first, oldest first, then live ones: a client that reconnects misses nothing\n"
-            "and sees nothing twice."
+            "and sees nothing twice. A `since` with more than "
+            f"{streams.REPLAY_MAX} items newer than it is\n"
+            "refused with BAD_USER_INPUT before anything is sent: reload the feed with\n"
+            "`homeFeed`, then subscribe with the newest cursor it returned."
         ),
     )
     async def home_timeline(self, info: ContextInfo, since: str | None = None) -> AsyncGenerator[TimelineEvent, None]:
         ctx = info.context
-        async for item in streams.home_timeline(ctx, since):
+        async for item in streams.home_timeline(ctx, since, item_cost=event_cost(info)):
             # Loaders primed lazily: a shared rendering (feedfabric.schema.shared) never resolves a field.
             ctx.reset_loaders(item.prime)
             yield TimelineEvent(cursor=str(item.post.id), item=item)
