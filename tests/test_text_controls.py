@@ -1,13 +1,17 @@
 """Text members write is stored without terminal escapes, bells or bidi overrides (newlines and tabs stay),
-and text with no visible character is blank, refused wherever empty text is."""
+and text with no visible character is blank, refused wherever empty text is. Hashtags and @mentions are
+whole words of any script, found alike whatever the text's normalisation form."""
 
 from __future__ import annotations
 
-import pytest
-from feedfabric.errors import BadInput
-from feedfabric.feeds.text import clean_text
+import unicodedata
 
-from tests.support import Api
+import pytest
+from feedfabric.embeddings import load_vocabulary
+from feedfabric.errors import BadInput
+from feedfabric.feeds.text import clean_text, hashtags, mentions, normalise_tag
+
+from tests.support import HOME, Api
 
 HOSTILE = "a\x1b[2J\x07b\u202egnp.exe\u202c\u2066c\u2069\x7f\x85d\r\ne\tf"
 CLEAN = "a[2Jbgnp.exec" + "d\ne\tf"
@@ -124,3 +128,123 @@ async def test_posts_and_display_names_in_any_script_are_stored_as_written(api: 
         query = "query($p: ID!) { post(id: $p) { content author { displayName } } }"
         data = await api.gql(query, {"p": post}, token=token)
         assert data["post"] == {"content": visible, "author": {"displayName": visible}}, name
+
+
+# --- hashtags and @mentions in any script -------------------------------------------------------
+
+
+def nfd(value: str) -> str:
+    return unicodedata.normalize("NFD", value)
+
+
+# The probe's post: NFC words of other scripts, and one word in NFD ("cafe", U+0301, "x").
+PROBE = "#café #Straße #ÉTÉ #日本語 #cafe\u0301x"
+PROBE_TAGS = ["café", "caféx", "strasse", "été", "日本語"]
+
+# Text → the tags it carries, in NFC and in NFD alike.
+HASHTAGS = {
+    "probe": (PROBE, PROBE_TAGS),
+    "a combining mark is part of the word": ("#nai\u0308ve #NAÏVE", ["naïve"]),
+    "a mark with no precomposed letter": ("#x\u0301y", ["x\u0301y"]),
+    "ß folds with its upper case": ("#Straße #STRASSE #strasse", ["strasse"]),
+    "İ folds to i; ı stays apart": ("#İstanbul #ISTANBUL #istanbul #ıstanbul", ["istanbul", "ıstanbul"]),
+    "final sigma": ("#ΟΔΟΣ #οδος #οδοσ", ["οδοσ"]),
+    "Devanagari vowel signs and virama": ("#हिन्दी", ["हिन्दी"]),
+    "a non-joiner inside a Persian word": ("#نرم\u200cافزار", ["نرم\u200cافزار"]),
+    "no word starts with a mark": ("#\u0301abc", []),
+    "no '#' inside a word": ("é#tag x\u0301#tag", []),
+    "a zero-width space ends the word": ("#cafe\u200b!", ["cafe"]),
+    "ASCII as before": ("#Running #trail_2 #123 #a#b ##no", ["123", "a", "running", "trail_2"]),
+    "50 characters, marks not counted": ("#" + "e\u0301" * 50, ["é" * 50]),
+    "a longer word gives no tag, not a cut one": ("#" + "e\u0301" * 51, []),
+}
+
+# What tagFeed, followTag and the REST tag feed are given → the tag they read or follow.
+NORMALISED = {
+    "café": "café",
+    "#CAFE\u0301": "café",
+    "Straße": "strasse",
+    "#İSTANBUL": "istanbul",
+    nfd("#İstanbul"): "istanbul",
+    "日本語": "日本語",
+    "#Running": "running",
+    "trail_2": "trail_2",
+}
+NOT_TAGS = {
+    "^tag may hold only letters, digits, combining marks and '_'$": [
+        "bad tag!",
+        "#",
+        "\u0301abc",
+        "cafe\u200b",
+        "ca-fe",
+    ],
+    "^tag is longer than 50 characters": ["é" * 51, nfd("é" * 51), "a" + "\u0301" * 201],
+}
+
+
+def test_hashtags_are_whole_words_of_any_script_folded_alike_in_nfc_and_nfd() -> None:
+    for name, (content, tags) in HASHTAGS.items():
+        for form in ("NFC", "NFD"):
+            assert hashtags(unicodedata.normalize(form, content)) == sorted(tags), (name, form)
+        for tag in tags:  # a stored tag reads and follows as itself
+            assert normalise_tag(tag) == tag == normalise_tag("#" + nfd(tag)), name
+    for given, tag in NORMALISED.items():
+        assert normalise_tag(given) == tag, given
+    for refusal, refused in NOT_TAGS.items():
+        for given in refused:
+            with pytest.raises(BadInput, match=refusal):
+                normalise_tag(given)
+    # Inferred topics share post_tags and tag follows with hashtags: their names are stored tags.
+    assert all(normalise_tag(topic) == topic for topic in load_vocabulary()["topics"])
+
+
+def test_a_mention_is_never_cut_from_a_longer_word() -> None:
+    cases = {
+        "@maya\u0301": [],
+        "@mayaé": [],
+        "@maya\u200cé": [],
+        "@maya_é": [],
+        "x\u0301@maya": [],
+        "é@maya": [],
+        "maya@example.com": [],
+        "@" + "a" * 31: [],
+        "@Maya. (@theo) @ava's @ava\u200b": ["ava", "maya", "theo"],
+    }
+    for content, names in cases.items():
+        for form in ("NFC", "NFD"):
+            assert mentions(unicodedata.normalize(form, content)) == names, (content, form)
+
+
+TAG_FEED = "query($t: String!) { tagFeed(tag: $t) { edges { node { id } } } }"
+FOLLOW_TAG = "mutation($t: String!) { followTag(tag: $t) }"
+UNFOLLOW_TAG = "mutation($t: String!) { unfollowTag(tag: $t) }"
+
+
+async def test_tag_feed_and_follow_tag_take_a_tag_in_any_script_and_form(api: Api) -> None:
+    maya = await api.member("maya")
+    reader = await api.member("reader")
+    probe = await api.post(maya, PROBE)
+    decomposed = await api.post(maya, nfd("Über #CAFÉ"))
+    ascii_post = await api.post(maya, "#Cafe")
+    data = await api.gql("query($p: ID!) { post(id: $p) { tags } }", {"p": probe})
+    assert sorted(data["post"]["tags"]) == sorted(PROBE_TAGS)
+
+    async def tag_feed(tag: str) -> list[str]:
+        return [e["node"]["id"] for e in (await api.gql(TAG_FEED, {"t": tag}))["tagFeed"]["edges"]]
+
+    for tag in ("café", "#CAFÉ", nfd("Café"), "#CAFE\u0301"):
+        assert await tag_feed(tag) == [decomposed, probe], tag
+    for path in ("/userfeed/tags/caf%C3%A9/posts", "/userfeed/tags/%23CAFE%CC%81/posts"):
+        assert [p["id"] for p in (await api.rest("GET", path)).json()["posts"]] == [decomposed, probe], path
+    assert await tag_feed("straße") == await tag_feed("STRASSE") == [probe]
+    assert await tag_feed("日本語") == [probe]
+    # ASCII as before, and the NFD "caféx" no longer lands under "cafe"
+    assert await tag_feed("#CAFE") == [ascii_post]
+
+    for tag in (nfd("#CAFÉ"), "café"):
+        assert (await api.gql(FOLLOW_TAG, {"t": tag}, token=reader))["followTag"]
+    assert (await api.gql("{ followedTags }", token=reader))["followedTags"] == ["café"]
+    home = await api.gql(HOME, {"first": 20}, token=reader)
+    assert [e["node"]["id"] for e in home["homeFeed"]["edges"]] == [decomposed, probe]
+    await api.gql(UNFOLLOW_TAG, {"t": "Cafe\u0301"}, token=reader)
+    assert (await api.gql("{ followedTags }", token=reader))["followedTags"] == []

@@ -7,10 +7,7 @@ import unicodedata
 
 from feedfabric.errors import BadInput
 
-HASHTAG = re.compile(r"(?<![\w#])#([A-Za-z0-9_]{1,50})\b")
-MENTION = re.compile(r"(?<![\w@])@([A-Za-z0-9_]{1,30})\b")
 USERNAME = re.compile(r"^[A-Za-z0-9_]{1,30}$")
-TAG = re.compile(r"^[a-z0-9_]{1,50}$")
 
 
 # C0 and C1 controls but tab and newline (ESC starts terminal escapes, BEL rings), DEL, and the bidi
@@ -68,18 +65,113 @@ def clean_text(value: str, what: str, *, max_length: int, allow_empty: bool = Fa
     return value
 
 
+# --- hashtags and @mentions -------------------------------------------------------------------
+#
+# A word, for hashtags and mentions, is a run of letters and numbers of any script (str.isalnum, as
+# re's \w), '_' and combining marks (Mn, Mc, Me: accents, Indic vowel signs and viramas), with a
+# zero-width non-joiner or joiner kept between two of them (Persian and Indic words hold them;
+# Twitter and Mastodon keep them too). A combining mark is part of the word it sits on, so NFD text
+# ("cafe" + U+0301) is never cut into a shorter word; a word begins with a letter, number or '_'.
+# Text is put in NFC first, so whatever form the keyboard produced, the words found are the same.
+
+TAG_MAX_CHARACTERS = 50
+# Combining marks do not count as characters; this bounds them (and so the stored tag) in all.
+TAG_MAX_CODE_POINTS = 200
+_JOINERS = "\u200c\u200d"
+
+
+def _is_mark(char: str) -> bool:
+    return unicodedata.category(char)[0] == "M"
+
+
+def _is_word_start(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _in_word(char: str) -> bool:
+    return char.isalnum() or char == "_" or _is_mark(char)
+
+
+def _word_end(text: str, start: int) -> int:
+    """The index after the word running from `start` (`start` itself when no word character is there)."""
+    end = start
+    while end < len(text):
+        if _in_word(text[end]):
+            end += 1
+            continue
+        after = end
+        while after < len(text) and text[after] in _JOINERS:
+            after += 1
+        if after == end or after == len(text) or not _is_word_start(text[after]) or end == start:
+            break
+        end = after
+    return end
+
+
+def _words_after(text: str, sign: str) -> list[str]:
+    """The whole word after each `sign` that no word (nor another `sign`) runs into; text in NFC."""
+    text = unicodedata.normalize("NFC", text)
+    words = []
+    at = text.find(sign)
+    while at >= 0:
+        before = text[at - 1] if at else ""
+        if not (before == sign or (before and _in_word(before))):
+            end = _word_end(text, at + 1)
+            if end > at + 1 and _is_word_start(text[at + 1]):
+                words.append(text[at + 1 : end])
+        at = text.find(sign, at + 1)
+    return words
+
+
+def fold_tag(word: str) -> str:
+    """A tag's one stored form: NFC and case-folded. str.casefold, not lower: it is the same for a word
+    and its upper case ("Straße", "STRASSE" and "strasse" all fold to "strasse", where lower() gives
+    "straße" and "strasse"). Folding knows no language, so "I" folds to "i" (Turkish "ı" stays apart);
+    "İ" folds to "i", its lower case wherever it is written, rather than to "i" and a combining dot
+    above: an i with a dot above is the i itself. Folding runs on NFD and returns NFC (as Unicode's
+    canonical caseless matching does), so it does not depend on the input form, and folding a tag
+    again leaves it as it is."""
+    folded = unicodedata.normalize("NFD", word).casefold().replace("i\u0307", "i")
+    return unicodedata.normalize("NFC", folded)
+
+
+def tag_length(tag: str) -> int:
+    """Characters as a reader counts them: a letter, digit or '_' with the combining marks on it is one."""
+    return sum(1 for char in tag if not _is_mark(char) and char not in _JOINERS)
+
+
+def _is_word(value: str) -> bool:
+    return bool(value) and _is_word_start(value[0]) and _word_end(value, 0) == len(value)
+
+
+def _fits(tag: str) -> bool:
+    return tag_length(tag) <= TAG_MAX_CHARACTERS and len(tag) <= TAG_MAX_CODE_POINTS
+
+
 def hashtags(text: str) -> list[str]:
-    return sorted({m.lower() for m in HASHTAG.findall(text)})
+    """The folded tags of the #words of the text. A word longer than a tag may be gives no tag (a
+    fragment of it would put the post under a tag its author never wrote)."""
+    return sorted({tag for tag in map(fold_tag, _words_after(text, "#")) if _is_word(tag) and _fits(tag)})
 
 
 def mentions(text: str) -> list[str]:
-    return sorted({m.lower() for m in MENTION.findall(text)})
+    """Lower-cased usernames of the @words of the text. Usernames are ASCII: an @word with anything
+    else in it (an accent, a combining mark, a letter of another script) mentions no one, rather than
+    the member named by its ASCII start."""
+    return sorted({word.lower() for word in _words_after(text, "@") if USERNAME.match(word)})
 
 
 def normalise_tag(value: str) -> str:
-    tag = clean_text(value, "tag", max_length=51).lstrip("#").lower()
-    if not TAG.match(tag):
-        raise BadInput("tag may hold only letters, digits and '_' (at most 50)")
+    """A tag as given to tagFeed, followTag and the REST tag feed, in the form hashtags() stores: an
+    optional leading '#', then one word, NFC and case-folded."""
+    tag = fold_tag(clean_text(value, "tag", max_length=4 * TAG_MAX_CODE_POINTS).lstrip("#"))
+    if not _is_word(tag):
+        raise BadInput("tag may hold only letters, digits, combining marks and '_'")
+    if not _fits(tag):
+        raise BadInput(
+            f"tag is longer than {TAG_MAX_CHARACTERS} characters (a letter with its combining marks"
+            f" counts as one) or {TAG_MAX_CODE_POINTS} code points"
+        )
     return tag
 
 

@@ -57,7 +57,10 @@ class Query(PlaylistQuery, MediaQuery, ForYouQuery, NotificationGroupQuery):
     ) -> FeedConnection:
         return await FeedConnection.load(info, await reads.favourites_feed(info.context, first, after), after)
 
-    @strawberry.field(description="GET /userfeed/tags/{tag}/posts: hashtag or inferred topic.")
+    @strawberry.field(
+        description="GET /userfeed/tags/{tag}/posts: hashtag or inferred topic. The tag, '#' optional, is read"
+        " as a post's hashtag is stored: NFC and case-folded, so any normalisation form or case finds it."
+    )
     async def tag_feed(
         self, info: ContextInfo, tag: str, first: int | None = 20, after: str | None = None
     ) -> FeedConnection:

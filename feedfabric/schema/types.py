@@ -287,7 +287,7 @@ class Post:
     author: Member = strawberry.field(default=_FROM_ROW, metadata=SAME_FOR_EVERY_VIEWER)
     tags: list[str] = strawberry.field(
         default=_FROM_ROW,
-        description="Hashtags and inferred topics, lower case, without '#'.",
+        description="Hashtags and inferred topics, without '#', in NFC and case-folded (lower case; ß as ss).",
         metadata=SAME_FOR_EVERY_VIEWER,
     )
     media: list[Media] = strawberry.field(
