@@ -9,6 +9,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from feedfabric.bytelru import ByteBoundedLRU
 from feedfabric.context import PERSISTED_QUERY_CACHE_BYTES as LRU_BYTES
+from feedfabric.documents import MAX_DOCUMENT_CHARS
 from feedfabric.schema import MAX_TOKENS
 from feedfabric.schema.persisted import MAX_STORED_BYTES
 from feedfabric.settings import Settings
@@ -62,7 +63,9 @@ async def test_a_document_past_the_token_cap_is_not_stored(api: Api, redis: aior
 
 
 async def test_a_document_padded_past_the_byte_bound_runs_but_is_not_stored(api: Api, redis: aioredis.Redis) -> None:
-    query = "{ __typename }\n#" + "c" * MAX_STORED_BYTES  # comments are not tokens
+    # Comments are not tokens; two bytes a character, past the store's bytes within the document's characters.
+    query = "{ __typename }\n#" + "\u00e9" * (MAX_STORED_BYTES // 2)
+    assert len(query) <= MAX_DOCUMENT_CHARS < len(query.encode())
     body = await send(api, {"query": query, "extensions": pq(query)})
     assert codes(body) == [] and body["data"] == {"__typename": "Query"}
     assert not await stored(api, redis, query)

@@ -128,11 +128,12 @@ async def test_a_post_served_again_is_trained_on_once_at_its_first_serving(pool:
     author = await factories.member(pool)
     post_id = uuid.uuid4()
     first = NOW - timedelta(days=3)
-    await feed_log_db.ensure_partitions(pool, {first.date()})
+    servings = (first, first + timedelta(hours=4))  # after 20:00 UTC the second is the next day's
+    await feed_log_db.ensure_partitions(pool, {at.date() for at in servings})
     await pool.execute(
         "INSERT INTO posts (id, author_id, content, created_at) VALUES ($1, $2, 'p', $3)", post_id, author, first
     )
-    for at, feed in ((first, "following"), (first + timedelta(hours=4), "for_you")):
+    for at, feed in zip(servings, ("following", "for_you"), strict=True):
         await pool.execute(
             "INSERT INTO feed_log (member_id, feed, post_id, position, source, age_seconds, served_at)"
             " VALUES ($1, $2, $3, 0, 'redis', 60, $4)",
