@@ -28,6 +28,7 @@ TOPIC_OF: dict[str, str] = {
     "MemberFollowed": MEMBERS,
     "MemberUnfollowed": MEMBERS,
     "MemberReturned": MEMBERS,
+    "TagUnfollowed": MEMBERS,
     "MediaUploaded": MEDIA,
     "NotificationCreated": NOTIFICATIONS,
     "NotificationGroupUpdated": NOTIFICATIONS,

@@ -223,3 +223,22 @@ async def test_an_unfollow_undone_before_it_is_applied_takes_nothing_out(
     await _handle(settings, pool, redis, _created(post))
     await _handle(settings, pool, redis, _unfollowed(reader, author))  # followed again meanwhile
     assert await timelines.timeline_ids(redis, reader) == [str(post)]
+
+
+async def test_a_tag_unfollow_takes_out_the_posts_only_that_tag_brought(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    reader, stranger, friend = await f.member(pool), await f.member(pool), await f.member(pool)
+    await f.follow(pool, reader, friend)
+    for tag in ("running", "cycling"):
+        await f.follow(pool, reader, tag, "tag")
+    only_tag = await f.post(pool, stranger, tags=["running"])
+    other_tag = await f.post(pool, stranger, tags=["running", "cycling"])
+    friends = await f.post(pool, friend, tags=["running"])
+    for post in (only_tag, other_tag, friends):
+        await _handle(settings, pool, redis, _created(post))
+    await pool.execute("DELETE FROM follows WHERE follower_id = $1 AND target_id = 'running'", reader)
+    await _handle(
+        settings, pool, redis, Event(3, "TagUnfollowed", str(reader), 1, {"followerId": str(reader), "tag": "running"})
+    )
+    assert await timelines.timeline_ids(redis, reader) == [str(friends), str(other_tag)]

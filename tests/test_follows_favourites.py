@@ -64,6 +64,9 @@ async def test_follow_tag_normalises_and_is_idempotent(api: Api, pool: asyncpg.P
     assert await pool.fetchval("SELECT count(*) FROM follows WHERE target_type = 'tag'") == 1
     await api.gql('mutation { unfollowTag(tag: "RUNNING") }', token=maya)
     assert await pool.fetchval("SELECT count(*) FROM follows WHERE target_type = 'tag'") == 0
+    # The unfollow is an event (worker-events takes the tag's posts out of the timeline); a second is not.
+    await api.gql('mutation { unfollowTag(tag: "RUNNING") }', token=maya)
+    assert await pool.fetchval("SELECT count(*) FROM outbox WHERE event_type = 'TagUnfollowed'") == 1
 
 
 SUSPEND = "mutation($e: String!) { suspendMember(externalUserId: $e) { id } }"

@@ -182,21 +182,18 @@ ORDER BY id DESC LIMIT $2
 """
 
 
-async def unfollowed_post_ids(
-    conn: asyncpg.Connection, follower_id: uuid.UUID, author_id: uuid.UUID, post_ids: Sequence[str]
-) -> list[str]:
-    """Of a timeline's post IDs, the author's that no longer belong in the follower's feed: none while the
-    follower follows the author again, and never a post carrying a tag the follower follows."""
+async def no_longer_followed(conn: asyncpg.Connection, member_id: uuid.UUID, post_ids: Sequence[str]) -> list[str]:
+    """Of a timeline's post IDs, those no rule would push to it now: not the member's own, by an author
+    the member does not follow, carrying no tag the member follows (the sources of fan-out and rebuild)."""
     rows = await conn.fetch(
         """SELECT p.id::text FROM posts p
-           WHERE p.id = ANY($3::uuid[]) AND p.author_id = $2
+           WHERE p.id = ANY($2::uuid[]) AND p.author_id <> $1
              AND NOT EXISTS (SELECT 1 FROM follows f
-                             WHERE f.follower_id = $1 AND f.target_type = 'member' AND f.target_id = $2::text)
+                             WHERE f.follower_id = $1 AND f.target_type = 'member' AND f.target_id = p.author_id::text)
              AND NOT EXISTS (SELECT 1 FROM post_tags pt
                              JOIN follows f ON f.follower_id = $1 AND f.target_type = 'tag' AND f.target_id = pt.tag
                              WHERE pt.post_id = p.id)""",
-        follower_id,
-        author_id,
+        member_id,
         list(post_ids),
     )
     return [r[0] for r in rows]

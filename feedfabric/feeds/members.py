@@ -77,12 +77,20 @@ async def unfollow(conn: asyncpg.Connection, settings: Settings, follower: Membe
     return followed
 
 
-async def follow_tag(conn: asyncpg.Connection, follower: Member, tag: str, *, on: bool) -> bool:
+async def follow_tag(conn: asyncpg.Connection, settings: Settings, follower: Member, tag: str, *, on: bool) -> bool:
+    """An unfollow is an event, as a member's is: worker-events takes the tag's posts out of the
+    timeline. A follow is none: follows do not backfill."""
     tag = text.normalise_tag(tag)
     if on:
         await follows_db.add(conn, follower.id, "tag", tag)
-    else:
-        await follows_db.remove(conn, follower.id, "tag", tag)
+    elif await follows_db.remove(conn, follower.id, "tag", tag):
+        await add_event(
+            conn,
+            "TagUnfollowed",
+            str(follower.id),
+            {"followerId": str(follower.id), "tag": tag},
+            shards=settings.outbox_shards,
+        )
     return True
 
 

@@ -16,8 +16,8 @@ the same moments of a deploy).
 
 Fan-out on write pushes a post to its author, then to the active followers of
 the author and of the post's tags, one keyset page of follows at a time. An
-unfollow takes the author's posts back out (`unmerge`); a follow adds none
-of their older ones.
+unfollow (of a member or a tag) takes their posts back out (`unmerge`); a
+follow adds none of the older ones.
 Authors with more than CELEBRITY_FOLLOWER_THRESHOLD followers are pushed to
 their own timeline only: the home-feed reader pulls their posts from Postgres
 (`first_round`). A rebuild holds exactly what fan-out would have pushed, so
@@ -312,12 +312,13 @@ async def rebuild(conn: asyncpg.Connection, redis: aioredis.Redis, settings: Set
     return len(ids)
 
 
-async def unmerge(conn: asyncpg.Connection, redis: aioredis.Redis, follower_id: uuid.UUID, author_id: uuid.UUID) -> int:
-    """After an unfollow, the author's posts leave the follower's timeline, as they leave every other form
-    of the feed (Postgres pages, the replay, live delivery), so the page never depends on which serves it.
-    Returns entries removed."""
+async def unmerge(conn: asyncpg.Connection, redis: aioredis.Redis, follower_id: uuid.UUID) -> int:
+    """After an unfollow (of a member or a tag), what no longer belongs leaves the follower's timeline, as it
+    leaves every other form of the feed (Postgres pages, the replay, live delivery), so a page never depends
+    on which serves it: every entry that is not the follower's own, by an author not followed, with no
+    followed tag. Nothing while the follow is back. Returns entries removed."""
     ids = await timeline_ids(redis, follower_id)
-    gone = await q.unfollowed_post_ids(conn, follower_id, author_id, ids) if ids else []
+    gone = await q.no_longer_followed(conn, follower_id, ids) if ids else []
     if gone:
         # Both stored forms (docs at the top): an entry pushed before the raw form may still be text.
         await redis.zrem(feed_key(follower_id), *[encode_member(i) for i in gone], *gone)

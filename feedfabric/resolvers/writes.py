@@ -61,7 +61,7 @@ async def unfollow(ctx: Context, external_id: str) -> Member:
 async def follow_tag(ctx: Context, tag: str, on: bool) -> bool:
     member = ctx.viewer.require_member()
     async with transaction(ctx.pool) as conn:
-        return await members_svc.follow_tag(conn, member, tag, on=on)
+        return await members_svc.follow_tag(conn, ctx.settings, member, tag, on=on)
 
 
 async def add_favourite(ctx: Context, external_id: str) -> Member:

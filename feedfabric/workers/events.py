@@ -1,5 +1,5 @@
 """worker-events: fan-out on write of PostCreated, timeline rebuilds on MemberReturned, and on
-MemberUnfollowed the unfollowed author's posts taken out of the follower's timeline.
+MemberUnfollowed and TagUnfollowed what the follower no longer follows taken out of their timeline.
 
 Following adds nothing to a timeline (no backfill), so the group does not take MemberFollowed.
 """
@@ -36,13 +36,13 @@ async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> 
         metrics.observe_fanout(started, result.pushed)
     elif event.type == "MemberReturned":
         await timelines.rebuild(conn, ctx.redis, ctx.settings, _uuid(event, "memberId"))
-    elif event.type == "MemberUnfollowed":
-        await timelines.unmerge(conn, ctx.redis, _uuid(event, "followerId"), _uuid(event, "memberId"))
+    elif event.type in ("MemberUnfollowed", "TagUnfollowed"):
+        await timelines.unmerge(conn, ctx.redis, _uuid(event, "followerId"))
 
 
 GROUP = GroupSpec(
     name="worker-events",
     topics=(POSTS, MEMBERS),
-    event_types=frozenset({"PostCreated", "MemberReturned", "MemberUnfollowed"}),
+    event_types=frozenset({"PostCreated", "MemberReturned", "MemberUnfollowed", "TagUnfollowed"}),
     handle=handle,
 )
