@@ -120,6 +120,31 @@ async def test_concurrent_shares_of_one_post_make_one_repost(api: Api, pool: asy
     assert await pool.fetchval("SELECT count(*) FROM posts WHERE repost_of = $1", uuid.UUID(original)) == 1
 
 
+async def test_a_like_comment_or_share_waits_for_a_deletion_under_way_and_finds_the_post_gone(
+    api: Api, pool: asyncpg.Pool
+) -> None:
+    maya, theo = await api.member("maya"), await api.member("theo")
+    acts = (
+        "mutation($p: ID!) { likePost(postId: $p) { id } }",
+        'mutation($p: ID!) { addComment(postId: $p, content: "hi") { id } }',
+        "mutation($p: ID!) { repost(postId: $p) { id } }",
+    )
+    for act in acts:
+        post = await api.post(maya, "going")
+        async with pool.acquire() as conn:
+            deleting = conn.transaction()
+            await deleting.start()
+            await conn.execute("UPDATE posts SET status = 'deleted' WHERE id = $1", uuid.UUID(post))
+            acting = asyncio.create_task(api.error_codes(act, {"p": post}, token=theo))
+            await asyncio.sleep(0.3)
+            assert not acting.done(), act
+            await deleting.commit()
+        assert await acting == ["NOT_FOUND"], act
+    assert await pool.fetchval("SELECT count(*) FROM likes") == 0
+    assert await pool.fetchval("SELECT count(*) FROM comments") == 0
+    assert await pool.fetchval("SELECT count(*) FROM posts WHERE repost_of IS NOT NULL") == 0
+
+
 async def test_a_malformed_id_is_bad_input(api: Api) -> None:
     maya = await api.member("maya")
     for query in ('{ post(id: "not-a-uuid") { id } }', 'mutation { likePost(postId: "x") { id } }'):

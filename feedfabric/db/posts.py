@@ -48,8 +48,10 @@ async def insert_repost(
     return Post.of(row) if row else None
 
 
-async def get(conn: Executor, post_id: uuid.UUID, *, for_update: bool = False) -> Post | None:
-    lock = " FOR UPDATE" if for_update else ""
+async def get(conn: Executor, post_id: uuid.UUID, *, for_update: bool = False, for_share: bool = False) -> Post | None:
+    """`for_update` (its author changes it) or `for_share` (another member acts on it): either way a
+    change and an act on the post happen one after the other, and the second sees the first."""
+    lock = " FOR UPDATE" if for_update else " FOR SHARE" if for_share else ""
     row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM posts WHERE id = $1{lock}", post_id)
     return Post.of(row) if row else None
 

@@ -94,7 +94,8 @@ async def repost(conn: asyncpg.Connection, settings: Settings, author: Member, p
     if target is None or not await posts_db.is_visible(conn, post_id, author.id):
         raise NotFound("post not found")
     original_id = target.repost_of or target.id
-    original = target if target.repost_of is None else await posts_db.get(conn, original_id)
+    # The original locked for share, as a like locks its post (feeds.reactions): a deletion under way is seen.
+    original = await posts_db.get(conn, original_id, for_share=True)
     if original is None or not await posts_db.is_visible(conn, original_id, author.id):
         raise NotFound("post not found")
     existing = await posts_db.live_repost(conn, author.id, original_id)

@@ -19,7 +19,9 @@ from feedfabric.settings import Settings
 
 
 async def _visible_post(conn: asyncpg.Connection, post_id: uuid.UUID, viewer: Member) -> Post:
-    post = await posts_db.get(conn, post_id)
+    """Locked for share until the transaction ends: a deletion (or hold) under way is waited for and
+    seen, so no like or comment commits on a post deleted after it was checked."""
+    post = await posts_db.get(conn, post_id, for_share=True)
     if post is None or not await posts_db.is_visible(conn, post_id, viewer.id):
         raise NotFound("post not found")
     return post
