@@ -225,14 +225,14 @@ async def _check_notifications(conn: asyncpg.Connection, outbox: list[asyncpg.Re
         " WHERE event_type = 'NotificationCreated' GROUP BY 1"
     )
     per = {r["n"]: r["c"] for r in created}
-    # A redo within a day of its take-back (the like toggled back on) is written but not announced.
+    # A redo within a day of a take-back the recipient had been told of (the like toggled back on) is not announced.
     quiet = {
         str(r["id"])
         for r in await conn.fetch(
             """SELECT n.id FROM notifications n JOIN notification_take_backs t
                  ON t.recipient_id = n.recipient_id AND t.kind = n.kind AND t.actor_id = n.actor_id
                 AND t.target_id = CASE WHEN n.kind = 'follow' THEN n.recipient_id ELSE n.post_id END
-               WHERE t.taken_at <= n.created_at AND t.taken_at > n.created_at - interval '24 hours'"""
+               WHERE t.announced AND t.taken_at <= n.created_at AND t.taken_at > n.created_at - interval '24 hours'"""
         )
     }
     v.lost["NotificationCreated events"] = sum(1 for r in rows if str(r["id"]) not in per and str(r["id"]) not in quiet)

@@ -162,9 +162,9 @@ async def test_dead_letters_are_kept_for_their_retention_days(settings: Settings
 
 async def test_notification_take_backs_are_kept_for_a_day(settings: Settings, pool: asyncpg.Pool) -> None:
     await pool.execute(
-        "INSERT INTO notification_take_backs (recipient_id, kind, actor_id, target_id, taken_at) VALUES"
-        " (gen_random_uuid(), 'like', gen_random_uuid(), gen_random_uuid(), now() - interval '25 hours'),"
-        " (gen_random_uuid(), 'like', gen_random_uuid(), gen_random_uuid(), now() - interval '23 hours')"
+        "INSERT INTO notification_take_backs (recipient_id, kind, actor_id, target_id, taken_at, announced) VALUES"
+        " (gen_random_uuid(), 'like', gen_random_uuid(), gen_random_uuid(), now() - interval '25 hours', true),"
+        " (gen_random_uuid(), 'like', gen_random_uuid(), gen_random_uuid(), now() - interval '23 hours', true)"
     )
     assert (await maintain(pool, settings))["notification_take_backs"] == 1
     assert (

@@ -22,6 +22,9 @@ from feedfabric.models import NotificationGroup
 SAMPLE_ACTORS = 8
 _COLUMNS = "id, kind, post_id, comment_id, actor_count, notification_count, latest_at, read_at"
 QUIET_FOR = timedelta(hours=24)
+# A notification this old when taken back had its live push sent (the realtime path takes well under a
+# second); one taken back sooner may have been gone before the push was rendered, which then skips it.
+ANNOUNCED_AFTER = timedelta(seconds=10)
 
 
 def _target(x: str) -> str:
@@ -32,11 +35,17 @@ def _target(x: str) -> str:
 
 
 _TARGET = _target("x")
-# Follows a `gone AS (DELETE FROM notifications ... RETURNING *)`: each take-back is remembered (quiet).
+# Follows a `gone AS (DELETE FROM notifications ... RETURNING *)`: each take-back is remembered (quiet),
+# with whether the recipient was told of it, today (ANNOUNCED_AFTER, QUIET_FOR).
 _REMEMBER = f"""remembered AS (
-             INSERT INTO notification_take_backs (recipient_id, kind, actor_id, target_id)
-             SELECT DISTINCT recipient_id, kind, actor_id, {_target("gone")} FROM gone
-             ON CONFLICT (recipient_id, kind, actor_id, target_id) DO UPDATE SET taken_at = now()
+             INSERT INTO notification_take_backs AS t (recipient_id, kind, actor_id, target_id, announced)
+             SELECT recipient_id, kind, actor_id, {_target("gone")},
+                    bool_or(created_at < now() - '{ANNOUNCED_AFTER.total_seconds():.0f} seconds'::interval)
+             FROM gone GROUP BY 1, 2, 3, 4
+             ON CONFLICT (recipient_id, kind, actor_id, target_id) DO UPDATE
+             SET announced = excluded.announced
+                          OR (t.announced AND t.taken_at > now() - '{QUIET_FOR.total_seconds():.0f} seconds'::interval),
+                 taken_at = now()
            )"""
 
 
@@ -101,15 +110,16 @@ async def join(
 
 
 async def quiet(conn: asyncpg.Connection, notification_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
-    """Of just-written notifications, those redoing one taken back less than QUIET_FOR ago: a like, follow
-    or repost toggled back on. They are listed and grouped like any other, but not announced again."""
+    """Of just-written notifications, those redoing one taken back less than QUIET_FOR ago that the
+    recipient was told of: a like, follow or repost toggled back on. They are listed and grouped like any
+    other, but not announced again. A redo of one taken back before its push could go out is announced."""
     if not notification_ids:
         return set()
     rows = await conn.fetch(
         f"""SELECT x.id FROM notifications x
             JOIN notification_take_backs t ON t.recipient_id = x.recipient_id AND t.kind = x.kind
                  AND t.actor_id = x.actor_id AND t.target_id = {_TARGET}
-            WHERE x.id = ANY($1::uuid[]) AND t.taken_at > now() - $2::interval""",
+            WHERE x.id = ANY($1::uuid[]) AND t.announced AND t.taken_at > now() - $2::interval""",
         list(notification_ids),
         QUIET_FOR,
     )

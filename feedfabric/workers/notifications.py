@@ -15,9 +15,9 @@ notification back, so toggling cannot pile notifications on the target: an
 unlike its like, an unfollow its follow, a deleted repost its repost. The
 notification goes, its actor leaves the group, and the group is sent again
 (NotificationGroupUpdated) or, left empty, deleted. The take-back is
-remembered for a day: a redo within it (the like toggled back on) writes its
-notification and rejoins the group, but sends only NotificationGroupUpdated,
-so the recipient is not told again of what they were already told.
+remembered for a day: a redo within it (the like toggled back on) of what
+the recipient was told writes its notification and rejoins the group, but
+sends only NotificationGroupUpdated, so they are not told of it twice.
 """
 
 from __future__ import annotations

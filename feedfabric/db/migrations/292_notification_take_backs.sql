@@ -1,6 +1,8 @@
 -- A take-back (unlike, unfollow, deleted repost) leaves a row here, so the
 -- same actor's redo of the same kind on the same target within a day is
--- written and grouped but not announced again (notification_groups.quiet).
+-- written and grouped but not announced again (notification_groups.quiet),
+-- when the recipient was told of it: `announced` says that a taken-back
+-- notification had lived long enough for its live push to go out.
 -- `feedfabric maintain` deletes rows past the day (take_backs_taken_idx).
 CREATE TABLE notification_take_backs (
     recipient_id uuid NOT NULL,
@@ -8,6 +10,7 @@ CREATE TABLE notification_take_backs (
     actor_id     uuid NOT NULL,
     target_id    uuid NOT NULL,
     taken_at     timestamptz NOT NULL DEFAULT now(),
+    announced    boolean NOT NULL,
     PRIMARY KEY (recipient_id, kind, actor_id, target_id)
 );
 CREATE INDEX take_backs_taken_idx ON notification_take_backs (taken_at);
