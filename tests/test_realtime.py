@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 from feedfabric.documents import MAX_DOCUMENT_CHARS
 from feedfabric.realtime.serving import WS_MAX_MESSAGE_BYTES
+from feedfabric.realtime.sockets import MessageBudget
 from feedfabric.settings import Settings
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
@@ -382,6 +383,16 @@ async def test_a_message_over_the_size_limit_closes_the_socket_with_1009(setting
             with pytest.raises(ConnectionClosed) as closed:
                 await asyncio.wait_for(ws.conn.recv(), 5)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+
+
+def test_the_message_budget_takes_a_seconds_burst_each_second_but_not_two_at_once() -> None:
+    now = [0.0]
+    budget = MessageBudget(100, clock=lambda: now[0])
+    for at in (0.0, 0.98, 2.05, 2.97, 4.02):  # a burst a second, jittered across the seconds' edges
+        now[0] = at
+        assert all(budget.spend() for _ in range(80)), at
+    now[0] += 0.01
+    assert sum(budget.spend() for _ in range(200)) < 100
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -70,16 +70,22 @@ class MessageBudget:
 
     per_second: int
     clock: Callable[[], float] = time.monotonic
-    window_start: float = float("-inf")
-    spent: int = 0
+    left: float = -1.0
+    at: float = 0.0
 
     def spend(self) -> bool:
-        """False for a message past the budget of its second."""
+        """False for a message past the budget. A bucket of a second's messages, refilled as time passes:
+        a fixed window would refuse two bursts that straddle its edge although each is within the rate."""
         now = self.clock()
-        if now - self.window_start >= 1.0:
-            self.window_start, self.spent = now, 0
-        self.spent += 1
-        return self.spent <= self.per_second
+        if self.left < 0:
+            self.left = float(self.per_second)
+        else:
+            self.left = min(float(self.per_second), self.left + (now - self.at) * self.per_second)
+        self.at = now
+        if self.left < 1:
+            return False
+        self.left -= 1
+        return True
 
 
 async def _flooding(handler: TransportWSHandler | LegacyGraphQLWSHandler) -> bool:
