@@ -5,8 +5,7 @@ made; without a key its retry makes a second one. With the header (as in the
 IETF httpapi draft, and Stripe's API) on a POST, PUT, PATCH or DELETE by a
 signed-in member, the first request claims the key in Redis for its member,
 runs, and leaves its answer there for KEPT_S. A retry of the same request
-(method, path, query and body; a multipart body, whose boundary differs on
-every retry, is not compared) within that time gets the kept answer, marked
+(method, path, query and body: see Fingerprint) within that time gets the kept answer, marked
 `Idempotent-Replayed: true`, and nothing runs again; one with another request
 under the key is 422; one while the first still runs is 409 with
 `Retry-After`.
@@ -25,6 +24,7 @@ import base64
 import hashlib
 import json
 import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -90,8 +90,7 @@ class Idempotency:
 
     async def _first(self, scope: Scope, receive: Receive, send: Send, redis: Any, slot: str) -> None:
         """Runs the request, fingerprinting its body as the app reads it and keeping its answer."""
-        digest = _fingerprint(scope)
-        compared = not _multipart(scope)
+        fingerprint = Fingerprint.of(scope)
         answer: dict[str, Any] = {"headers": [], "body": bytearray()}
         read_whole = _bodiless(scope)
 
@@ -99,8 +98,7 @@ class Idempotency:
             nonlocal read_whole
             message = await receive()
             if message["type"] == "http.request":
-                if compared:
-                    digest.update(message.get("body", b""))
+                fingerprint.add(message.get("body", b""))
                 read_whole = not message.get("more_body", False)
             return message
 
@@ -115,28 +113,26 @@ class Idempotency:
         keep = False
         try:
             await self.app(scope, reading, sending)
-            keep = _final(answer) and (read_whole or not compared)  # else its fingerprint is not the body's
+            keep = _final(answer) and (read_whole or not fingerprint.compared)  # else it is not the body's
         finally:
             try:
                 if keep:
-                    await redis.set(slot, _encode(digest.hexdigest(), answer), ex=KEPT_S)
+                    await redis.set(slot, _encode(fingerprint.hexdigest(), answer), ex=KEPT_S)
                 else:
                     await redis.delete(slot)
             except (RedisError, OSError) as error:
                 log.warning("idempotency: could not keep the answer (%s)", type(error).__name__)
 
     async def _replay(self, scope: Scope, receive: Receive, send: Send, kept: dict[str, Any]) -> None:
-        digest = _fingerprint(scope)
-        compared = not _multipart(scope)
+        fingerprint = Fingerprint.of(scope)
         while True:
             message = await receive()
             if message["type"] != "http.request":
                 return  # the client went away
-            if compared:
-                digest.update(message.get("body", b""))
+            fingerprint.add(message.get("body", b""))
             if not message.get("more_body", False):
                 break
-        if digest.hexdigest() != kept["fingerprint"]:
+        if fingerprint.hexdigest() != kept["fingerprint"]:
             await self._refuse(scope, receive, send, 422, "BAD_USER_INPUT", "request.key_reused", _REUSED)
             return
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in kept["headers"]]
@@ -192,15 +188,45 @@ def _bodiless(scope: Scope) -> bool:
     return headers.get(b"content-length", b"0") == b"0" and b"transfer-encoding" not in headers
 
 
-def _multipart(scope: Scope) -> bool:
-    return any(k == b"content-type" and v.startswith(b"multipart/") for k, v in scope.get("headers") or ())
+@dataclass
+class Fingerprint:
+    """What a retry must repeat: method, path, query and body. A JSON body is compared as the value it
+    holds (keys sorted), since a client may serialise its retry afresh; a multipart body, whose boundary
+    differs on every retry, is not compared; any other body byte for byte."""
 
+    digest: Any
+    body: str
+    chunks: list[bytes] = field(default_factory=list)
 
-def _fingerprint(scope: Scope) -> Any:
-    digest = hashlib.sha256()
-    for part in (scope["method"].encode(), scope["path"].encode(), scope.get("query_string", b"")):
-        digest.update(len(part).to_bytes(4, "big") + part)
-    return digest
+    @classmethod
+    def of(cls, scope: Scope) -> Fingerprint:
+        digest = hashlib.sha256()
+        for part in (scope["method"].encode(), scope["path"].encode(), scope.get("query_string", b"")):
+            digest.update(len(part).to_bytes(4, "big") + part)
+        content_type = dict(scope.get("headers") or ()).get(b"content-type", b"")
+        body = "multipart" if content_type.startswith(b"multipart/") else "json" if b"json" in content_type else "raw"
+        return cls(digest, body)
+
+    @property
+    def compared(self) -> bool:
+        return self.body != "multipart"
+
+    def add(self, chunk: bytes) -> None:
+        if self.body == "json":
+            self.chunks.append(chunk)
+        elif self.body == "raw":
+            self.digest.update(chunk)
+
+    def hexdigest(self) -> str:
+        if self.body == "json":
+            raw = b"".join(self.chunks)
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                self.digest.update(raw)
+            else:
+                self.digest.update(json.dumps(value, sort_keys=True, separators=(",", ":")).encode())
+        return str(self.digest.hexdigest())
 
 
 def _final(answer: dict[str, Any]) -> bool:

@@ -44,6 +44,18 @@ async def test_a_retried_post_is_made_once_and_answered_alike(api: Api, pool: as
     assert await posts(pool) == 2
 
 
+async def test_a_retry_serialised_afresh_is_the_same_request(api: Api, pool: asyncpg.Pool) -> None:
+    maya = await api.member("maya")
+    headers = {"Authorization": f"Bearer {maya}", "Idempotency-Key": "k", "Content-Type": "application/json"}
+    bodies = (
+        '{"query": "%s", "variables": {"c": "once"}}' % CREATE.replace('"', '\\"'),  # noqa: UP031
+        '{ "variables" : {"c":"once"}, "query":"%s" }' % CREATE.replace('"', '\\"'),  # noqa: UP031
+    )
+    first, retry = [await api.client.post("/graphql", content=body, headers=headers) for body in bodies]
+    assert retry.headers["idempotent-replayed"] == "true" and retry.json() == first.json()
+    assert await posts(pool) == 1
+
+
 async def test_concurrent_retries_make_one_post(api: Api, pool: asyncpg.Pool) -> None:
     maya = await api.member("maya")
     answers = await asyncio.gather(*(create(api, maya, "burst") for _ in range(10)))
