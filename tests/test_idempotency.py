@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import asyncpg
@@ -48,8 +49,8 @@ async def test_a_retry_serialised_afresh_is_the_same_request(api: Api, pool: asy
     maya = await api.member("maya")
     headers = {"Authorization": f"Bearer {maya}", "Idempotency-Key": "k", "Content-Type": "application/json"}
     bodies = (
-        '{"query": "%s", "variables": {"c": "once"}}' % CREATE.replace('"', '\\"'),  # noqa: UP031
-        '{ "variables" : {"c":"once"}, "query":"%s" }' % CREATE.replace('"', '\\"'),  # noqa: UP031
+        json.dumps({"query": CREATE, "variables": {"c": "once"}}),
+        json.dumps({"variables": {"c": "once"}, "query": CREATE}, indent=2),
     )
     first, retry = [await api.client.post("/graphql", content=body, headers=headers) for body in bodies]
     assert retry.headers["idempotent-replayed"] == "true" and retry.json() == first.json()
