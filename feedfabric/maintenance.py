@@ -64,6 +64,10 @@ async def _take_backs(conn: asyncpg.Connection, settings: Settings) -> int:
     return await _drain(lambda: notification_groups.forget_take_backs(conn, BATCH))
 
 
+async def _empty_groups(conn: asyncpg.Connection, settings: Settings) -> int:
+    return await _drain(lambda: notification_groups.forget_empty(conn, BATCH))
+
+
 async def _feed_log(conn: asyncpg.Connection, settings: Settings) -> int:
     """Daily partitions past FEED_LOG_RETENTION_DAYS dropped (and the next days' made ahead of inserts)."""
     return len(await feed_log.apply_retention(conn, settings.feed_log_retention_days))
@@ -97,6 +101,7 @@ STEPS: list[RetentionStep] = [
     RetentionStep("media_originals", sweep_originals),
     RetentionStep("feed_log", _feed_log),
     RetentionStep("notification_take_backs", _take_backs),
+    RetentionStep("empty_notification_groups", _empty_groups),
 ]
 
 

@@ -173,6 +173,24 @@ async def test_notification_take_backs_are_kept_for_a_day(settings: Settings, po
     )
 
 
+async def test_notification_groups_left_empty_go_after_a_day_and_the_rest_stay(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    member = await pool.fetchval(
+        "INSERT INTO members (id, external_id, username, display_name)"
+        " VALUES (gen_random_uuid(), 'm', 'm', 'M') RETURNING id"
+    )
+    await pool.execute(
+        "INSERT INTO notification_groups (id, recipient_id, kind, target_id, notification_count, latest_at)"
+        " SELECT gen_random_uuid(), $1, 'follow', gen_random_uuid(), n, now() - make_interval(hours => h)"
+        " FROM (VALUES (0, 25), (0, 23), (1, 25)) AS v(n, h)",
+        member,
+    )
+    assert (await maintain(pool, settings))["empty_notification_groups"] == 1
+    kept = await pool.fetch("SELECT notification_count FROM notification_groups ORDER BY notification_count")
+    assert [r[0] for r in kept] == [0, 1]
+
+
 async def test_every_step_is_reported_and_a_failing_step_does_not_stop_the_others(
     settings: Settings, pool: asyncpg.Pool
 ) -> None:

@@ -411,6 +411,13 @@ async def test_each_change_of_a_group_is_sent_live(
             await api.gql(UNLIKE, {"p": post}, token=bob)
             shrunk = (await ws.next_data(timeout=20))["notificationGroupUpdated"]
             assert (shrunk["key"], shrunk["actorCount"]) == (got["key"], 1)
+            # Emptied, it is sent at zero (the client drops it); liked again, it is back under its key.
+            await api.gql(UNLIKE, {"p": post}, token=cal)
+            emptied = (await ws.next_data(timeout=20))["notificationGroupUpdated"]
+            assert (emptied["key"], emptied["actorCount"], emptied["notificationCount"]) == (got["key"], 0, 0)
+            await api.gql(LIKE, {"p": post}, token=bob)
+            back = (await ws.next_data(timeout=20))["notificationGroupUpdated"]
+            assert (back["key"], back["actorCount"]) == (got["key"], 1)
             assert await ws.nothing_within(0.5)
 
         async def listed() -> dict[str, Any] | None:

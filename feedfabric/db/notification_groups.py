@@ -142,9 +142,9 @@ async def take_back_like(
     conn: asyncpg.Connection, post_id: uuid.UUID, actor_id: uuid.UUID, before_event: int
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """An unlike: deletes the actor's like notifications of the post written by earlier events, takes the
-    actor out of their groups and deletes a group left empty.
+    actor out of their groups (one left empty stays, listed nowhere: _shrink).
 
-    Returns (group ID, recipient ID) of the groups that changed and still exist.
+    Returns (group ID, recipient ID) of the groups that changed.
     Only notifications of events before the unlike go, so a redelivered unlike
     never takes back a like that came after it.
     """
@@ -168,7 +168,7 @@ async def take_back_follow(
     """An unfollow, as an unlike: deletes the actor's follow notifications to the recipient written by
     earlier events and shrinks their groups, so a follow toggled many times is one notification.
 
-    Returns (group ID, recipient ID) of the groups that changed and still exist.
+    Returns (group ID, recipient ID) of the groups that changed.
     """
     gone = await conn.fetch(
         f"""WITH gone AS (
@@ -192,7 +192,7 @@ async def take_back_repost(
 
     The repost notification names the original post, not the repost, so the
     deleted post's row (kept, status 'deleted') says which original and whose.
-    Returns (group ID, recipient ID) of the groups that changed and still exist.
+    Returns (group ID, recipient ID) of the groups that changed.
     """
     actor_id = await conn.fetchval(
         "SELECT author_id FROM posts WHERE id = $1 AND repost_of IS NOT NULL", deleted_post_id
@@ -217,9 +217,12 @@ async def _shrink(
     conn: asyncpg.Connection, gone: Sequence[asyncpg.Record], actor_id: uuid.UUID
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """After an actor's notifications were taken back, (group ID, count) rows: the actor leaves each group
-    they no longer have a notification in, the counts drop, and a group left empty is deleted.
+    they no longer have a notification in and the counts drop.
 
-    Returns (group ID, recipient ID) of the groups that changed and still exist.
+    A group left empty stays, with its key, out of every list: sent live at zero, it tells a client to
+    drop it, and a redo while it is open joins it again under that key (a new group would leave the
+    client holding the old one beside it). `feedfabric maintain` deletes it after a day.
+    Returns (group ID, recipient ID) of the groups that changed.
     """
     if not gone:
         return []
@@ -240,10 +243,19 @@ async def _shrink(
         [r["n"] for r in gone],
         actor_id,
     )
-    empty = [r["id"] for r in changed if r["notification_count"] <= 0]
-    if empty:
-        await conn.execute("DELETE FROM notification_groups WHERE id = ANY($1::uuid[])", empty)
-    return [(r["id"], r["recipient_id"]) for r in changed if r["notification_count"] > 0]
+    return [(r["id"], r["recipient_id"]) for r in changed]
+
+
+async def forget_empty(conn: asyncpg.Connection, limit: int) -> int:
+    """Deletes up to `limit` groups left empty by take-backs more than QUIET_FOR ago; returns how many."""
+    done = await conn.execute(
+        """DELETE FROM notification_groups WHERE id IN (
+             SELECT id FROM notification_groups
+             WHERE notification_count = 0 AND latest_at < now() - $1::interval LIMIT $2)""",
+        QUIET_FOR,
+        limit,
+    )
+    return int(done.split()[-1])
 
 
 Position = tuple[datetime, str]
@@ -253,10 +265,11 @@ Position = tuple[datetime, str]
 async def page(conn: Executor, recipient_id: uuid.UUID, before: Position | None, limit: int) -> list[NotificationGroup]:
     """Most recently changed first (index notification_groups_recent_idx: one range scan)."""
     after = "AND (latest_at, id) < ($2, $3::uuid)" if before is not None else ""
+    # notification_count > 0: a group its take-backs emptied is listed nowhere (_shrink).
     args: list[object] = [recipient_id, *(before or ()), limit]
     rows = await conn.fetch(
         f"""SELECT {_COLUMNS} FROM notification_groups
-            WHERE recipient_id = $1 {after}
+            WHERE recipient_id = $1 AND notification_count > 0 {after}
             ORDER BY latest_at DESC, id DESC LIMIT ${len(args)}""",
         *args,
     )
@@ -266,7 +279,9 @@ async def page(conn: Executor, recipient_id: uuid.UUID, before: Position | None,
 async def unread_count(conn: Executor, recipient_id: uuid.UUID) -> int:
     return int(
         await conn.fetchval(
-            "SELECT count(*) FROM notification_groups WHERE recipient_id = $1 AND read_at IS NULL", recipient_id
+            "SELECT count(*) FROM notification_groups"
+            " WHERE recipient_id = $1 AND read_at IS NULL AND notification_count > 0",
+            recipient_id,
         )
     )
 

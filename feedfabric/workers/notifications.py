@@ -14,7 +14,8 @@ sends notificationGroupUpdated beside notificationAdded. An undo takes its
 notification back, so toggling cannot pile notifications on the target: an
 unlike its like, an unfollow its follow, a deleted repost its repost. The
 notification goes, its actor leaves the group, and the group is sent again
-(NotificationGroupUpdated) or, left empty, deleted. The take-back is
+(NotificationGroupUpdated); one left empty is sent at zero, so a client drops
+it, and stays, listed nowhere, so a redo joins it again under its key. The take-back is
 remembered for a day: a redo within it (the like toggled back on) of what
 the recipient was told writes its notification and rejoins the group, but
 sends only NotificationGroupUpdated, so they are not told of it twice.
@@ -151,7 +152,7 @@ _TAKE_BACK = {
     "PostDeleted": _take_back_repost,
 }
 """Undo events: each takes back the notifications its earlier event wrote (only those of earlier events, so
-a redelivered undo never takes back a later redo); returns the groups that shrank and still exist."""
+a redelivered undo never takes back a later redo); returns the groups that shrank."""
 
 
 async def _send_changed(

@@ -14,3 +14,7 @@ CREATE TABLE notification_take_backs (
     PRIMARY KEY (recipient_id, kind, actor_id, target_id)
 );
 CREATE INDEX take_backs_taken_idx ON notification_take_backs (taken_at);
+
+-- A group its take-backs emptied stays (out of every list, so a redo joins it
+-- again under its key); `feedfabric maintain` deletes it after a day.
+CREATE INDEX notification_groups_empty_idx ON notification_groups (latest_at) WHERE notification_count = 0;
