@@ -201,10 +201,12 @@ async function startLive(token) {
   });
 }
 
+/** A group sent at zero was taken back whole (every like of it undone): it is dropped, not drawn. */
 function showGroup(group) {
   const feed = $("#feed");
-  feed.querySelector(".empty")?.remove();
   feed.querySelector(`article.notification[data-key="${CSS.escape(group.key)}"]`)?.remove();
+  if (group.notificationCount === 0) return;
+  feed.querySelector(".empty")?.remove();
   feed.prepend(render.notificationGroup(group));
 }
 
