@@ -9,7 +9,7 @@ the rest from Postgres. So for each member with a timeline, with
 - missing: a post above `lower` that fan-out must have pushed and that is not
   there. Must = the member's own posts and the posts of followed
   non-celebrity members and followed tags whose follow is older than the post
-  (follows do not backfill), not deleted, whose
+  (what a follow merges is never required), not deleted, whose
   PostCreated worker-events has finished (in-flight fan-outs are reported as
   pending, not missing). Members inactive for INACTIVE_AFTER_DAYS have no
   such expectation (fan-out skips them; their return rebuilds), and members

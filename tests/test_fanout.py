@@ -242,3 +242,45 @@ async def test_a_tag_unfollow_takes_out_the_posts_only_that_tag_brought(
         settings, pool, redis, Event(3, "TagUnfollowed", str(reader), 1, {"followerId": str(reader), "tag": "running"})
     )
     assert await timelines.timeline_ids(redis, reader) == [str(friends), str(other_tag)]
+
+
+def _followed(follower: object, author: object) -> Event:
+    return Event(4, "MemberFollowed", str(follower), 1, {"followerId": str(follower), "memberId": str(author)})
+
+
+async def test_a_follow_merges_the_authors_posts_within_the_timelines_span_and_a_refollow_brings_them_back(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    reader, author = await f.member(pool), await f.member(pool)
+    before_span = await f.post(pool, author)
+    own = await f.post(pool, reader)
+    await _handle(settings, pool, redis, _created(own))  # the timeline reaches down to `own`
+    posts = [await f.post(pool, author) for _ in range(3)]
+    await f.follow(pool, reader, author)
+    await _handle(settings, pool, redis, _followed(reader, author))
+    expected = [str(p) for p in reversed(posts)] + [str(own)]
+    assert await timelines.timeline_ids(redis, reader) == expected
+    assert str(before_span) not in expected
+    await pool.execute("DELETE FROM follows WHERE follower_id = $1", reader)
+    await _handle(settings, pool, redis, _unfollowed(reader, author))
+    assert await timelines.timeline_ids(redis, reader) == [str(own)]
+    await f.follow(pool, reader, author)
+    await _handle(settings, pool, redis, _followed(reader, author))
+    assert await timelines.timeline_ids(redis, reader) == expected
+
+
+async def test_a_follow_merges_nothing_without_a_timeline_or_of_a_celebrity(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    settings = settings.model_copy(update={"celebrity_follower_threshold": 2})
+    newcomer, reader, author, celebrity = await f.members(pool, 4)
+    await f.followers(pool, celebrity, await f.members(pool, 3))
+    own = await f.post(pool, reader)
+    await _handle(settings, pool, redis, _created(own))
+    await f.post(pool, author)
+    await f.post(pool, celebrity)
+    for follower, followed in ((newcomer, author), (reader, celebrity)):
+        await f.follow(pool, follower, followed)
+        await _handle(settings, pool, redis, _followed(follower, followed))
+    assert await timelines.timeline_ids(redis, newcomer) == []  # a rebuild fills it when they read
+    assert await timelines.timeline_ids(redis, reader) == [str(own)]  # pulled at read time instead

@@ -103,7 +103,7 @@ async def test_timelines_in_the_older_text_form_are_judged_the_same(
     assert report.problems[0].missing == [ids[1]] and report.problems[0].misordered == [ids[2]]
 
 
-async def test_follows_do_not_backfill_and_deleted_or_pending_posts_are_not_missing(
+async def test_posts_from_before_a_follow_and_deleted_or_pending_posts_are_not_missing(
     api: Api, pool: asyncpg.Pool, redis: aioredis.Redis
 ) -> None:
     tokens = await scene(api, pool, redis)

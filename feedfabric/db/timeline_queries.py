@@ -182,6 +182,25 @@ ORDER BY id DESC LIMIT $2
 """
 
 
+async def followed_posts_above(
+    conn: asyncpg.Connection, follower_id: uuid.UUID, author_id: uuid.UUID, floor: str, limit: int
+) -> list[str]:
+    """The author's newest posts above `floor` (text IDs, newest first), while the follower follows them:
+    what fan-out would have pushed to a timeline reaching down to `floor` (posts_author_idx)."""
+    rows = await conn.fetch(
+        """SELECT p.id::text FROM posts p
+           WHERE p.author_id = $2 AND p.id > $3::uuid AND p.status <> 'deleted'
+             AND EXISTS (SELECT 1 FROM follows f
+                         WHERE f.follower_id = $1 AND f.target_type = 'member' AND f.target_id = $2::text)
+           ORDER BY p.id DESC LIMIT $4""",
+        follower_id,
+        author_id,
+        floor,
+        limit,
+    )
+    return [r[0] for r in rows]
+
+
 async def no_longer_followed(conn: asyncpg.Connection, member_id: uuid.UUID, post_ids: Sequence[str]) -> list[str]:
     """Of a timeline's post IDs, those no rule would push to it now: not the member's own, by an author
     the member does not follow, carrying no tag the member follows (the sources of fan-out and rebuild)."""

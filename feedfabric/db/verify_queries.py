@@ -68,7 +68,7 @@ async def pending_rebuilds(conn: asyncpg.Connection) -> set[str]:
 
 # What fan-out must have pushed above each member's lower bound: their own
 # posts, and posts of followed non-celebrity members and of followed tags
-# whose follow is older than the post (follows do not backfill). Deleted posts
+# whose follow is older than the post (what a follow merges is not required). Deleted posts
 # are not required (fan-out may or may not have pushed them). Celebrity counts
 # follows through is_celebrity, exactly as fan-out does.
 _REQUIRED = """

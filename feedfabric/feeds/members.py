@@ -79,7 +79,7 @@ async def unfollow(conn: asyncpg.Connection, settings: Settings, follower: Membe
 
 async def follow_tag(conn: asyncpg.Connection, settings: Settings, follower: Member, tag: str, *, on: bool) -> bool:
     """An unfollow is an event, as a member's is: worker-events takes the tag's posts out of the
-    timeline. A follow is none: follows do not backfill."""
+    timeline. A follow of a tag is none: it merges nothing (a member's follow merges their posts)."""
     tag = text.normalise_tag(tag)
     if on:
         await follows_db.add(conn, follower.id, "tag", tag)

@@ -15,9 +15,9 @@ timeline is still newest first (bar posts fanned out by old and new workers in
 the same moments of a deploy).
 
 Fan-out on write pushes a post to its author, then to the active followers of
-the author and of the post's tags, one keyset page of follows at a time. An
-unfollow (of a member or a tag) takes their posts back out (`unmerge`); a
-follow adds none of the older ones.
+the author and of the post's tags, one keyset page of follows at a time. A
+follow of a member merges their posts within the timeline's span (`merge`);
+an unfollow (of a member or a tag) takes them back out (`unmerge`).
 Authors with more than CELEBRITY_FOLLOWER_THRESHOLD followers are pushed to
 their own timeline only: the home-feed reader pulls their posts from Postgres
 (`first_round`). A rebuild holds exactly what fan-out would have pushed, so
@@ -309,6 +309,28 @@ async def rebuild(conn: asyncpg.Connection, redis: aioredis.Redis, settings: Set
     pipe.zadd(key, entries(ids))
     pipe.zremrangebyrank(key, 0, -(settings.feed_max_length + 1))
     await pipe.execute()
+    return len(ids)
+
+
+async def merge(
+    conn: asyncpg.Connection, redis: aioredis.Redis, settings: Settings, follower_id: uuid.UUID, author_id: uuid.UUID
+) -> int:
+    """After a follow, the author's posts within the span the follower's timeline covers go into it, as
+    Mastodon merges: the Postgres form of the feed shows them at once, and a refollow, whose unfollow took
+    them out (`unmerge`), would otherwise come back with none. Nothing without a timeline (a rebuild fills
+    it) or for a celebrity (pulled at read time). Returns entries written."""
+    if await q.has_more_followers_than(conn, author_id, settings.celebrity_follower_threshold):
+        return 0
+    key = feed_key(follower_id)
+    oldest: list[bytes | str] = await redis.zrange(key, 0, 0)  # type: ignore[assignment]  # the stubs' union
+    if not oldest:
+        return 0
+    ids = await q.followed_posts_above(conn, follower_id, author_id, decode_member(oldest[0]), settings.feed_max_length)
+    if ids:
+        pipe = redis.pipeline(transaction=True)
+        pipe.zadd(key, entries(ids))
+        pipe.zremrangebyrank(key, 0, -(settings.feed_max_length + 1))
+        await pipe.execute()
     return len(ids)
 
 

@@ -1,7 +1,6 @@
-"""worker-events: fan-out on write of PostCreated, timeline rebuilds on MemberReturned, and on
-MemberUnfollowed and TagUnfollowed what the follower no longer follows taken out of their timeline.
-
-Following adds nothing to a timeline (no backfill), so the group does not take MemberFollowed.
+"""worker-events: fan-out on write of PostCreated, timeline rebuilds on MemberReturned, on
+MemberFollowed the author's posts merged into the follower's timeline, and on MemberUnfollowed and
+TagUnfollowed what the follower no longer follows taken out of it (feeds.timelines owns each rule).
 """
 
 from __future__ import annotations
@@ -36,6 +35,8 @@ async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> 
         metrics.observe_fanout(started, result.pushed)
     elif event.type == "MemberReturned":
         await timelines.rebuild(conn, ctx.redis, ctx.settings, _uuid(event, "memberId"))
+    elif event.type == "MemberFollowed":
+        await timelines.merge(conn, ctx.redis, ctx.settings, _uuid(event, "followerId"), _uuid(event, "memberId"))
     elif event.type in ("MemberUnfollowed", "TagUnfollowed"):
         await timelines.unmerge(conn, ctx.redis, _uuid(event, "followerId"))
 
@@ -43,6 +44,6 @@ async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> 
 GROUP = GroupSpec(
     name="worker-events",
     topics=(POSTS, MEMBERS),
-    event_types=frozenset({"PostCreated", "MemberReturned", "MemberUnfollowed", "TagUnfollowed"}),
+    event_types=frozenset({"PostCreated", "MemberReturned", "MemberFollowed", "MemberUnfollowed", "TagUnfollowed"}),
     handle=handle,
 )
