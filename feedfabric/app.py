@@ -28,7 +28,8 @@ from feedfabric.db.replica import ReadRouting
 from feedfabric.errors import RequestTooLarge
 from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.feeds.viewer import resolve_viewer
-from feedfabric.graphql_http import GraphQLOverHTTP, error_response
+from feedfabric.graphql_http import GRAPHQL_PATH, GraphQLOverHTTP
+from feedfabric.http_refusal import refusal
 from feedfabric.idempotency import Idempotency
 from feedfabric.logging import RequestIdMiddleware, configure_logging
 from feedfabric.realtime import sockets
@@ -74,7 +75,6 @@ class FeedFabricGraphQL(GraphQLOverHTTP, GraphQL[Context, None]):
 
 
 UPLOAD_PATH = "/media"
-GRAPHQL_PATH = "/graphql"
 
 
 class BodyLimit:
@@ -121,11 +121,7 @@ class BodyLimit:
 
 
 async def _too_large(scope: Scope, receive: Receive, send: Send) -> None:
-    message = "request body too large"
-    if scope["path"] == GRAPHQL_PATH:
-        response = error_response(Request(scope), 413, message)
-    else:
-        response = jsonwire.JSONResponse({"error": {"code": "request.too_large", "message": message}}, status_code=413)
+    response = refusal(scope, 413, "request body too large", code="BAD_USER_INPUT", rest_code="request.too_large")
     await response(scope, receive, send)
 
 
@@ -233,7 +229,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         lifespan=lifespan,
         exception_handlers={StarletteHTTPException: http_error},
     )
-    app.add_middleware(Idempotency, graphql_path=GRAPHQL_PATH)  # inside BodyLimit: what it reads is bounded
+    app.add_middleware(Idempotency)  # inside BodyLimit: what it reads is bounded
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, upload_bytes=settings.media_max_bytes)
     app.add_middleware(RequestIdMiddleware)
     origins = settings.cors_origins

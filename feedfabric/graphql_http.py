@@ -40,6 +40,7 @@ from feedfabric.documents import too_long
 from feedfabric.errors import FeedFabricError, RequestTooLarge
 from feedfabric.schema import persisted
 
+GRAPHQL_PATH = "/graphql"
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
 _REQUEST_ERROR_STATUS = "graphql_request_error_status"
 GRAPHIQL_HTML = Path(__file__).resolve().parent / "static" / "graphiql.html"

@@ -28,19 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redis.exceptions import RedisError
-from starlette.requests import Request
-from starlette.responses import Response
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from feedfabric import jsonwire
 from feedfabric.auth import bearer_token
 from feedfabric.errors import FeedFabricError
 from feedfabric.feeds.viewer import TOKENS
-from feedfabric.graphql_http import error_response
+from feedfabric.http_refusal import refusal
 
 log = logging.getLogger("feedfabric.idempotency")
 
-HEADER = b"idempotency-key"
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 KEPT_S = 24 * 3600
 # A claim outlives any request the server lets run (uvicorn's and nginx's timeouts are far shorter),
@@ -56,24 +53,26 @@ _CLAIMED = b"claimed"
 class Idempotency:
     """ASGI middleware (see the module docstring); inside BodyLimit, so a body it reads is bounded."""
 
-    def __init__(self, app: ASGIApp, graphql_path: str) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.graphql_path = graphql_path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        key = _header(scope) if scope["type"] == "http" and scope["method"] in WRITES else None
-        if key is None:
+        headers = Headers(scope=scope) if scope["type"] == "http" and scope["method"] in WRITES else None
+        raw_key = headers.get("idempotency-key") if headers is not None else None
+        if headers is None or raw_key is None:
             await self.app(scope, receive, send)
             return
-        if not key or len(key) > MAX_KEY or not all(0x21 <= b <= 0x7E for b in key):
-            await self._refuse(scope, receive, send, 400, "BAD_USER_INPUT", "request.invalid", _BAD_KEY)
+        key = raw_key.strip()
+        if not key or len(key) > MAX_KEY or not all("\x21" <= c <= "\x7e" for c in key):
+            invalid = refusal(scope, 400, _BAD_KEY, code="BAD_USER_INPUT", rest_code="request.invalid")
+            await invalid(scope, receive, send)
             return
         resources = scope["app"].state.resources
-        subject = _subject(scope, resources.settings.jwt_secret)
+        subject = _subject(headers, resources.settings.jwt_secret)
         if subject is None or resources.redis is None:
             await self.app(scope, receive, send)
             return
-        slot = "idem:{%s}:%s" % (subject, hashlib.sha256(key).hexdigest()[:32])  # noqa: UP031 - braces are Redis's
+        slot = "idem:{%s}:%s" % (subject, hashlib.sha256(key.encode()).hexdigest()[:32])  # noqa: UP031 - braces are Redis's
         try:
             claimed = await resources.redis.set(slot, _CLAIMED, nx=True, ex=CLAIM_S)
             kept = None if claimed else await resources.redis.get(slot)
@@ -82,17 +81,23 @@ class Idempotency:
             await self.app(scope, receive, send)
             return
         if claimed:
-            await self._first(scope, receive, send, resources.redis, slot)
+            await self._first(scope, receive, send, headers, resources.redis, slot)
         elif kept is None or kept == _CLAIMED:  # None: freed between the two commands; the client may retry
-            await self._refuse(scope, receive, send, 409, "CONFLICT", "request.in_progress", _IN_PROGRESS, retry=True)
+            busy = refusal(
+                scope, 409, _IN_PROGRESS, code="CONFLICT", rest_code="request.in_progress", headers={"Retry-After": "1"}
+            )
+            await busy(scope, receive, send)
         else:
-            await self._replay(scope, receive, send, json.loads(kept))
+            await self._replay(scope, receive, send, headers, json.loads(kept))
 
-    async def _first(self, scope: Scope, receive: Receive, send: Send, redis: Any, slot: str) -> None:
+    async def _first(  # noqa: PLR0917
+        self, scope: Scope, receive: Receive, send: Send, headers: Headers, redis: Any, slot: str
+    ) -> None:
         """Runs the request, fingerprinting its body as the app reads it and keeping its answer."""
-        fingerprint = Fingerprint.of(scope)
+        fingerprint = Fingerprint.of(scope, headers)
         answer: dict[str, Any] = {"headers": [], "body": bytearray()}
-        read_whole = _bodiless(scope)
+        # A request without a body has been read whole before the app reads anything.
+        read_whole = headers.get("content-length", "0") == "0" and "transfer-encoding" not in headers
 
         async def reading() -> Message:
             nonlocal read_whole
@@ -123,8 +128,10 @@ class Idempotency:
             except (RedisError, OSError) as error:
                 log.warning("idempotency: could not keep the answer (%s)", type(error).__name__)
 
-    async def _replay(self, scope: Scope, receive: Receive, send: Send, kept: dict[str, Any]) -> None:
-        fingerprint = Fingerprint.of(scope)
+    async def _replay(  # noqa: PLR0917
+        self, scope: Scope, receive: Receive, send: Send, headers: Headers, kept: dict[str, Any]
+    ) -> None:
+        fingerprint = Fingerprint.of(scope, headers)
         while True:
             message = await receive()
             if message["type"] != "http.request":
@@ -133,32 +140,13 @@ class Idempotency:
             if not message.get("more_body", False):
                 break
         if fingerprint.hexdigest() != kept["fingerprint"]:
-            await self._refuse(scope, receive, send, 422, "BAD_USER_INPUT", "request.key_reused", _REUSED)
+            reused = refusal(scope, 422, _REUSED, code="BAD_USER_INPUT", rest_code="request.key_reused")
+            await reused(scope, receive, send)
             return
-        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in kept["headers"]]
-        headers.append((b"idempotent-replayed", b"true"))
-        await send({"type": "http.response.start", "status": kept["status"], "headers": headers})
+        answered = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in kept["headers"]]
+        answered.append((b"idempotent-replayed", b"true"))
+        await send({"type": "http.response.start", "status": kept["status"], "headers": answered})
         await send({"type": "http.response.body", "body": base64.b64decode(kept["body"])})
-
-    async def _refuse(  # noqa: PLR0913, PLR0917
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        status: int,
-        code: str,
-        rest_code: str,
-        message: str,
-        retry: bool = False,
-    ) -> None:
-        headers = {"Retry-After": "1"} if retry else None
-        response: Response
-        if scope["path"] == self.graphql_path:
-            response = error_response(Request(scope), status, message, headers, code)
-        else:
-            body = {"error": {"code": rest_code, "message": message}}
-            response = jsonwire.JSONResponse(body, status_code=status, headers=headers)
-        await response(scope, receive, send)
 
 
 _BAD_KEY = "Idempotency-Key must be 1 to 255 visible ASCII characters."
@@ -166,26 +154,13 @@ _IN_PROGRESS = "A request with this Idempotency-Key is still running; retry shor
 _REUSED = "This Idempotency-Key was used for a different request."
 
 
-def _header(scope: Scope) -> bytes | None:
-    for name, value in scope.get("headers") or ():
-        if name == HEADER:
-            return bytes(value).strip()
-    return None
-
-
-def _subject(scope: Scope, secret: str) -> str | None:
+def _subject(headers: Headers, secret: str) -> str | None:
     """The token's member (external ID), or None when there is no valid token (the app then refuses)."""
-    header = next((v for k, v in scope.get("headers") or () if k == b"authorization"), None)
     try:
-        token = bearer_token(header.decode("latin-1") if header is not None else None)
+        token = bearer_token(headers.get("authorization"))
         return TOKENS.decode(secret, token).external_id if token is not None else None
     except FeedFabricError:
         return None
-
-
-def _bodiless(scope: Scope) -> bool:
-    headers = dict(scope.get("headers") or ())
-    return headers.get(b"content-length", b"0") == b"0" and b"transfer-encoding" not in headers
 
 
 @dataclass
@@ -199,12 +174,12 @@ class Fingerprint:
     chunks: list[bytes] = field(default_factory=list)
 
     @classmethod
-    def of(cls, scope: Scope) -> Fingerprint:
+    def of(cls, scope: Scope, headers: Headers) -> Fingerprint:
         digest = hashlib.sha256()
         for part in (scope["method"].encode(), scope["path"].encode(), scope.get("query_string", b"")):
             digest.update(len(part).to_bytes(4, "big") + part)
-        content_type = dict(scope.get("headers") or ()).get(b"content-type", b"")
-        body = "multipart" if content_type.startswith(b"multipart/") else "json" if b"json" in content_type else "raw"
+        content_type = headers.get("content-type", "")
+        body = "multipart" if content_type.startswith("multipart/") else "json" if "json" in content_type else "raw"
         return cls(digest, body)
 
     @property
