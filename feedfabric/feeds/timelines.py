@@ -301,15 +301,20 @@ async def rebuild(conn: asyncpg.Connection, redis: aioredis.Redis, settings: Set
     there is what fan-out put there anyway.
     """
     ids = await q.rebuild_post_ids(conn, member_id, settings.feed_max_length, settings.celebrity_follower_threshold)
-    if not ids:
-        return 0
-    key = feed_key(member_id)
-    pipe = redis.pipeline(transaction=True)
-    pipe.zrem(key, *ids)  # the same posts in the text form, so the rebuilt timeline holds each once
-    pipe.zadd(key, entries(ids))
-    pipe.zremrangebyrank(key, 0, -(settings.feed_max_length + 1))
-    await pipe.execute()
+    await _add_trimmed(redis, feed_key(member_id), ids, settings.feed_max_length)
     return len(ids)
+
+
+async def _add_trimmed(redis: aioredis.Redis, key: str, ids: Sequence[str], max_length: int) -> None:
+    """Adds posts (text IDs) to a timeline in the raw form, drops the same posts in the text form so it
+    holds each once, and trims it to its length, in one transaction."""
+    if not ids:
+        return
+    pipe = redis.pipeline(transaction=True)
+    pipe.zrem(key, *ids)
+    pipe.zadd(key, entries(ids))
+    pipe.zremrangebyrank(key, 0, -(max_length + 1))
+    await pipe.execute()
 
 
 async def merge(
@@ -326,11 +331,7 @@ async def merge(
     if not oldest:
         return 0
     ids = await q.followed_posts_above(conn, follower_id, author_id, decode_member(oldest[0]), settings.feed_max_length)
-    if ids:
-        pipe = redis.pipeline(transaction=True)
-        pipe.zadd(key, entries(ids))
-        pipe.zremrangebyrank(key, 0, -(settings.feed_max_length + 1))
-        await pipe.execute()
+    await _add_trimmed(redis, key, ids, settings.feed_max_length)
     return len(ids)
 
 
