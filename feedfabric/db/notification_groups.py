@@ -22,6 +22,8 @@ from feedfabric.models import NotificationGroup
 SAMPLE_ACTORS = 8
 _COLUMNS = "id, kind, post_id, comment_id, actor_count, notification_count, latest_at, read_at"
 QUIET_FOR = timedelta(hours=24)
+# The kinds an undo takes back (an unlike, an unfollow, a deleted repost): the only ones a redo can be.
+UNDONE_KINDS = frozenset({"like", "follow", "repost"})
 # A notification this old when taken back had its live push sent (the realtime path takes well under a
 # second); one taken back sooner may have been gone before the push was rendered, which then skips it.
 ANNOUNCED_AFTER = timedelta(seconds=10)

@@ -115,7 +115,11 @@ async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> 
             only_new_mentions=item.only_new_mentions,
         )
         group_of = await groups_db.join(conn, [(notification_id, new_id()) for notification_id, _ in created])
-        quiet = await groups_db.quiet(conn, [notification_id for notification_id, _ in created])
+        quiet = (
+            await groups_db.quiet(conn, [notification_id for notification_id, _ in created])
+            if item.kind in groups_db.UNDONE_KINDS
+            else set()
+        )
         for notification_id, recipient_id in created:
             group_id = group_of.get(notification_id)
             if notification_id in quiet:
