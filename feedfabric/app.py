@@ -40,6 +40,7 @@ from feedfabric.redisclient import create_redis
 from feedfabric.rest import routes as rest_routes
 from feedfabric.schema import schema
 from feedfabric.settings import Settings, load_settings
+from feedfabric.watchdog import LoopWatchdog
 
 log = logging.getLogger("feedfabric.app")
 
@@ -191,9 +192,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
         realtime = start_realtime(settings, pool, app.state.resources.hub)
         app.state.resources.realtime_consumer = realtime
         app.state.resources.sessions.start(pool)
+        watchdog = LoopWatchdog(threshold_s=settings.loop_stall_seconds, grace_s=settings.shutdown_grace_seconds)
+        watchdog.start()
         try:
             yield
         finally:
+            await watchdog.stop()
             await app.state.resources.sessions.stop()
             if realtime is not None:
                 await realtime.stop()

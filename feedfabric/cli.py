@@ -75,6 +75,7 @@ def cmd_api(args: argparse.Namespace) -> None:
         log_level="warning",
         lifespan="on",
         forwarded_allow_ips=settings.forwarded_allow_ips,
+        timeout_graceful_shutdown=int(settings.shutdown_grace_seconds),
         **serve_options(),  # permessage-deflate off (feedfabric.realtime.serving)
     )
 

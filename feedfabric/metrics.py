@@ -40,6 +40,10 @@ GRAPHQL_COST = Histogram(
     "Requested cost of GraphQL operations (see docs/operations.md).",
     buckets=(1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000),
 )
+LOOP_STALLS = Counter(
+    "feedfabric_event_loop_stalls_total",
+    "Times the event loop missed its heartbeat for longer than LOOP_STALL_SECONDS (feedfabric.watchdog).",
+)
 RATE_LIMITED = Counter("feedfabric_rate_limited_total", "Operations refused with RATE_LIMITED.")
 
 # --- Home feed (call from the home-feed reader once per page served) -------------

@@ -118,6 +118,10 @@ class Settings(BaseSettings):
     # The realtime consumer's fetch wait: some brokers (Tansu) hold a fetch this long even when data
     # arrives sooner, so it bounds the latency every live item adds; Apache Kafka answers at once.
     realtime_fetch_wait_ms: int = Field(20, ge=1)
+    # An event loop that misses its heartbeat this long is logged with its stack and counted (feedfabric.watchdog).
+    loop_stall_seconds: float = Field(1.0, gt=0, le=60)
+    # How long a stopping API may finish what it serves; a loop still stalled this long after SIGTERM exits.
+    shutdown_grace_seconds: float = Field(10.0, gt=0, le=300)
     # Observability: relay and worker processes serve /metrics on this port.
     metrics_port: int = Field(9100, ge=0)
     log_level: str = "INFO"

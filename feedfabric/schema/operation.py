@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from graphql import DocumentNode
 from graphql.error import GraphQLError
-from graphql.validation import ASTValidationRule
+from graphql.validation import ASTValidationRule, NoFragmentCyclesRule
 from strawberry.extensions import SchemaExtension
 from strawberry.types import ExecutionContext
 from strawberry.types.graphql import OperationType
@@ -58,12 +59,17 @@ from feedfabric.schema.selections import (
     MAX_EXPANDED_FIELDS,
     MAX_MERGED_PAIRS,
     expanded_size,
+    has_fragment_cycle,
     merged_pairs,
 )
 from feedfabric.schema.timing import count_errors, observe_latency
 from feedfabric.schema.variables import variable_errors
 
 Rules = tuple[type[ASTValidationRule], ...]
+
+_CYCLE_RULES: Rules = (NoFragmentCyclesRule,)
+VALIDATION_FAILED = "GRAPHQL_VALIDATION_FAILED"
+"""The code of a document refused for a fragment cycle (other validation errors are BAD_USER_INPUT)."""
 
 SUBSCRIPTION_OVER_HTTP = (
     "Subscriptions are served over the WebSocket at /graphql (graphql-transport-ws or graphql-ws), not over HTTP."
@@ -93,7 +99,7 @@ def _joined(base: Rules, extra: Rules) -> Rules:
     return base + extra
 
 
-def _shape_refusal(document: DocumentNode) -> FeedFabricError | None:
+def shape_refusal(document: DocumentNode) -> FeedFabricError | None:
     """Documents whose shape makes validation itself expensive (feedfabric.schema.selections)."""
     size = expanded_size(document)
     if size > MAX_EXPANDED_FIELDS:
@@ -110,6 +116,38 @@ def _shape_refusal(document: DocumentNode) -> FeedFabricError | None:
     return None
 
 
+def _validation_failed(error: GraphQLError) -> GraphQLError:
+    return GraphQLError(
+        error.message,
+        nodes=error.nodes,
+        source=error.source,
+        positions=error.positions,
+        extensions={"code": VALIDATION_FAILED},
+    )
+
+
+@dataclass(frozen=True)
+class Screening:
+    """What a document's shape leaves validation to do, decided before any rule walks it."""
+
+    cyclic: bool = False
+    refusal: FeedFabricError | None = None
+
+    @property
+    def rules(self) -> Rules:
+        """For a document that may not meet every rule: graphql-core's cycle rule alone, which words the
+        refusal, or no rule at all (the validation cache's pass is then one linear visit, and the
+        refusal is answered from on_execute, where the rate limit spends)."""
+        return _CYCLE_RULES if self.cyclic else ()
+
+
+def screen(document: DocumentNode) -> Screening:
+    """A fragment cycle first, since every other analysis follows spreads; then the shape."""
+    if has_fragment_cycle(document):
+        return Screening(cyclic=True)
+    return Screening(refusal=shape_refusal(document))
+
+
 class OperationHooks(SchemaExtension):
     """Persisted queries, limits, production guards, error codes and metrics, for one operation."""
 
@@ -119,6 +157,7 @@ class OperationHooks(SchemaExtension):
         self.refusal: FeedFabricError | None = None
         self.registration: Registration | None = None
         self.streamed = False
+        self.cyclic = False
 
     async def on_operation(self) -> AsyncIterator[None]:
         started = time.perf_counter()
@@ -140,12 +179,12 @@ class OperationHooks(SchemaExtension):
 
     def on_validate(self) -> Iterator[None]:
         ec = self.execution_context
-        if self.refusal is None and ec.graphql_document is not None:
-            self.refusal = _shape_refusal(ec.graphql_document)
-            if self.refusal is not None:
-                # Refused before any rule walks it: no rules, so the validation cache's pass is one
-                # linear visit, and the refusal is answered from on_execute (where the rate limit spends).
-                ec.validation_rules = ()
+        if ec.graphql_document is not None:
+            screening = screen(ec.graphql_document)
+            self.cyclic = screening.cyclic
+            self.refusal = self.refusal or screening.refusal
+            if screening.cyclic or screening.refusal is not None:
+                ec.validation_rules = screening.rules
                 yield
                 return
         extra = self.limit_rules + PRODUCTION_RULES if is_production(ec) else self.limit_rules
@@ -190,5 +229,7 @@ class OperationHooks(SchemaExtension):
             return
         if is_production(self.execution_context):
             errors = without_suggestions(errors)
+        if self.cyclic:
+            errors = [_validation_failed(error) for error in errors]
         result.errors = code_errors(errors)
         count_errors(result.errors)

@@ -9,6 +9,11 @@ cost, the rate limit's root-field count. So the document's *expanded size*
 computed first, once per fragment, in time linear in the text, and a document
 past MAX_EXPANDED_FIELDS is refused before anything else walks it
 (feedfabric.schema.operation). Every later walk is bounded by that figure.
+A fragment that spreads itself, directly or through fields and inline
+fragments, is found before any of this (`has_fragment_cycle`, one visit of
+each fragment's own selections): a walk that follows spreads level by level
+would never end on it, so such a document meets graphql-core's own
+NoFragmentCyclesRule alone and nothing else.
 A document whose same-keyed fields would make validation's field-merging
 rule compare more than MAX_MERGED_PAIRS pairs is refused there too: that
 rule is quadratic in the fields that share a response key.
@@ -56,6 +61,45 @@ def fragments_of(document: DocumentNode) -> dict[str, FragmentDefinitionNode]:
     return {d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)}
 
 
+def has_fragment_cycle(document: DocumentNode) -> bool:
+    """Whether some fragment reaches itself through spreads: each fragment's own selections are read
+    once for the spreads they hold, then the spread graph is searched depth first, each node once."""
+    fragments = fragments_of(document)
+    spreads = {name: _spreads_in(fragment.selection_set) for name, fragment in fragments.items()}
+    done: set[str] = set()
+    for start in spreads:
+        if start in done:
+            continue
+        on_path = {start}
+        stack = [(start, iter(spreads[start]))]
+        while stack:
+            name, following = stack[-1]
+            target = next(following, None)
+            if target is None:
+                stack.pop()
+                on_path.discard(name)
+                done.add(name)
+            elif target in on_path:
+                return True
+            elif target in spreads and target not in done:
+                on_path.add(target)
+                stack.append((target, iter(spreads[target])))
+    return False
+
+
+def _spreads_in(selection_set: SelectionSetNode) -> list[str]:
+    """The fragments spread anywhere inside this selection set, without following them."""
+    names: list[str] = []
+    pending = [selection_set]
+    while pending:
+        for selection in pending.pop().selections:
+            if isinstance(selection, FragmentSpreadNode):
+                names.append(selection.name.value)
+            elif isinstance(selection, (FieldNode, InlineFragmentNode)) and selection.selection_set is not None:
+                pending.append(selection.selection_set)
+    return names
+
+
 def iter_fields(
     selection_set: SelectionSetNode | None,
     fragments: Fragments,
@@ -101,7 +145,9 @@ def merged_pairs(document: DocumentNode) -> int:
     Fields answering under one response key merge, and so do their sub-selections: k fields under one
     key are k * k comparisons, and the merged sub-selection of those k fields is compared the same way
     below. Walks every definition once through its merged selection sets, so it is linear in the
-    expanded size; call it only on documents within MAX_EXPANDED_FIELDS."""
+    expanded size; call it only on acyclic documents within MAX_EXPANDED_FIELDS. Past that many fields
+    it stops and answers a figure over MAX_MERGED_PAIRS, so even a document that slipped past those
+    checks is refused, not walked for good."""
     return _PAIRS.get(id(document), document, lambda: _merged_pairs(document))
 
 
@@ -116,10 +162,14 @@ def _merged_pairs(document: DocumentNode) -> int:
         for d in document.definitions
         if isinstance(d, (OperationDefinitionNode, FragmentDefinitionNode))
     ]
+    seen = 0
     while pending:
         groups: dict[str, list[FieldNode]] = {}
         for selection_set in pending.pop():
             for field, _ in iter_fields(selection_set, fragments):
+                seen += 1
+                if seen > MAX_EXPANDED_FIELDS:
+                    return MAX_MERGED_PAIRS + 1
                 groups.setdefault(field.alias.value if field.alias else field.name.value, []).append(field)
         for group in groups.values():
             total += len(group) * len(group)
