@@ -7,13 +7,13 @@ STAMP := $(VENV)/.installed
 .PHONY: dev test bench faults load install clean constraints check-installed lint
 
 # Every install resolves inside constraints.txt: the exact set the tests passed on.
-$(STAMP): pyproject.toml constraints.txt feedfabric/vendor.json
+$(STAMP): pyproject.toml constraints.txt feedfabric/ops/vendor.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# The CPU build of torch from this machine's disk; a range would pull a CUDA build.
 	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
 	$(BIN)/pip install -q -c constraints.txt -e '.[embedded,ml,test,bench]'
-	# Browser assets (GraphiQL, charts) from the npm registry, pinned in feedfabric/vendor.json.
-	$(BIN)/python -m feedfabric.vendor
+	# Browser assets (GraphiQL, charts) from the npm registry, pinned in feedfabric/ops/vendor.json.
+	$(BIN)/python -m feedfabric.ops.vendor
 	touch $(STAMP)
 
 # The browser test drives Debian's chromium through Playwright (its own browser download cannot work here).

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import asyncpg
-from feedfabric import devstack
 from feedfabric.db.migrate import migrate
+from feedfabric.ops import devstack
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import asyncpg  # noqa: E402
-from feedfabric.ids import new_id  # noqa: E402
+from feedfabric.core.ids import new_id  # noqa: E402
 
 from bench._stack import drop_database, fresh_database, services  # noqa: E402
 

@@ -29,7 +29,7 @@ import asyncpg  # noqa: E402
 import httpx  # noqa: E402
 import psutil  # noqa: E402
 import redis.asyncio as aioredis  # noqa: E402
-from feedfabric.auth import issue_token  # noqa: E402
+from feedfabric.core.auth import issue_token  # noqa: E402
 
 from bench._stack import env_or, fresh_database, services  # noqa: E402
 from bench.home_feed import free_port, pct, uuid7_at, wait_healthy  # noqa: E402

@@ -25,12 +25,12 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import redis.asyncio as aioredis  # noqa: E402
-from feedfabric import devstack  # noqa: E402
+from feedfabric.core.events import Event  # noqa: E402
+from feedfabric.core.ids import new_id  # noqa: E402
+from feedfabric.core.settings import Settings  # noqa: E402
 from feedfabric.db.migrate import migrate  # noqa: E402
 from feedfabric.db.pool import create_pool  # noqa: E402
-from feedfabric.events import Event  # noqa: E402
-from feedfabric.ids import new_id  # noqa: E402
-from feedfabric.settings import Settings  # noqa: E402
+from feedfabric.ops import devstack  # noqa: E402
 from feedfabric.workers import embeddings as worker  # noqa: E402
 from feedfabric.workers.base import WorkerContext  # noqa: E402
 

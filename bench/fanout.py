@@ -27,11 +27,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import asyncpg  # noqa: E402
-from feedfabric import devstack  # noqa: E402
+from feedfabric.core.ids import new_id  # noqa: E402
+from feedfabric.core.settings import Settings  # noqa: E402
+from feedfabric.db.redisclient import create_redis  # noqa: E402
 from feedfabric.feeds import timelines  # noqa: E402
-from feedfabric.ids import new_id  # noqa: E402
-from feedfabric.redisclient import create_redis  # noqa: E402
-from feedfabric.settings import Settings  # noqa: E402
+from feedfabric.ops import devstack  # noqa: E402
 
 from bench._stack import fresh_database, redis_cli, services  # noqa: E402
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from feedfabric.core.ids import new_id  # noqa: E402
 from feedfabric.db import feed_log  # noqa: E402
 from feedfabric.db.pool import create_pool  # noqa: E402
-from feedfabric.ids import new_id  # noqa: E402
 
 from bench._stack import env_or, fresh_database, services  # noqa: E402
 

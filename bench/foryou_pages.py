@@ -29,8 +29,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from feedfabric.auth import issue_token  # noqa: E402
-from feedfabric.settings import Settings  # noqa: E402
+from feedfabric.core.auth import issue_token  # noqa: E402
+from feedfabric.core.settings import Settings  # noqa: E402
 
 from bench import home_feed  # noqa: E402
 from bench._stack import env_or, fresh_database, services  # noqa: E402

@@ -36,13 +36,13 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import numpy as np
+from feedfabric.core.ids import new_id
+from feedfabric.core.settings import Settings
 from feedfabric.db import affinity
 from feedfabric.db import feed_log as feed_log_db
 from feedfabric.db.feed_log import ServedPage
 from feedfabric.db.foryou import Profile
 from feedfabric.feeds import foryou, ranker, ranking
-from feedfabric.ids import new_id
-from feedfabric.settings import Settings
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.linear_model import LogisticRegression
 

@@ -52,9 +52,9 @@ import redis.asyncio as aioredis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from feedfabric.auth import issue_token  # noqa: E402
+from feedfabric.core.auth import issue_token  # noqa: E402
+from feedfabric.core.settings import Settings  # noqa: E402
 from feedfabric.feeds import timelines  # noqa: E402
-from feedfabric.settings import Settings  # noqa: E402
 
 from bench._stack import env_or, fresh_database, services  # noqa: E402
 

@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from feedfabric.gctune import tune_for_serving  # noqa: E402
+from feedfabric.ops.gctune import tune_for_serving  # noqa: E402
 
 from bench import home_feed as hf  # noqa: E402
 

@@ -56,7 +56,7 @@ def instructions(database_url: str, kind: str, pages: int) -> int:
 
 
 async def make_pages(database_url: str, kind: str, pages: int) -> None:
-    from feedfabric.gctune import tune_for_serving
+    from feedfabric.ops.gctune import tune_for_serving
 
     from bench import home_feed as hf
 

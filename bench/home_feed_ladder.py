@@ -17,7 +17,7 @@ meets it; if it meets it, the gap is what the product's own steps cost.
 run per step is a cost ladder from the bare page to the real one:
 
 - `member`: the viewer's member row by external ID (feeds.viewer, each request)
-- `ratelimit`: one operation of the member's Redis window (feedfabric.ratelimit)
+- `ratelimit`: one operation of the member's Redis window (feedfabric.db.ratelimit)
 - `first-round`: the home feed's first statement (visibility, celebrities, extras;
   db.timeline_queries.first_round) instead of the bare primary-key fetch, on the API's
   pool settings (generic plans, the JSON codecs)
@@ -45,7 +45,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from feedfabric.auth import issue_token  # noqa: E402
+from feedfabric.core.auth import issue_token  # noqa: E402
 
 from bench.home_feed import SECRET, free_port, run_phase, wait_healthy  # noqa: E402
 
@@ -61,13 +61,13 @@ def make_app(database_url: str, redis_url: str, members: dict[str, tuple[str, st
 
     import orjson
     import redis.asyncio as aioredis
-    from feedfabric import ratelimit
+    from feedfabric.core.models import Page
+    from feedfabric.core.settings import Settings
     from feedfabric.db import members as members_db
+    from feedfabric.db import ratelimit
     from feedfabric.db.pool import create_pool
     from feedfabric.feeds import timelines
     from feedfabric.feeds.feed_log import FeedLog
-    from feedfabric.models import Page
-    from feedfabric.settings import Settings
 
     settings = Settings(
         database_url=database_url, redis_url=redis_url, rate_limit_operations=10**9, rate_limit_cost=10**12

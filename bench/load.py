@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import redis.asyncio as aioredis  # noqa: E402
 from faults import checker  # noqa: E402
 from faults.harness import Client, Record, open_case, quiesce, retrying, setup_graph  # noqa: E402
-from feedfabric import devstack  # noqa: E402
 from feedfabric.feeds.timelines import encode_member, feed_key  # noqa: E402
+from feedfabric.ops import devstack  # noqa: E402
 
 
 def pct(values: list[float], q: float) -> float:

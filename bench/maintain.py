@@ -19,9 +19,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import asyncpg  # noqa: E402
+from feedfabric.core.settings import Settings  # noqa: E402
 from feedfabric.db.pool import create_pool  # noqa: E402
-from feedfabric.maintenance import STEPS, RetentionStep, maintain  # noqa: E402
-from feedfabric.settings import Settings  # noqa: E402
+from feedfabric.feeds.maintenance import STEPS, RetentionStep, maintain  # noqa: E402
 
 from bench._stack import env_or, fresh_database, services  # noqa: E402
 

@@ -17,7 +17,7 @@ import io
 import os
 import time
 
-from feedfabric import media
+from feedfabric.feeds import photos as media
 from PIL import Image, ImageFilter
 
 

@@ -36,14 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import asyncpg  # noqa: E402
 import redis.asyncio as aioredis  # noqa: E402
+from feedfabric.core.events import Event  # noqa: E402
+from feedfabric.core.ids import new_id  # noqa: E402
+from feedfabric.core.settings import Settings  # noqa: E402
 from feedfabric.db import members as members_db  # noqa: E402
 from feedfabric.db import notifications as notifications_db  # noqa: E402
 from feedfabric.db.outbox import add_event  # noqa: E402
 from feedfabric.db.pool import create_pool  # noqa: E402
-from feedfabric.events import Event  # noqa: E402
 from feedfabric.feeds import reactions  # noqa: E402
-from feedfabric.ids import new_id  # noqa: E402
-from feedfabric.settings import Settings  # noqa: E402
 from feedfabric.workers import notifications  # noqa: E402
 from feedfabric.workers.base import GroupSpec, WorkerContext  # noqa: E402
 from feedfabric.workers.relay import Relay  # noqa: E402

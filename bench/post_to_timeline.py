@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import asyncpg  # noqa: E402
 import redis.asyncio as aioredis  # noqa: E402
+from feedfabric.core.ids import id_millis, new_id  # noqa: E402
 from feedfabric.db.outbox import add_event  # noqa: E402
 from feedfabric.db.pool import create_pool  # noqa: E402
 from feedfabric.feeds.timelines import decode_member, feed_key  # noqa: E402
-from feedfabric.ids import id_millis, new_id  # noqa: E402
 
 from bench._stack import fresh_database, services  # noqa: E402
 

@@ -26,10 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx  # noqa: E402
-from feedfabric import devstack  # noqa: E402
 from feedfabric.app import create_app  # noqa: E402
-from feedfabric.auth import issue_token  # noqa: E402
-from feedfabric.settings import Settings  # noqa: E402
+from feedfabric.core.auth import issue_token  # noqa: E402
+from feedfabric.core.settings import Settings  # noqa: E402
+from feedfabric.ops import devstack  # noqa: E402
 
 from bench._stack import env_or, fresh_database, services  # noqa: E402
 

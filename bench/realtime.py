@@ -40,9 +40,9 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from feedfabric.auth import issue_token  # noqa: E402
-from feedfabric.ids import new_id  # noqa: E402
-from feedfabric.settings import Settings  # noqa: E402
+from feedfabric.core.auth import issue_token  # noqa: E402
+from feedfabric.core.ids import new_id  # noqa: E402
+from feedfabric.core.settings import Settings  # noqa: E402
 from feedfabric.workers.relay import Relay  # noqa: E402
 
 from bench._stack import env_or, fresh_database, services  # noqa: E402

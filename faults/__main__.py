@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from feedfabric import devstack
+from feedfabric.ops import devstack
 
 from faults.cases import CASES, Outcome, Params
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import asyncpg
 import redis.asyncio as aioredis
-from feedfabric import devstack
 from feedfabric.db.outbox import add_event
 from feedfabric.db.pool import init_connection
+from feedfabric.ops import devstack
 
 from faults import checker
 from faults.harness import (

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+from feedfabric.core.events import Event
 from feedfabric.db import posts as posts_db
-from feedfabric.events import Event
 from feedfabric.workers import notifications as notifications_worker
 
 from faults.harness import GROUPS, Case, Client, Record, group_types, run_verify
@@ -276,7 +276,7 @@ async def _check_pages(conn: asyncpg.Connection, client: Client, sample: int, v:
 
 
 def _token(external_id: str) -> str:
-    from feedfabric.auth import issue_token
+    from feedfabric.core.auth import issue_token
 
     from faults.harness import SECRET
 

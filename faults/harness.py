@@ -26,9 +26,9 @@ from typing import Any
 
 import asyncpg
 import httpx
-from feedfabric import devstack
-from feedfabric.auth import issue_token
+from feedfabric.core.auth import issue_token
 from feedfabric.db.migrate import migrate
+from feedfabric.ops import devstack
 
 SECRET = "fault-suite-secret-of-at-least-32-bytes"
 GROUPS = ("worker-events", "worker-notifications", "worker-engagement")

@@ -20,27 +20,29 @@ from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.types.unset import UNSET, UnsetType
 
-from feedfabric import dashboard, health, jsonwire, metrics, playground, vendor
-from feedfabric.breaker import CircuitBreaker
-from feedfabric.context import Context, Resources, build_context, route_reads
+from feedfabric.core import jsonwire, metrics
+from feedfabric.core.errors import RequestTooLarge
+from feedfabric.core.logging import RequestIdMiddleware, configure_logging
+from feedfabric.core.settings import Settings, load_settings
+from feedfabric.db.breaker import CircuitBreaker
 from feedfabric.db.pool import create_pool
+from feedfabric.db.redisclient import create_redis
 from feedfabric.db.replica import ReadRouting
-from feedfabric.errors import RequestTooLarge
 from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.graphql_http import GRAPHQL_PATH, GraphQLOverHTTP
-from feedfabric.http_refusal import refusal
-from feedfabric.idempotency import Idempotency
-from feedfabric.logging import RequestIdMiddleware, configure_logging
+from feedfabric.http import dashboard, health, playground
+from feedfabric.http.idempotency import Idempotency
+from feedfabric.http.refusal import refusal
+from feedfabric.http.watchdog import LoopWatchdog
+from feedfabric.ops import vendor
 from feedfabric.realtime import sockets
 from feedfabric.realtime.consumer import start_realtime
 from feedfabric.realtime.hub import Hub
 from feedfabric.realtime.rights import Sessions
-from feedfabric.redisclient import create_redis
+from feedfabric.resolvers.context import Context, Resources, build_context, route_reads
 from feedfabric.rest import routes as rest_routes
 from feedfabric.schema import schema
-from feedfabric.settings import Settings, load_settings
-from feedfabric.watchdog import LoopWatchdog
 
 log = logging.getLogger("feedfabric.app")
 
@@ -144,7 +146,7 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    """Postgres, Redis and the broker reported separately; only Postgres decides (feedfabric.health)."""
+    """Postgres, Redis and the broker reported separately; only Postgres decides (feedfabric.http.health)."""
     ready, body = await health.check(request.app.state.resources)
     return jsonwire.JSONResponse(body, status_code=200 if ready else 503)
 
@@ -226,7 +228,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Route(GRAPHQL_PATH, graphql),
             WebSocketRoute(GRAPHQL_PATH, graphql),
             *playground.routes(settings),
-            # GraphiQL's scripts and styles, from the package (feedfabric.vendor): no CDN.
+            # GraphiQL's scripts and styles, from the package (feedfabric.ops.vendor): no CDN.
             Mount("/static/vendor", StaticFiles(directory=vendor.STATIC, check_dir=False), name="vendor"),
             *dashboard.routes(),
         ],

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from feedfabric.settings import Settings, load_settings
+from feedfabric.core.settings import Settings, load_settings
 
 
 def _require(settings: Settings, *names: str) -> None:
@@ -86,13 +86,13 @@ def _tune_gc(workers: int | None = None) -> None:
     if workers not in (None, 1):
         return
     import feedfabric.app  # noqa: F401
-    from feedfabric.gctune import tune_for_serving
+    from feedfabric.ops.gctune import tune_for_serving
 
     tune_for_serving()
 
 
 def cmd_token(args: argparse.Namespace) -> None:
-    from feedfabric.auth import issue_token
+    from feedfabric.core.auth import issue_token
 
     settings = load_settings()
     _require(settings, "feedfabric_jwt_secret")
@@ -117,9 +117,9 @@ def _exit_on_signal(signum: int, frame: object) -> None:
 
 
 def cmd_dev(args: argparse.Namespace) -> None:
-    from feedfabric import devstack
-    from feedfabric.auth import issue_token
+    from feedfabric.core.auth import issue_token
     from feedfabric.db.migrate import migrate
+    from feedfabric.ops import devstack
 
     # Any signal that can be caught ends `dev` through the `finally` below, which stops every child;
     # one that cannot (SIGKILL) still takes them along: each dies with its parent (PR_SET_PDEATHSIG).
@@ -133,7 +133,7 @@ def cmd_dev(args: argparse.Namespace) -> None:
     env["FEEDFABRIC_DATA_DIR"] = str(data_dir.resolve())
     env["FEEDFABRIC_DEV_MODE"] = "1"
     if args.demo:
-        from feedfabric.demo import CELEBRITY_FOLLOWER_THRESHOLD
+        from feedfabric.ops.demo import CELEBRITY_FOLLOWER_THRESHOLD
 
         env.setdefault("CELEBRITY_FOLLOWER_THRESHOLD", str(CELEBRITY_FOLLOWER_THRESHOLD))
     os.environ.update(env)
@@ -141,7 +141,7 @@ def cmd_dev(args: argparse.Namespace) -> None:
     try:
         asyncio.run(migrate(stack.postgres.url))
         if args.demo:
-            from feedfabric.demo import load_demo
+            from feedfabric.ops.demo import load_demo
 
             asyncio.run(load_demo(load_settings()))
         for _name, argv in DEV_CHILDREN:

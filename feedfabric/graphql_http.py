@@ -35,10 +35,10 @@ from strawberry.schema.exceptions import InvalidOperationTypeError
 from strawberry.types import ExecutionResult
 from strawberry.types.graphql import OperationType
 
-from feedfabric import jsonwire
-from feedfabric.documents import too_long
-from feedfabric.errors import FeedFabricError, RequestTooLarge
+from feedfabric.core import jsonwire
+from feedfabric.core.errors import FeedFabricError, RequestTooLarge
 from feedfabric.schema import persisted
+from feedfabric.schema.documents import too_long
 
 GRAPHQL_PATH = "/graphql"
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
@@ -184,7 +184,7 @@ class GraphQLOverHTTP:
         return response
 
     async def render_graphql_ide(self, request: Request) -> Response:
-        """GraphiQL from the package's own copies of its scripts (feedfabric.vendor), never a CDN."""
+        """GraphiQL from the package's own copies of its scripts (feedfabric.ops.vendor), never a CDN."""
         return HTMLResponse(GRAPHIQL_HTML.read_text(encoding="utf-8"))
 
 

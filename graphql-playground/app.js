@@ -10,7 +10,7 @@ const { h } = render;
 const PAGE_SIZE = 20;
 const MEDIA_POLL_MS = 400;
 const MEDIA_POLL_LIMIT_MS = 60_000;
-const SESSION_KEY = "feedfabric.playground.as";
+const SESSION_KEY = "feedfabric.http.playground.as";
 
 const $ = (selector) => document.querySelector(selector);
 const api = new GraphQLClient(new URL("/graphql", location.origin).href);

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-from feedfabric import devstack
+from feedfabric.core.settings import Settings
 from feedfabric.db.migrate import migrate
 from feedfabric.db.pool import create_pool
-from feedfabric.redisclient import create_redis
-from feedfabric.settings import Settings
+from feedfabric.db.redisclient import create_redis
+from feedfabric.ops import devstack
 
 if TYPE_CHECKING:
     from tests.support import Api

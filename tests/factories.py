@@ -7,8 +7,8 @@ import uuid
 from collections.abc import Sequence
 
 import asyncpg
+from feedfabric.core.ids import id_millis, new_id
 from feedfabric.db.outbox import add_event
-from feedfabric.ids import id_millis, new_id
 
 
 async def member(

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import asyncpg
-from feedfabric import embeddings
-from feedfabric.events import Event
-from feedfabric.ids import new_id
+from feedfabric.core.events import Event
+from feedfabric.core.ids import new_id
+from feedfabric.feeds import minilm as embeddings
 from feedfabric.workers.base import GroupSpec, WorkerContext
 
 _event_ids = itertools.count(1)

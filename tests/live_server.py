@@ -9,9 +9,9 @@ from contextlib import contextmanager
 
 import uvicorn
 from feedfabric.app import create_app
-from feedfabric.devstack import free_port
+from feedfabric.core.settings import Settings
+from feedfabric.ops.devstack import free_port
 from feedfabric.realtime.serving import serve_options
-from feedfabric.settings import Settings
 
 
 @contextmanager

@@ -12,8 +12,8 @@ from typing import Any
 import asyncpg
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer
-from feedfabric.events import Event
-from feedfabric.settings import Settings
+from feedfabric.core.events import Event
+from feedfabric.core.settings import Settings
 from feedfabric.workers.base import GroupSpec, WorkerContext
 from feedfabric.workers.relay import Relay, RelayTimings
 from feedfabric.workers.runner import GroupRunner

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from feedfabric.auth import issue_token
-from feedfabric.settings import Settings
+from feedfabric.core.auth import issue_token
+from feedfabric.core.settings import Settings
 
 
 class GraphQLErrors(AssertionError):

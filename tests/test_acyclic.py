@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import graphql
 import pytest
-from feedfabric.context import Context
+from feedfabric.resolvers.context import Context
 from feedfabric.schema import acyclic
 from feedfabric.schema.shared import SharedRenderingExecutionContext
 from graphql import GraphQLResolveInfo

@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import httpx
-from feedfabric.devstack import free_port
-from feedfabric.settings import Settings
+from feedfabric.core.settings import Settings
+from feedfabric.ops.devstack import free_port
 from feedfabric.workers.topics import ensure_topics
 
 from tests.pipeline_support import relay, running

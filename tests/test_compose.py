@@ -22,7 +22,7 @@ import jsonschema
 import pytest
 import yaml
 from feedfabric.cli import build_parser
-from feedfabric.settings import Settings
+from feedfabric.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"

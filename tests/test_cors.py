@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from feedfabric.settings import Settings
+from feedfabric.core.settings import Settings
 
 from tests.support import Api
 from tests.test_limits import api_with

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from feedfabric.core.settings import Settings
 from feedfabric.db import feed_log as feed_log_db
-from feedfabric.settings import Settings
 from playwright.async_api import Browser, expect
 
 from tests import factories

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncpg
-from feedfabric import demo
-from feedfabric.settings import Settings
+from feedfabric.core.settings import Settings
+from feedfabric.ops import demo
 
 
 async def test_demo_has_posts_one_celebrity_and_one_inactive_member(settings: Settings, pool: asyncpg.Pool) -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from feedfabric.devstack import free_port
-from feedfabric.settings import Settings
+from feedfabric.core.settings import Settings
+from feedfabric.ops.devstack import free_port
 
 
 def _alive(process: psutil.Process) -> bool:

@@ -12,7 +12,7 @@ import psutil
 SCRIPT = """
 import sys, time
 from pathlib import Path
-from feedfabric import devstack
+from feedfabric.ops import devstack
 stack = devstack.start(Path(sys.argv[1]), env={})
 print(" ".join(str(s.process.pid) for s in stack.started), flush=True)
 time.sleep(600)

@@ -6,10 +6,10 @@ import uuid
 
 import numpy as np
 import pytest
-from feedfabric import embeddings
+from feedfabric.core.errors import BadInput
 from feedfabric.db import tags
-from feedfabric.errors import BadInput
 from feedfabric.feeds import embeddings as post_embeddings
+from feedfabric.feeds import minilm as embeddings
 from feedfabric.workers import embeddings as worker
 from feedfabric.workers.base import WorkerContext
 
@@ -135,7 +135,7 @@ async def test_redelivery_is_absorbed(ctx, pool, redis):
 
 async def test_similar_posts_survive_a_flushed_or_absent_redis(ctx, pool, redis):
     import redis.asyncio as aioredis
-    from feedfabric.devstack import free_port
+    from feedfabric.ops.devstack import free_port
 
     author = await f.member(pool)
     a = await f.post(pool, author, "Baked sourdough bread this weekend, finally a good crust")

@@ -1,4 +1,4 @@
-"""Failpoints (feedfabric.failpoints) cannot be armed in production mode: the process refuses to start."""
+"""Failpoints (feedfabric.core.failpoints) cannot be armed in production mode: the process refuses to start."""
 
 import os
 import subprocess
@@ -9,7 +9,7 @@ import pytest
 
 def _import_with(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "import feedfabric.failpoints"],
+        [sys.executable, "-c", "import feedfabric.core.failpoints"],
         env={**os.environ, **env},
         capture_output=True,
         text=True,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-from feedfabric.events import Event
+from feedfabric.core.events import Event
+from feedfabric.core.settings import Settings
 from feedfabric.feeds import timelines
-from feedfabric.settings import Settings
 from feedfabric.workers import events
 from feedfabric.workers.base import WorkerContext
 from redis.exceptions import ResponseError

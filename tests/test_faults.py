@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from faults.cases import CASES, Params
-from feedfabric import devstack
+from feedfabric.ops import devstack
 
 
 @pytest.mark.parametrize("name", list(CASES))

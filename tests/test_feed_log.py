@@ -7,10 +7,10 @@ from datetime import UTC, datetime, time, timedelta
 
 import asyncpg
 import pytest
+from feedfabric.core.models import Page, Post
 from feedfabric.db import feed_log as feed_log_db
 from feedfabric.db.feed_log import ServedPage
 from feedfabric.feeds.feed_log import FeedLog
-from feedfabric.models import Page, Post
 
 from tests.support import Api
 

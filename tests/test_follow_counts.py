@@ -5,8 +5,8 @@ import random
 import uuid
 
 import asyncpg
+from feedfabric.core.ids import new_id
 from feedfabric.db import follows
-from feedfabric.ids import new_id
 
 
 async def _members(pool: asyncpg.Pool, n: int) -> list[uuid.UUID]:

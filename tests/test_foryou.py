@@ -12,10 +12,10 @@ import asyncpg
 import numpy as np
 import pytest
 import redis.asyncio as aioredis
+from feedfabric.core.settings import Settings
 from feedfabric.db.foryou import Profile
 from feedfabric.feeds import ranking
 from feedfabric.feeds.foryou import Chain
-from feedfabric.settings import Settings
 
 from tests.support import Api, make_api
 

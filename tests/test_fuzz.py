@@ -15,10 +15,10 @@ import re
 import pytest
 import requests
 import schemathesis
-from feedfabric.auth import issue_token
+from feedfabric.core.auth import issue_token
+from feedfabric.core.settings import Settings
 from feedfabric.schema import schema as served_schema
 from feedfabric.schema.served import graphql_schema
-from feedfabric.settings import Settings
 from graphql import StringValueNode, introspection_from_schema
 from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hypothesis_settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from feedfabric.gctune import YOUNG_THRESHOLD, tune_for_serving
+from feedfabric.ops.gctune import YOUNG_THRESHOLD, tune_for_serving
 
 
 def test_tune_for_serving_freezes_what_exists_and_raises_the_young_threshold() -> None:

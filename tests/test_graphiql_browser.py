@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import pytest
-from feedfabric import vendor
-from feedfabric.settings import Settings
+from feedfabric.core.settings import Settings
+from feedfabric.ops import vendor
 from playwright.async_api import Browser, Route, expect
 
 from tests.browser_support import launched_chromium
@@ -30,7 +30,7 @@ async def browser() -> AsyncIterator[Browser]:
 def test_graphiql_assets_are_installed_from_the_lock() -> None:
     assets = vendor.locked()
     assert {a.package for a in assets} >= {"react", "react-dom", "graphiql", "@graphiql/plugin-explorer"}
-    assert all(a.installed() for a in assets), "run `python -m feedfabric.vendor` (make does)"
+    assert all(a.installed() for a in assets), "run `python -m feedfabric.ops.vendor` (make does)"
 
 
 async def test_graphiql_renders_and_runs_a_query_with_the_internet_blocked(

@@ -11,15 +11,15 @@ from pathlib import Path
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-from feedfabric import devstack
-from feedfabric.breaker import CircuitBreaker
+from feedfabric.core.settings import Settings
 from feedfabric.db import members as members_db
+from feedfabric.db.breaker import CircuitBreaker
 from feedfabric.db.pool import transaction
+from feedfabric.db.redisclient import create_redis
 from feedfabric.feeds import timelines
 from feedfabric.feeds.home import HomeFeedService
 from feedfabric.feeds.viewer import Viewer
-from feedfabric.redisclient import create_redis
-from feedfabric.settings import Settings
+from feedfabric.ops import devstack
 from redis.asyncio.cluster import RedisCluster
 
 from tests.support import HOME, Api, make_api

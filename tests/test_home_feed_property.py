@@ -13,17 +13,17 @@ import uuid
 
 import asyncpg
 import redis.asyncio as aioredis
-from feedfabric.breaker import CircuitBreaker
+from feedfabric.core.ids import new_id
+from feedfabric.core.models import Member
+from feedfabric.core.settings import Settings
 from feedfabric.db import follows as follows_db
 from feedfabric.db import members as members_db
+from feedfabric.db.breaker import CircuitBreaker
 from feedfabric.db.pool import transaction
 from feedfabric.feeds import posts as posts_svc
 from feedfabric.feeds import timelines
 from feedfabric.feeds.home import HomeFeedService, postgres_page
 from feedfabric.feeds.viewer import Viewer
-from feedfabric.ids import new_id
-from feedfabric.models import Member
-from feedfabric.settings import Settings
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from feedfabric.settings import Settings
+from feedfabric.core.settings import Settings
 
 from tests.support import Api
 from tests.test_errors import assert_no_leak

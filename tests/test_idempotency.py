@@ -9,8 +9,8 @@ from typing import Any
 import asyncpg
 import httpx
 import redis.asyncio as aioredis
-from feedfabric.devstack import free_port
-from feedfabric.settings import Settings
+from feedfabric.core.settings import Settings
+from feedfabric.ops.devstack import free_port
 
 from tests.support import Api
 from tests.test_limits import STEADY_WINDOW, api_with

@@ -13,12 +13,12 @@ import httpx
 import pytest
 import strawberry
 from feedfabric.app import create_app
-from feedfabric.devstack import free_port
-from feedfabric.documents import MAX_DOCUMENT_CHARS
+from feedfabric.core.settings import Settings
+from feedfabric.ops.devstack import free_port
 from feedfabric.schema import MAX_ALIASES, MAX_DEPTH, MAX_TOKENS
 from feedfabric.schema.cost import operation_cost
+from feedfabric.schema.documents import MAX_DOCUMENT_CHARS
 from feedfabric.schema.served import graphql_schema
-from feedfabric.settings import Settings
 from graphql import get_introspection_query
 
 from tests.support import Api
@@ -723,6 +723,6 @@ def _upsert(client: Any, token: str, name: str) -> None:
 
 
 def _token(settings: Settings, external_id: str) -> str:
-    from feedfabric.auth import issue_token
+    from feedfabric.core.auth import issue_token
 
     return issue_token(settings.jwt_secret, external_id)

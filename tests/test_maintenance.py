@@ -11,10 +11,10 @@ import sys
 import asyncpg
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaProducer
+from feedfabric.core.events import POSTS, Event
+from feedfabric.core.settings import Settings
 from feedfabric.db.outbox import add_event
-from feedfabric.events import POSTS, Event
-from feedfabric.maintenance import STEPS, maintain
-from feedfabric.settings import Settings
+from feedfabric.feeds.maintenance import STEPS, maintain
 from feedfabric.workers import applying
 from feedfabric.workers.base import GroupSpec, WorkerContext
 from feedfabric.workers.runner import run_groups
@@ -194,7 +194,7 @@ async def test_notification_groups_left_empty_go_after_a_day_and_the_rest_stay(
 async def test_every_step_is_reported_and_a_failing_step_does_not_stop_the_others(
     settings: Settings, pool: asyncpg.Pool
 ) -> None:
-    from feedfabric.maintenance import RetentionStep
+    from feedfabric.feeds.maintenance import RetentionStep
 
     async def broken(conn: asyncpg.Connection, s: Settings) -> int:
         raise RuntimeError("boom")

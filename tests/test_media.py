@@ -7,10 +7,10 @@ import struct
 import zlib
 
 import pytest
-from feedfabric import media
+from feedfabric.core.errors import BadInput
 from feedfabric.db import media as media_db
-from feedfabric.errors import BadInput
 from feedfabric.feeds import media as uploads
+from feedfabric.feeds import photos as media
 from feedfabric.workers import media as worker
 from feedfabric.workers.base import WorkerContext
 from PIL import Image, ImageCms, ImageDraw

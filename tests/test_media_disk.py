@@ -15,12 +15,12 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from feedfabric import media
+from feedfabric.core.errors import QuotaExceeded
+from feedfabric.core.settings import Settings
 from feedfabric.db import media as media_db
 from feedfabric.db.pool import transaction
-from feedfabric.errors import QuotaExceeded
 from feedfabric.feeds import media as uploads
-from feedfabric.settings import Settings
+from feedfabric.feeds import photos as media
 from PIL import Image
 
 from tests import factories_ml as f
@@ -151,7 +151,7 @@ async def test_rest_upload_is_capped_by_media_max_bytes_not_the_body_limit(api: 
 _MEASURE = """
 import resource, sys
 from pathlib import Path
-from feedfabric import media
+from feedfabric.feeds import photos as media
 data = Path(sys.argv[1]).read_bytes()
 limits = media.Limits(decode_bytes=int(sys.argv[2]))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

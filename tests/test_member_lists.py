@@ -181,9 +181,9 @@ async def test_follow_list_pages_are_index_range_scans_without_a_sort(api: Api, 
     """The keyset pages read the follow indexes in their order: no Sort node, whatever the list's length."""
     from datetime import UTC, datetime
 
+    from feedfabric.core.ids import new_id
     from feedfabric.db import follows as follows_db
     from feedfabric.db import playlists as playlists_db
-    from feedfabric.ids import new_id
 
     member, position = new_id(), (datetime.now(UTC), str(new_id()))
     async with pool.acquire() as conn:

@@ -10,10 +10,10 @@ from typing import Any
 import asyncpg
 import httpx
 import redis.asyncio as aioredis
-from feedfabric import metrics
-from feedfabric.devstack import free_port
-from feedfabric.events import POSTS, Event
-from feedfabric.settings import Settings
+from feedfabric.core import metrics
+from feedfabric.core.events import POSTS, Event
+from feedfabric.core.settings import Settings
+from feedfabric.ops.devstack import free_port
 from feedfabric.workers import events
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 from prometheus_client.parser import text_string_to_metric_families
@@ -209,7 +209,7 @@ async def test_rate_limited_counter(api: Api, settings: Settings) -> None:
 
 def test_websocket_connections_gauge(settings: Settings) -> None:
     from feedfabric.app import create_app
-    from feedfabric.auth import issue_token
+    from feedfabric.core.auth import issue_token
     from starlette.testclient import TestClient
 
     token = issue_token(settings.jwt_secret, "socket_user")

@@ -3,8 +3,8 @@
 import asyncio
 
 import asyncpg
+from feedfabric.core.ids import new_id
 from feedfabric.db.migrate import migrate, migration_files
-from feedfabric.ids import new_id
 
 from tests.conftest import _server_url
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncpg
 import redis.asyncio as aioredis
+from feedfabric.core.settings import Settings
 from feedfabric.db import media as media_db
 from feedfabric.db import tags
 from feedfabric.db.outbox import add_event
 from feedfabric.feeds import embeddings as post_embeddings
 from feedfabric.feeds import media as uploads
-from feedfabric.settings import Settings
 from feedfabric.workers import embeddings, engagement, media
 from feedfabric.workers.base import WorkerContext
 from feedfabric.workers.runner import GroupRunner

@@ -13,9 +13,9 @@ from typing import Any
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
+from feedfabric.core.ids import new_id
+from feedfabric.core.settings import Settings
 from feedfabric.db import notification_groups
-from feedfabric.ids import new_id
-from feedfabric.settings import Settings
 from feedfabric.workers import notifications
 from feedfabric.workers.base import WorkerContext
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-from feedfabric.settings import Settings
+from feedfabric.core.settings import Settings
 from feedfabric.workers import notifications
 from feedfabric.workers.base import WorkerContext
 

@@ -6,9 +6,9 @@ import io
 import json
 import logging
 
-from feedfabric.devstack import free_port
-from feedfabric.logging import JsonFormatter, request_id_var
-from feedfabric.settings import Settings
+from feedfabric.core.logging import JsonFormatter, request_id_var
+from feedfabric.core.settings import Settings
+from feedfabric.ops.devstack import free_port
 
 from tests.support import Api
 from tests.test_limits import api_with

@@ -5,8 +5,8 @@ import uuid
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
+from feedfabric.core.ids import new_id
 from feedfabric.feeds import timelines
-from feedfabric.ids import new_id
 
 
 async def separately(

@@ -18,9 +18,9 @@ from typing import Any
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
+from feedfabric.core.settings import Settings
 from feedfabric.schema import schema
 from feedfabric.schema.served import graphql_schema
-from feedfabric.settings import Settings
 from feedfabric.workers import notifications
 from feedfabric.workers.base import WorkerContext
 from graphql import OperationDefinitionNode, OperationType, parse, print_ast, validate

@@ -5,12 +5,12 @@ import uuid
 from typing import Any
 
 import asyncpg
-from feedfabric.context import Resources, build_context
+from feedfabric.core.models import FeedPost, Post
 from feedfabric.db import post_extras
 from feedfabric.db.pool import create_pool
 from feedfabric.feeds.viewer import resolve_viewer
-from feedfabric.models import FeedPost, Post
 from feedfabric.resolvers import reads
+from feedfabric.resolvers.context import Resources, build_context
 from feedfabric.resolvers.page_loads import load_feed_posts
 
 from tests.support import Api

@@ -7,12 +7,12 @@ import hashlib
 from typing import Any
 
 import redis.asyncio as aioredis
-from feedfabric.bytelru import ByteBoundedLRU
-from feedfabric.context import PERSISTED_QUERY_CACHE_BYTES as LRU_BYTES
-from feedfabric.documents import MAX_DOCUMENT_CHARS
+from feedfabric.core.bytelru import ByteBoundedLRU
+from feedfabric.core.settings import Settings
+from feedfabric.resolvers.context import PERSISTED_QUERY_CACHE_BYTES as LRU_BYTES
 from feedfabric.schema import MAX_TOKENS
+from feedfabric.schema.documents import MAX_DOCUMENT_CHARS
 from feedfabric.schema.persisted import MAX_STORED_BYTES
-from feedfabric.settings import Settings
 
 from tests.support import Api
 from tests.test_limits import STEADY_WINDOW, api_with, codes

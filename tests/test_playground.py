@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 from feedfabric.app import create_app
-from feedfabric.auth import decode_token
-from feedfabric.settings import Settings
+from feedfabric.core.auth import decode_token
+from feedfabric.core.settings import Settings
 
 from tests.support import Api, make_api
 

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-from feedfabric.settings import Settings
+from feedfabric.core.settings import Settings
 from feedfabric.workers import events, media, notifications
 from PIL import Image
 from playwright.async_api import Browser, Page, expect

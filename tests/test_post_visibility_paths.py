@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
+from feedfabric.core.ids import new_id
 from feedfabric.db import notification_groups
-from feedfabric.ids import new_id
 from feedfabric.schema import schema
 from feedfabric.schema.served import graphql_schema
 from graphql import GraphQLNamedType, GraphQLObjectType, GraphQLUnionType, get_named_type

@@ -15,9 +15,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-from feedfabric import devstack
+from feedfabric.core.settings import Settings
 from feedfabric.db.replica import ReadRouting, replayed_position, wal_position
-from feedfabric.settings import Settings
+from feedfabric.ops import devstack
 
 from tests.pipeline_support import eventually
 from tests.support import Api, GraphQLErrors, make_api

@@ -11,10 +11,10 @@ from typing import Any
 
 import asyncpg
 import pytest
-from feedfabric.documents import MAX_DOCUMENT_CHARS
+from feedfabric.core.settings import Settings
 from feedfabric.realtime.serving import WS_MAX_MESSAGE_BYTES
 from feedfabric.realtime.sockets import MessageBudget
-from feedfabric.settings import Settings
+from feedfabric.schema.documents import MAX_DOCUMENT_CHARS
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 

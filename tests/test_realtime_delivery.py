@@ -6,11 +6,11 @@ import uuid
 from typing import Any
 
 import asyncpg
+from feedfabric.core.events import Event
+from feedfabric.core.settings import Settings
 from feedfabric.db.loaders import make_loaders
-from feedfabric.events import Event
 from feedfabric.realtime.delivery import deliver
 from feedfabric.realtime.hub import Channel, Hub
-from feedfabric.settings import Settings
 
 from tests.support import feed_world, make_api
 

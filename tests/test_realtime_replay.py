@@ -9,11 +9,11 @@ from typing import Any
 
 import asyncpg
 import pytest
+from feedfabric.core.settings import Settings
 from feedfabric.realtime.streams import REPLAY_MAX
 from feedfabric.schema import schema
 from feedfabric.schema.cost import operation_cost
 from feedfabric.schema.served import graphql_schema
-from feedfabric.settings import Settings
 from graphql import parse
 
 from tests import factories

@@ -11,7 +11,7 @@ import json
 import time
 
 import pytest
-from feedfabric.settings import Settings
+from feedfabric.core.settings import Settings
 from websockets.asyncio.client import connect
 
 from tests.realtime_support import (

@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from feedfabric.core.settings import Settings
 from feedfabric.realtime.delivery import TimelineItem
-from feedfabric.settings import Settings
 
 from tests.pipeline_support import relay, running
 from tests.realtime_support import (

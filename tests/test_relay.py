@@ -11,10 +11,10 @@ from collections.abc import Sequence
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
+from feedfabric.core.settings import Settings
 from feedfabric.db.outbox import add_event
 from feedfabric.db.pipeline import OutboxRow
 from feedfabric.feeds import timelines
-from feedfabric.settings import Settings
 from feedfabric.workers import events
 from feedfabric.workers.relay import Relay, replay_since
 from feedfabric.workers.topics import ensure_topics

@@ -7,10 +7,10 @@ import json
 import asyncpg
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaProducer
+from feedfabric.core.events import POSTS, Event
+from feedfabric.core.settings import Settings
 from feedfabric.db import pipeline as db
 from feedfabric.db.outbox import add_event
-from feedfabric.events import POSTS, Event
-from feedfabric.settings import Settings
 from feedfabric.workers.base import GroupSpec, Handle, PermanentError, WorkerContext
 from feedfabric.workers.runner import GroupRunner
 from feedfabric.workers.topics import ensure_topics

@@ -16,9 +16,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from feedfabric.core.settings import Settings
 from feedfabric.realtime import socket_leases
 from feedfabric.realtime.rights import Sessions
-from feedfabric.settings import Settings
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 

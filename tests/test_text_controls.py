@@ -7,8 +7,8 @@ from __future__ import annotations
 import unicodedata
 
 import pytest
-from feedfabric.embeddings import load_vocabulary
-from feedfabric.errors import BadInput
+from feedfabric.core.errors import BadInput
+from feedfabric.feeds.minilm import load_vocabulary
 from feedfabric.feeds.text import clean_text, hashtags, mentions, normalise_tag
 
 from tests.support import HOME, Api

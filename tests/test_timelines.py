@@ -7,11 +7,11 @@ import uuid
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-from feedfabric import devstack
+from feedfabric.core.ids import id_millis, new_id
+from feedfabric.core.settings import Settings
+from feedfabric.db.redisclient import create_redis
 from feedfabric.feeds import timelines
-from feedfabric.ids import id_millis, new_id
-from feedfabric.redisclient import create_redis
-from feedfabric.settings import Settings
+from feedfabric.ops import devstack
 
 from tests import factories as f
 

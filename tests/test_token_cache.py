@@ -4,9 +4,9 @@ import time
 
 import jwt
 import pytest
-from feedfabric import auth
-from feedfabric.auth import TokenCache, issue_token
-from feedfabric.errors import Unauthenticated
+from feedfabric.core import auth
+from feedfabric.core.auth import TokenCache, issue_token
+from feedfabric.core.errors import Unauthenticated
 
 SECRET = "s3cret"
 

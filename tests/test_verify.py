@@ -9,11 +9,10 @@ from datetime import timedelta
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-from feedfabric import verify
+from feedfabric.core.ids import new_id
+from feedfabric.core.settings import Settings
 from feedfabric.db.pool import transaction
-from feedfabric.feeds import timelines
-from feedfabric.ids import new_id
-from feedfabric.settings import Settings
+from feedfabric.feeds import timelines, verify
 from feedfabric.workers import notifications
 from feedfabric.workers.base import WorkerContext
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 import asyncpg
-from feedfabric.ids import new_id
+from feedfabric.core.ids import new_id
 
 from tests import factories as f
 

@@ -10,7 +10,7 @@ import textwrap
 import time
 
 import pytest
-from feedfabric.watchdog import EXIT_ON_SIGTERM, LoopWatchdog
+from feedfabric.http.watchdog import EXIT_ON_SIGTERM, LoopWatchdog
 from prometheus_client import REGISTRY
 
 
@@ -57,7 +57,7 @@ async def test_a_loop_that_keeps_answering_is_never_reported(caplog: pytest.LogC
 STALLED_SERVER = textwrap.dedent(
     """
     import asyncio, signal
-    from feedfabric.watchdog import LoopWatchdog
+    from feedfabric.http.watchdog import LoopWatchdog
 
     async def main():
         # As uvicorn does: SIGTERM only sets a flag that the loop would read.

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from feedfabric.core.models import Comment
 from feedfabric.db.executor import Executor
-from feedfabric.models import Comment
 
 _COLUMNS = "id, post_id, author_id, content, created_at"
 

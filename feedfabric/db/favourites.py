@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from feedfabric.core.models import Member
 from feedfabric.db.members import _COLUMNS
-from feedfabric.models import Member
 
 
 async def count_active(conn: asyncpg.Connection, member_id: uuid.UUID) -> int:

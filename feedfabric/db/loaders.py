@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import asyncpg
 from strawberry.dataloader import DataLoader
 
+from feedfabric.core.models import Comment, Member, PageExtras, Playlist, Post
 from feedfabric.db import comments as comments_db
 from feedfabric.db import favourites as favourites_db
 from feedfabric.db import follows as follows_db
@@ -24,7 +25,6 @@ from feedfabric.db import notification_groups as notification_groups_db
 from feedfabric.db import playlists as playlists_db
 from feedfabric.db import post_extras as post_extras_db
 from feedfabric.db import posts as posts_db
-from feedfabric.models import Comment, Member, PageExtras, Playlist, Post
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from feedfabric.models import Member
+from feedfabric.core.models import Member
 
 _COLUMNS = "id, external_id, username, display_name, avatar_url, status, last_seen_at"
 

@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
+from feedfabric.core.models import NotificationGroup
 from feedfabric.db.executor import Executor
-from feedfabric.models import NotificationGroup
 
 SAMPLE_ACTORS = 8
 _COLUMNS = "id, kind, post_id, comment_id, actor_count, notification_count, latest_at, read_at"

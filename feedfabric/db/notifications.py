@@ -6,8 +6,8 @@ import uuid
 
 import asyncpg
 
+from feedfabric.core.models import Notification
 from feedfabric.db.executor import Executor
-from feedfabric.models import Notification
 
 _COLUMNS = "id, kind, actor_id, post_id, comment_id, created_at, read_at"
 

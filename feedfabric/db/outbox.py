@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 
-from feedfabric.events import TOPIC_OF
+from feedfabric.core.events import TOPIC_OF
 
 NOTIFY_CHANNEL = "feedfabric_outbox"
 DEFAULT_SHARDS = 16

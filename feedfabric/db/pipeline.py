@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 
-from feedfabric.events import Event
+from feedfabric.core.events import Event
 
 # Advisory-lock namespaces (the two-int form: namespace, shard or pid).
 SHARD_LOCKS = 0x0FEED0B0

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from feedfabric.core.models import Playlist, PlaylistItem
 from feedfabric.db.executor import Executor
-from feedfabric.models import Playlist, PlaylistItem
 
 # Fixed forever: a member's Liked playlist is the row with ID uuid5(LIKED_NAMESPACE, str(member_id)).
 LIKED_NAMESPACE = uuid.UUID("6f1c3a52-4a8e-5b7e-9d0c-2f5a1b3c4d5e")

@@ -8,7 +8,7 @@ from typing import Any
 
 import asyncpg
 
-from feedfabric import jsonwire
+from feedfabric.core import jsonwire
 
 Connection = asyncpg.Connection
 Pool = asyncpg.Pool

@@ -22,8 +22,8 @@ from typing import Any
 
 import asyncpg
 
+from feedfabric.core.models import Extras, Member, PageExtras, Post
 from feedfabric.db.executor import Executor
-from feedfabric.models import Extras, Member, PageExtras, Post
 
 __all__ = ["EXTRAS_CTES", "EXTRAS_SELECT", "Extras", "PageExtras", "extras_of", "page_extras"]
 

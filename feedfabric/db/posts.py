@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from feedfabric.core.models import Post
 from feedfabric.db.executor import Executor
-from feedfabric.models import Post
 
 _COLUMNS = "id, author_id, content, repost_of, status, created_at, updated_at"
 _P_COLUMNS = "p.id, p.author_id, p.content, p.repost_of, p.status, p.created_at, p.updated_at"

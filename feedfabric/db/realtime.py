@@ -6,8 +6,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from feedfabric.core.models import Post
 from feedfabric.db.executor import Executor
-from feedfabric.models import Post
 
 _COLUMNS = "id, author_id, content, repost_of, status, created_at, updated_at"
 

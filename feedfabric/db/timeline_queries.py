@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from feedfabric.core.models import PageExtras, Post
 from feedfabric.db import post_extras
 from feedfabric.db.pool import hold_session_state
-from feedfabric.models import PageExtras, Post
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """SQL behind `feedfabric verify`: what Postgres says each Redis timeline must and may hold.
 
-The rules are in `feedfabric.verify`; these queries take a batch of members at
+The rules are in `feedfabric.feeds.verify`; these queries take a batch of members at
 once (arrays, one round trip per batch) and are bounded by each member's
 lower bound, so memory follows the batch, not the data.
 """

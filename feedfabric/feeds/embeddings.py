@@ -27,11 +27,11 @@ import asyncpg
 import numpy as np
 import redis.asyncio as aioredis
 
-from feedfabric import embeddings
 from feedfabric.db import embeddings as embeddings_db
 from feedfabric.db import post_text, tags
+from feedfabric.db.redisclient import REDIS_FAILURES
+from feedfabric.feeds import minilm as embeddings
 from feedfabric.feeds import paging, text
-from feedfabric.redisclient import REDIS_FAILURES
 
 log = logging.getLogger(__name__)
 

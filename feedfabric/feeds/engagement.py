@@ -16,8 +16,8 @@ import uuid
 import asyncpg
 import redis.asyncio as aioredis
 
+from feedfabric.core.settings import Settings
 from feedfabric.db import affinity, tags
-from feedfabric.settings import Settings
 
 
 def likers_key(post_id: uuid.UUID | str) -> str:

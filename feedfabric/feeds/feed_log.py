@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 
 import asyncpg
 
+from feedfabric.core.models import Page
 from feedfabric.db import feed_log as feed_log_db
 from feedfabric.db.feed_log import ServedPage
-from feedfabric.models import Page
 
 log = logging.getLogger("feedfabric.feed_log")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from feedfabric.models import FeedPost, PageExtras, Post
+from feedfabric.core.models import FeedPost, PageExtras, Post
 
 
 def feed_post(row: Post, loaded: PageExtras, *, with_original: bool = True) -> FeedPost:

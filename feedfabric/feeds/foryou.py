@@ -29,14 +29,14 @@ import numpy as np
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from feedfabric import embeddings
+from feedfabric.core.errors import BadInput
+from feedfabric.core.models import Page, Post
+from feedfabric.core.settings import Settings
 from feedfabric.db import foryou as foryou_db
 from feedfabric.db import posts as posts_db
 from feedfabric.db.foryou import Profile
-from feedfabric.errors import BadInput
+from feedfabric.feeds import minilm as embeddings
 from feedfabric.feeds import ranking
-from feedfabric.models import Page, Post
-from feedfabric.settings import Settings
 
 log = logging.getLogger("feedfabric.foryou")
 

@@ -24,16 +24,16 @@ from dataclasses import dataclass
 import asyncpg
 import redis.asyncio as aioredis
 
-from feedfabric.breaker import CircuitBreaker
+from feedfabric.core.models import Member, Page, PageExtras, Post
+from feedfabric.core.settings import Settings
 from feedfabric.db import posts as posts_db
+from feedfabric.db.breaker import CircuitBreaker
 from feedfabric.db.outbox import add_event
 from feedfabric.db.pool import transaction
+from feedfabric.db.redisclient import REDIS_FAILURES
 from feedfabric.feeds import timelines
 from feedfabric.feeds.lists import cut
 from feedfabric.feeds.viewer import Viewer
-from feedfabric.models import Member, Page, PageExtras, Post
-from feedfabric.redisclient import REDIS_FAILURES
-from feedfabric.settings import Settings
 
 log = logging.getLogger("feedfabric.home")
 

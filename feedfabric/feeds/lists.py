@@ -11,11 +11,11 @@ from typing import Any
 
 import asyncpg
 
+from feedfabric.core.models import Page
 from feedfabric.db import notifications as notifications_db
 from feedfabric.db import posts as posts_db
 from feedfabric.db.executor import Executor
 from feedfabric.feeds import text
-from feedfabric.models import Page
 
 
 def cut(rows: list[Any], limit: int, key: str = "id") -> Page:

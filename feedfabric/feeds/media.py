@@ -19,13 +19,13 @@ from typing import Any
 
 import asyncpg
 
-from feedfabric import media
+from feedfabric.core.errors import BadInput, QuotaExceeded
+from feedfabric.core.ids import new_id
+from feedfabric.core.settings import Settings
 from feedfabric.db import media as media_db
 from feedfabric.db.outbox import add_event
 from feedfabric.db.pool import transaction
-from feedfabric.errors import BadInput, QuotaExceeded
-from feedfabric.ids import new_id
-from feedfabric.settings import Settings
+from feedfabric.feeds import photos as media
 
 
 def limits(settings: Settings) -> media.Limits:

@@ -7,15 +7,15 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from feedfabric.core.errors import BadInput, FavouriteLimitReached, NotFound
+from feedfabric.core.ids import new_id
+from feedfabric.core.models import Member, Page
+from feedfabric.core.settings import Settings
 from feedfabric.db import favourites as favourites_db
 from feedfabric.db import follows as follows_db
 from feedfabric.db import members as members_db
 from feedfabric.db.outbox import add_event
-from feedfabric.errors import BadInput, FavouriteLimitReached, NotFound
 from feedfabric.feeds import paging, text
-from feedfabric.ids import new_id
-from feedfabric.models import Member, Page
-from feedfabric.settings import Settings
 
 
 async def upsert_profile(

@@ -11,13 +11,13 @@ import uuid
 
 import asyncpg
 
+from feedfabric.core.errors import NotFound
+from feedfabric.core.ids import parse_id
+from feedfabric.core.models import Member, NotificationGroup, Page
 from feedfabric.db import notification_groups as groups_db
 from feedfabric.db import notifications as notifications_db
 from feedfabric.db.executor import Executor
-from feedfabric.errors import NotFound
 from feedfabric.feeds import paging
-from feedfabric.ids import parse_id
-from feedfabric.models import Member, NotificationGroup, Page
 
 
 def group_cursor(group: NotificationGroup) -> str:

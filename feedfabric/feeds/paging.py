@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from feedfabric.errors import BadInput
-from feedfabric.ids import parse_id, parse_optional_id
+from feedfabric.core.errors import BadInput
+from feedfabric.core.ids import parse_id, parse_optional_id
 
 MAX_PAGE = 100
 

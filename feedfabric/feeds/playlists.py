@@ -24,15 +24,15 @@ import uuid
 import asyncpg
 from fractional_indexing import FIError, generate_key_between, generate_n_keys_between
 
+from feedfabric.core.errors import BadInput, Forbidden, NotFound
+from feedfabric.core.ids import new_id, parse_id
+from feedfabric.core.models import Member, Page, Playlist, PlaylistItem
 from feedfabric.db import follows as follows_db
 from feedfabric.db import members as members_db
 from feedfabric.db import playlists as playlists_db
 from feedfabric.db import posts as posts_db
-from feedfabric.errors import BadInput, Forbidden, NotFound
 from feedfabric.feeds import text
 from feedfabric.feeds.members import lists_hidden
-from feedfabric.ids import new_id, parse_id
-from feedfabric.models import Member, Page, Playlist, PlaylistItem
 
 USER, LIKED = "user", "liked"
 # Keys longer than this make their playlist due for a background rebalance.

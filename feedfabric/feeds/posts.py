@@ -7,15 +7,15 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from feedfabric import failpoints
+from feedfabric.core import failpoints
+from feedfabric.core.errors import BadInput, Forbidden, NotFound
+from feedfabric.core.ids import id_millis, new_id
+from feedfabric.core.models import Member, Post
+from feedfabric.core.settings import Settings
 from feedfabric.db import members as members_db
 from feedfabric.db import posts as posts_db
 from feedfabric.db.outbox import add_event
-from feedfabric.errors import BadInput, Forbidden, NotFound
 from feedfabric.feeds import text
-from feedfabric.ids import id_millis, new_id
-from feedfabric.models import Member, Post
-from feedfabric.settings import Settings
 
 MAX_MEDIA_PER_POST = 4
 # Post.mentions has no `first`: the query cost multiplies it by this bound (schema/cost.py).

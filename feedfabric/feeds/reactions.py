@@ -6,16 +6,16 @@ import uuid
 
 import asyncpg
 
+from feedfabric.core.errors import NotFound
+from feedfabric.core.ids import new_id
+from feedfabric.core.models import Comment, Member, Post
+from feedfabric.core.settings import Settings
 from feedfabric.db import comments as comments_db
 from feedfabric.db import likes as likes_db
 from feedfabric.db import members as members_db
 from feedfabric.db import posts as posts_db
 from feedfabric.db.outbox import add_event
-from feedfabric.errors import NotFound
 from feedfabric.feeds import playlists, text
-from feedfabric.ids import new_id
-from feedfabric.models import Comment, Member, Post
-from feedfabric.settings import Settings
 
 
 async def _visible_post(conn: asyncpg.Connection, post_id: uuid.UUID, viewer: Member) -> Post:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from feedfabric.errors import BadInput
+from feedfabric.core.errors import BadInput
 
 USERNAME = re.compile(r"^[A-Za-z0-9_]{1,30}$")
 

@@ -49,11 +49,11 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
-from feedfabric import failpoints
+from feedfabric.core import failpoints
+from feedfabric.core.ids import id_millis
+from feedfabric.core.settings import Settings
 from feedfabric.db import timeline_queries as q
-from feedfabric.ids import id_millis
-from feedfabric.redisclient import REDIS_ERRORS, Script, is_cluster
-from feedfabric.settings import Settings
+from feedfabric.db.redisclient import REDIS_ERRORS, Script, is_cluster
 
 KEY_PREFIX = "feed:"
 _FIRST_ID = uuid.UUID(int=0)

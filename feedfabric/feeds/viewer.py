@@ -7,13 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from feedfabric.auth import Claims, TokenCache, bearer_token
+from feedfabric.core.auth import Claims, TokenCache, bearer_token
+from feedfabric.core.errors import FeedFabricError, Forbidden, Unauthenticated
+from feedfabric.core.models import Member
+from feedfabric.core.settings import Settings
 from feedfabric.db import members as members_db
 from feedfabric.db.outbox import add_event
 from feedfabric.db.pool import transaction
-from feedfabric.errors import FeedFabricError, Forbidden, Unauthenticated
-from feedfabric.models import Member
-from feedfabric.settings import Settings
 
 # Verified bearer tokens, per process (auth.TokenCache: bounded, never past a token's expiry).
 TOKENS = TokenCache()

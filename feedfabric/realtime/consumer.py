@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 import asyncpg
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
-from feedfabric.events import NOTIFICATIONS, POSTS, Event
+from feedfabric.core.events import NOTIFICATIONS, POSTS, Event
+from feedfabric.core.settings import Settings
 from feedfabric.realtime.delivery import deliver
 from feedfabric.realtime.hub import Hub
-from feedfabric.settings import Settings
 from feedfabric.workers.topics import ensure_topics, topic_name
 
 log = logging.getLogger(__name__)

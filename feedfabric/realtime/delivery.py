@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
+from feedfabric.core.events import Event
+from feedfabric.core.models import Notification, Post
 from feedfabric.db import notification_groups as groups_db
 from feedfabric.db import notifications as notifications_db
 from feedfabric.db import post_extras
 from feedfabric.db import realtime as realtime_db
 from feedfabric.db.loaders import Loaders
 from feedfabric.db.post_extras import PageExtras
-from feedfabric.events import Event
-from feedfabric.models import Notification, Post
 from feedfabric.realtime.hub import Channel, Hub
 from feedfabric.realtime.render import SharedRenders
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from feedfabric import metrics
+from feedfabric.core import metrics
 from feedfabric.realtime.mailbox import Mailbox
 
 DEFAULT_QUEUE_SIZE = 256

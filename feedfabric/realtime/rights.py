@@ -31,8 +31,8 @@ from typing import Any
 import asyncpg
 
 from feedfabric.db import members as members_db
+from feedfabric.db.redisclient import REDIS_FAILURES
 from feedfabric.realtime import socket_leases
-from feedfabric.redisclient import REDIS_FAILURES
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from feedfabric.redisclient import Script
+from feedfabric.db.redisclient import Script
 
 KEY_PREFIX = "wssockets:"
 LEASE_SECONDS = 60.0

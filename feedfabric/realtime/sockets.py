@@ -45,13 +45,13 @@ from strawberry.subscriptions.protocols.graphql_ws.handlers import BaseGraphQLWS
 from strawberry.subscriptions.protocols.graphql_ws.types import ConnectionErrorMessage
 from strawberry.subscriptions.protocols.graphql_ws.types import ErrorMessage as LegacyError
 
-from feedfabric import metrics
-from feedfabric.documents import UNNAMED_OF_SEVERAL, parse_document, several_operations, too_long
+from feedfabric.core import metrics
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.realtime.rights import FORBIDDEN
+from feedfabric.schema.documents import UNNAMED_OF_SEVERAL, parse_document, several_operations, too_long
 
 if TYPE_CHECKING:
-    from feedfabric.context import Context
+    from feedfabric.resolvers.context import Context
 
 LIMIT_CODE = "RATE_LIMITED"
 INVALID_MESSAGE = 4400

@@ -17,16 +17,16 @@ from collections import deque
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from feedfabric import ratelimit
+from feedfabric.core.errors import BadInput, RateLimited
+from feedfabric.core.models import Notification, NotificationGroup, Post
 from feedfabric.db import posts as posts_db
-from feedfabric.errors import BadInput, RateLimited
+from feedfabric.db import ratelimit
 from feedfabric.feeds import paging
-from feedfabric.models import Notification, NotificationGroup, Post
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.realtime.hub import Channel, Hub, Subscriber, SubscriberDropped
 
 if TYPE_CHECKING:
-    from feedfabric.context import Context, Resources
+    from feedfabric.resolvers.context import Context, Resources
 
 REPLAY_MAX = paging.MAX_PAGE
 """The most items a `since` replays: the largest page homeFeed serves.

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from feedfabric.context import Context
+from feedfabric.core.errors import BadInput
 from feedfabric.db import feed_stats
 from feedfabric.db import foryou as foryou_db
 from feedfabric.db.foryou import Model, Profile
-from feedfabric.errors import BadInput
 from feedfabric.feeds import foryou, paging
 from feedfabric.feeds.foryou import ForYouPage
+from feedfabric.resolvers.context import Context
 
 MAX_STATS_DAYS = 366
 

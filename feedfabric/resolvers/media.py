@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from feedfabric.context import Context
+from feedfabric.core.errors import BadInput, NotFound
+from feedfabric.core.ids import parse_id
+from feedfabric.core.models import Post
 from feedfabric.db import media as media_db
-from feedfabric.errors import BadInput, NotFound
 from feedfabric.feeds import embeddings as embeddings_svc
 from feedfabric.feeds import media as media_svc
 from feedfabric.feeds import paging
-from feedfabric.ids import parse_id
-from feedfabric.models import Post
+from feedfabric.resolvers.context import Context
 
 
 async def upload(ctx: Context, data: bytes) -> Any:

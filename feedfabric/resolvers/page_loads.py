@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from feedfabric.context import Context
+from feedfabric.core.models import FeedPost, Page, PageExtras, Post
 from feedfabric.db import post_extras
 from feedfabric.feeds.feed_posts import feed_post, feed_posts
-from feedfabric.models import FeedPost, Page, PageExtras, Post
+from feedfabric.resolvers.context import Context
 
 
 async def load_page(ctx: Context, page: Page) -> PageExtras:

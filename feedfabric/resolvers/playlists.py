@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import uuid
 
-from feedfabric.context import Context
+from feedfabric.core.ids import parse_id, parse_optional_id
+from feedfabric.core.models import Page, Playlist, PlaylistItem
 from feedfabric.db.pool import transaction
 from feedfabric.feeds import paging, playlist_rebalance
 from feedfabric.feeds import playlists as playlists_svc
-from feedfabric.ids import parse_id, parse_optional_id
-from feedfabric.models import Page, Playlist, PlaylistItem
+from feedfabric.resolvers.context import Context
 
 item_cursor = playlists_svc.item_cursor
 

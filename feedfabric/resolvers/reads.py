@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import uuid
 
-from feedfabric import metrics
-from feedfabric.context import Context
+from feedfabric.core import metrics
+from feedfabric.core.errors import BadInput
+from feedfabric.core.ids import parse_id, parse_optional_id
+from feedfabric.core.models import Member, Page, Post
 from feedfabric.db import comments as comments_db
 from feedfabric.db import favourites as favourites_db
 from feedfabric.db import members as members_db
 from feedfabric.db import notifications as notifications_db
-from feedfabric.errors import BadInput
 from feedfabric.feeds import home, lists, paging
 from feedfabric.feeds import members as members_svc
 from feedfabric.feeds import notifications as notifications_svc
 from feedfabric.feeds import playlists as playlists_svc
-from feedfabric.ids import parse_id, parse_optional_id
-from feedfabric.models import Member, Page, Post
+from feedfabric.resolvers.context import Context
 
 
 async def viewer(ctx: Context) -> Member | None:

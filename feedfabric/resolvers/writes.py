@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from feedfabric.context import Context
+from feedfabric.core.ids import parse_id, parse_optional_id
+from feedfabric.core.models import Comment, Member, NotificationGroup, Post
 from feedfabric.db.pool import transaction
 from feedfabric.feeds import members as members_svc
 from feedfabric.feeds import notifications, reactions
 from feedfabric.feeds import posts as posts_svc
-from feedfabric.ids import parse_id, parse_optional_id
-from feedfabric.models import Comment, Member, NotificationGroup, Post
+from feedfabric.resolvers.context import Context
 
 
 async def upsert_profile(ctx: Context, username: str, display_name: str, avatar_url: str | None) -> Member:

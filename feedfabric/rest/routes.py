@@ -13,15 +13,15 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
-from feedfabric import ratelimit
-from feedfabric.context import Context, Resources, build_context, note_write, route_reads
-from feedfabric.errors import BadInput, FeedFabricError, NotFound
+from feedfabric.core.errors import BadInput, FeedFabricError, NotFound
+from feedfabric.core.jsonwire import JSONResponse
+from feedfabric.core.models import Page
+from feedfabric.db import ratelimit
 from feedfabric.feeds.viewer import resolve_viewer
-from feedfabric.jsonwire import JSONResponse
-from feedfabric.models import Page
 from feedfabric.resolvers import foryou as foryou_resolvers
 from feedfabric.resolvers import media as media_resolvers
 from feedfabric.resolvers import reads, writes
+from feedfabric.resolvers.context import Context, Resources, build_context, note_write, route_reads
 from feedfabric.resolvers.page_loads import feed_posts_of
 from feedfabric.rest import serialize
 

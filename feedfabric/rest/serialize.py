@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from feedfabric.context import Context
-from feedfabric.models import FeedPost, Member, Page, Post
+from feedfabric.core.models import FeedPost, Member, Page, Post
+from feedfabric.resolvers.context import Context
 from feedfabric.resolvers.page_loads import load_feed_posts
 
 

@@ -16,8 +16,8 @@ from strawberry.extensions import (
 )
 from strawberry.types import ExecutionContext
 
-from feedfabric.documents import MAX_TOKENS, parse_document
 from feedfabric.schema.cost import QueryCost
+from feedfabric.schema.documents import MAX_TOKENS, parse_document
 from feedfabric.schema.mutation import Mutation
 from feedfabric.schema.operation import OperationHooks
 from feedfabric.schema.query import Query

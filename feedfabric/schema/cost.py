@@ -62,10 +62,10 @@ from graphql import (
 from strawberry import Info
 from strawberry.extensions import SchemaExtension
 
-from feedfabric import metrics
-from feedfabric.documents import parse_document
-from feedfabric.errors import QueryTooComplex
+from feedfabric.core import metrics
+from feedfabric.core.errors import QueryTooComplex
 from feedfabric.feeds.paging import MAX_PAGE, is_page_size
+from feedfabric.schema.documents import parse_document
 from feedfabric.schema.idmemo import IdMemo
 from feedfabric.schema.refusal import app_context, refuse
 from feedfabric.schema.selections import fragments_of, iter_fields

@@ -13,7 +13,7 @@ from graphql.error import GraphQLError
 from strawberry.exceptions import MissingQueryError
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 
-from feedfabric.errors import FeedFabricError
+from feedfabric.core.errors import FeedFabricError
 
 log = logging.getLogger("feedfabric.graphql")
 

@@ -7,7 +7,7 @@ from enum import Enum
 
 import strawberry
 
-from feedfabric import models
+from feedfabric.core import models
 from feedfabric.db.feed_stats import DayStats
 from feedfabric.db.foryou import Model, Profile
 from feedfabric.resolvers import foryou as resolve

@@ -44,8 +44,8 @@ from strawberry.extensions import SchemaExtension
 from strawberry.types import ExecutionContext
 from strawberry.types.graphql import OperationType
 
-from feedfabric.documents import UNNAMED_OF_SEVERAL, several_operations
-from feedfabric.errors import FeedFabricError, QueryTooComplex
+from feedfabric.core.errors import FeedFabricError, QueryTooComplex
+from feedfabric.schema.documents import UNNAMED_OF_SEVERAL, several_operations
 from feedfabric.schema.errors import code_errors
 from feedfabric.schema.persisted import Registration
 from feedfabric.schema.production import (

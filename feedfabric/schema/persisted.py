@@ -22,7 +22,7 @@ Two steps, each where it belongs:
 
 Texts live in Redis (shared by every API replica, `pq:<hash>` with
 PERSISTED_QUERY_TTL_SECONDS) with an in-process LRU beside it bounded in bytes
-(feedfabric.context.PERSISTED_QUERY_CACHE_BYTES), so registration keeps working while Redis is down; the LRU sits
+(feedfabric.resolvers.context.PERSISTED_QUERY_CACHE_BYTES), so registration keeps working while Redis is down; the LRU sits
 in the app's Resources, not in this module.
 """
 
@@ -37,13 +37,13 @@ from typing import Any
 from strawberry.http import GraphQLRequestData
 from strawberry.types import ExecutionContext
 
-from feedfabric import ratelimit
-from feedfabric.bytelru import ByteBoundedLRU
-from feedfabric.errors import BadInput, FeedFabricError
+from feedfabric.core.bytelru import ByteBoundedLRU
+from feedfabric.core.errors import BadInput, FeedFabricError
+from feedfabric.db import ratelimit
 
 log = logging.getLogger("feedfabric.persisted")
 
-# A stored text: the longest a document within the token cap (feedfabric.documents.MAX_TOKENS, 2,000)
+# A stored text: the longest a document within the token cap (feedfabric.schema.documents.MAX_TOKENS, 2,000)
 # reasonably is, at ten bytes a token.
 MAX_STORED_BYTES = 20_000
 REDIS_PREFIX = "pq:"

@@ -15,7 +15,7 @@ from graphql.error import GraphQLError
 from strawberry.types import ExecutionContext, ExecutionResult
 from strawberry.types.graphql import OperationType
 
-from feedfabric.errors import FeedFabricError
+from feedfabric.core.errors import FeedFabricError
 
 
 def refuse(execution_context: ExecutionContext, error: FeedFabricError) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from strawberry.types import ExecutionContext
 from strawberry.types.graphql import OperationType
 
-from feedfabric.context import Context, note_write
+from feedfabric.resolvers.context import Context, note_write
 
 
 def _mutation_context(ec: ExecutionContext) -> Context | None:

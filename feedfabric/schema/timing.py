@@ -17,7 +17,7 @@ from graphql import GraphQLError
 from strawberry.types import ExecutionContext
 from strawberry.types.graphql import OperationType
 
-from feedfabric import metrics
+from feedfabric.core import metrics
 
 MAX_NAMES = 200
 # The operation names recorded as labels so far in this process; bounded by MAX_NAMES.

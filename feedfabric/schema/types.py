@@ -12,12 +12,12 @@ from typing import Annotated, Any
 import strawberry
 from strawberry.types import Info
 
-from feedfabric import models
-from feedfabric.context import Context
-from feedfabric.errors import NotFound
+from feedfabric.core import models
+from feedfabric.core.errors import NotFound
 from feedfabric.feeds.posts import MAX_MEDIA_PER_POST, MAX_MENTIONS_PER_POST
 from feedfabric.resolvers import playlists as resolve_playlists
 from feedfabric.resolvers import reads
+from feedfabric.resolvers.context import Context
 from feedfabric.resolvers.page_loads import feed_post_of, load_feed_posts
 from feedfabric.schema.sharing import SAME_FOR_EVERY_VIEWER
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from feedfabric import failpoints, metrics
+from feedfabric.core import failpoints, metrics
+from feedfabric.core.events import TOPIC_OF, Event
 from feedfabric.db import pipeline as db
-from feedfabric.events import TOPIC_OF, Event
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 from feedfabric.workers.topics import topic_name
 

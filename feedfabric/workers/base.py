@@ -17,8 +17,8 @@ from typing import Any
 import asyncpg
 import redis.asyncio as aioredis
 
-from feedfabric.events import Event
-from feedfabric.settings import Settings
+from feedfabric.core.events import Event
+from feedfabric.core.settings import Settings
 
 
 class PermanentError(Exception):

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from feedfabric.settings import Settings, load_settings
+from feedfabric.core.settings import Settings, load_settings
 
 _RELATIVE = re.compile(r"^(\d+)\s*([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -39,8 +39,8 @@ def _settings(*needed: str) -> Settings:
 
 
 def _run_until_signal(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
-    from feedfabric import metrics
-    from feedfabric.logging import configure_logging
+    from feedfabric.core import metrics
+    from feedfabric.core.logging import configure_logging
 
     settings = load_settings()
     configure_logging(settings)  # JSON lines, as the API writes them
@@ -85,9 +85,9 @@ def cmd_replay(args: argparse.Namespace) -> None:
 
 
 def cmd_maintain(args: argparse.Namespace) -> None:
+    from feedfabric.core.logging import configure_logging
     from feedfabric.db.pool import create_pool
-    from feedfabric.logging import configure_logging
-    from feedfabric.maintenance import maintain
+    from feedfabric.feeds.maintenance import maintain
 
     settings = _settings("database_url")
     configure_logging(settings)
@@ -104,7 +104,7 @@ def cmd_maintain(args: argparse.Namespace) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> None:
-    from feedfabric.verify import main
+    from feedfabric.feeds.verify import main
 
     sys.exit(main(_settings("database_url", "redis_url"), fix=args.repair, external_id=args.member))
 

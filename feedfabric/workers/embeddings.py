@@ -15,10 +15,11 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from feedfabric import embeddings, events
+from feedfabric.core import events
+from feedfabric.core.events import Event
 from feedfabric.db import post_text
-from feedfabric.events import Event
 from feedfabric.feeds import embeddings as post_embeddings
+from feedfabric.feeds import minilm as embeddings
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 
 EMBEDDER = "embedder"

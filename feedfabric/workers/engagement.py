@@ -6,8 +6,8 @@ import uuid
 
 import asyncpg
 
-from feedfabric import events
-from feedfabric.events import Event
+from feedfabric.core import events
+from feedfabric.core.events import Event
 from feedfabric.feeds import engagement
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 

@@ -10,8 +10,8 @@ import uuid
 
 import asyncpg
 
-from feedfabric import metrics
-from feedfabric.events import MEMBERS, POSTS, Event
+from feedfabric.core import metrics
+from feedfabric.core.events import MEMBERS, POSTS, Event
 from feedfabric.feeds import timelines
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 

@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
+from feedfabric.core.events import ENGAGEMENT, MEMBERS, POSTS, Event
+from feedfabric.core.ids import new_id
 from feedfabric.db import follows as follows_db
 from feedfabric.db import notification_groups as groups_db
 from feedfabric.db import notifications as notifications_db
 from feedfabric.db.outbox import add_event
-from feedfabric.events import ENGAGEMENT, MEMBERS, POSTS, Event
-from feedfabric.ids import new_id
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 
 

@@ -41,11 +41,11 @@ import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from feedfabric import failpoints, metrics
+from feedfabric.core import failpoints, metrics
+from feedfabric.core.settings import Settings
 from feedfabric.db import pipeline as db
 from feedfabric.db.outbox import NOTIFY_CHANNEL
 from feedfabric.db.pool import init_connection
-from feedfabric.settings import Settings
 from feedfabric.workers.topics import all_topic_names, ensure_topics, topic_name
 
 log = logging.getLogger(__name__)

@@ -31,10 +31,10 @@ import asyncpg
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
-from feedfabric import failpoints, metrics
+from feedfabric.core import failpoints, metrics
+from feedfabric.core.events import Event
+from feedfabric.core.settings import Settings
 from feedfabric.db import pipeline as db
-from feedfabric.events import Event
-from feedfabric.settings import Settings
 from feedfabric.workers import applying
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 from feedfabric.workers.topics import topic_name
@@ -298,7 +298,7 @@ def _decode(record: ConsumerRecord) -> Event | None:
 async def run_groups(settings: Settings, specs: Sequence[GroupSpec], stop: asyncio.Event) -> None:
     """Runs each group in its own consumer until `stop`; one Postgres pool and Redis client are shared."""
     from feedfabric.db.pool import create_pool
-    from feedfabric.redisclient import create_redis
+    from feedfabric.db.redisclient import create_redis
     from feedfabric.workers.topics import ensure_topics
 
     await ensure_topics(settings)
@@ -335,7 +335,7 @@ async def run_groups(settings: Settings, specs: Sequence[GroupSpec], stop: async
 async def _maintain_periodically(pool: asyncpg.Pool, settings: Settings, stop: asyncio.Event) -> None:
     """One pass of `feedfabric maintain` every MAINTAIN_INTERVAL_SECONDS, the first one interval after start
     (so a restarting worker does not run it each time); a failed pass is logged and tried at the next."""
-    from feedfabric.maintenance import maintain
+    from feedfabric.feeds.maintenance import maintain
 
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from feedfabric.events import TOPICS
-from feedfabric.settings import Settings
+from feedfabric.core.events import TOPICS
+from feedfabric.core.settings import Settings
 
 log = logging.getLogger(__name__)
 

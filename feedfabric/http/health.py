@@ -14,7 +14,7 @@ import asyncio
 import time
 from typing import Any
 
-from feedfabric.context import Resources
+from feedfabric.resolvers.context import Resources
 
 CACHE_SECONDS = 1.0
 CHECK_TIMEOUT_S = 0.5

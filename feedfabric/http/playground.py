@@ -24,12 +24,12 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from feedfabric.auth import issue_token
-from feedfabric.jsonwire import JSONResponse
-from feedfabric.settings import Settings
+from feedfabric.core.auth import issue_token
+from feedfabric.core.jsonwire import JSONResponse
+from feedfabric.core.settings import Settings
 
-PLAYGROUND_DIR = Path(__file__).resolve().parent.parent / "graphql-playground"
-# The demo's moderator signs in with role=admin (feedfabric.demo.ADMIN).
+PLAYGROUND_DIR = Path(__file__).resolve().parents[2] / "graphql-playground"
+# The demo's moderator signs in with role=admin (feedfabric.ops.demo.ADMIN).
 ADMIN_EXTERNAL_ID = "demo-admin"
 TOKEN_TTL_SECONDS = 7 * 86_400
 MEMBER_LIST_LIMIT = 200

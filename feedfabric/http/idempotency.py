@@ -31,10 +31,10 @@ from redis.exceptions import RedisError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from feedfabric.auth import bearer_token
-from feedfabric.errors import FeedFabricError
+from feedfabric.core.auth import bearer_token
+from feedfabric.core.errors import FeedFabricError
 from feedfabric.feeds.viewer import TOKENS
-from feedfabric.http_refusal import refusal
+from feedfabric.http.refusal import refusal
 
 log = logging.getLogger("feedfabric.idempotency")
 

@@ -20,7 +20,7 @@ class Settings(BaseSettings):
     # How long after a member's write their reads go to the primary, unless the replica replayed it sooner.
     read_your_writes_seconds: float = Field(30.0, ge=0)
     redis_url: str | None = None
-    # REDIS_URL names one node of a Redis Cluster (feedfabric.redisclient).
+    # REDIS_URL names one node of a Redis Cluster (feedfabric.db.redisclient).
     redis_cluster: bool = False
     kafka_bootstrap_servers: str | None = None
     feedfabric_jwt_secret: str | None = None
@@ -75,7 +75,7 @@ class Settings(BaseSettings):
     media_max_bytes: int = Field(20_000_000, ge=1024)
     media_max_pixels: int = Field(50_000_000, ge=1)
     media_max_side: int = Field(2048, ge=16)
-    # Worker memory one image may take to decode and rebuild (feedfabric.media's estimate); larger
+    # Worker memory one image may take to decode and rebuild (feedfabric.feeds.photos's estimate); larger
     # images are rejected as too_many_pixels before any pixel is decoded.
     media_decode_max_bytes: int = Field(200_000_000, ge=1_000_000)
     # Stored media bytes per member (pending originals and rebuilt files); past it, QUOTA_EXCEEDED.
@@ -118,7 +118,7 @@ class Settings(BaseSettings):
     # The realtime consumer's fetch wait: some brokers (Tansu) hold a fetch this long even when data
     # arrives sooner, so it bounds the latency every live item adds; Apache Kafka answers at once.
     realtime_fetch_wait_ms: int = Field(20, ge=1)
-    # An event loop that misses its heartbeat this long is logged with its stack and counted (feedfabric.watchdog).
+    # An event loop that misses its heartbeat this long is logged with its stack and counted (feedfabric.http.watchdog).
     loop_stall_seconds: float = Field(1.0, gt=0, le=60)
     # How long a stopping API may finish what it serves; a loop still stalled this long after SIGTERM exits.
     shutdown_grace_seconds: float = Field(10.0, gt=0, le=300)

@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from feedfabric import metrics
-from feedfabric.errors import RateLimited
-from feedfabric.redisclient import Script
-from feedfabric.settings import Settings
+from feedfabric.core import metrics
+from feedfabric.core.errors import RateLimited
+from feedfabric.core.settings import Settings
+from feedfabric.db.redisclient import Script
 
 log = logging.getLogger("feedfabric.ratelimit")
 

@@ -17,12 +17,12 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from feedfabric.context import Resources
+from feedfabric.core.errors import FeedFabricError
 from feedfabric.db import feed_stats
 from feedfabric.db import foryou as foryou_db
-from feedfabric.errors import FeedFabricError
 from feedfabric.feeds.viewer import resolve_viewer
-from feedfabric.vendor import HERE
+from feedfabric.ops.vendor import PACKAGE
+from feedfabric.resolvers.context import Resources
 
 DAYS = 14
 _SECURITY = {
@@ -35,7 +35,7 @@ _SECURITY = {
 def routes() -> list[BaseRoute]:
     return [
         Route("/dashboard", dashboard, methods=["GET"]),
-        Mount("/static/dashboard", StaticFiles(directory=HERE / "static" / "dashboard"), name="dashboard-static"),
+        Mount("/static/dashboard", StaticFiles(directory=PACKAGE / "static" / "dashboard"), name="dashboard-static"),
     ]
 
 

@@ -40,7 +40,7 @@ class Embedder:
 
 
 def load_vocabulary() -> dict[str, Any]:
-    return json.loads((resources.files("feedfabric") / "topics.json").read_text())
+    return json.loads((resources.files("feedfabric.feeds") / "topics.json").read_text())
 
 
 def load_model() -> Any:

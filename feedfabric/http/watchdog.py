@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from feedfabric import metrics
+from feedfabric.core import metrics
 
 log = logging.getLogger("feedfabric.watchdog")
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from feedfabric.settings import Settings
+from feedfabric.core.settings import Settings
 
 REQUEST_ID_HEADER = "X-Request-ID"
 request_id_var: ContextVar[str | None] = ContextVar("feedfabric_request_id", default=None)

@@ -14,13 +14,13 @@ import sys
 import uuid
 from datetime import timedelta
 
+from feedfabric.core.models import Member
+from feedfabric.core.settings import Settings
 from feedfabric.db import members as members_db
 from feedfabric.db.pool import create_pool, transaction
 from feedfabric.feeds import members as members_svc
 from feedfabric.feeds import posts as posts_svc
 from feedfabric.feeds import reactions
-from feedfabric.models import Member
-from feedfabric.settings import Settings
 
 PEOPLE = [
     ("demo-maya", "maya_runs", "Maya Runs"),

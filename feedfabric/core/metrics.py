@@ -23,7 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, ge
 from starlette.requests import Request
 from starlette.responses import Response
 
-from feedfabric.settings import Settings
+from feedfabric.core.settings import Settings
 
 log = logging.getLogger("feedfabric.metrics")
 
@@ -42,7 +42,7 @@ GRAPHQL_COST = Histogram(
 )
 LOOP_STALLS = Counter(
     "feedfabric_event_loop_stalls_total",
-    "Times the event loop missed its heartbeat for longer than LOOP_STALL_SECONDS (feedfabric.watchdog).",
+    "Times the event loop missed its heartbeat for longer than LOOP_STALL_SECONDS (feedfabric.http.watchdog).",
 )
 RATE_LIMITED = Counter("feedfabric_rate_limited_total", "Operations refused with RATE_LIMITED.")
 

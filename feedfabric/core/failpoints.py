@@ -35,7 +35,7 @@ def _armed(raw: str) -> dict[str, int]:
     return points
 
 
-# As pydantic reads the FEEDFABRIC_PRODUCTION setting (feedfabric.settings).
+# As pydantic reads the FEEDFABRIC_PRODUCTION setting (feedfabric.core.settings).
 _TRUE = frozenset({"1", "true", "t", "yes", "y", "on"})
 
 

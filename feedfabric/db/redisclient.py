@@ -20,7 +20,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
-from feedfabric.settings import Settings
+from feedfabric.core.settings import Settings
 
 Client = aioredis.Redis | RedisCluster
 

@@ -1,6 +1,6 @@
 """Browser assets (GraphiQL, charts) served from the package, so pages work with no internet.
 
-The files come from the npm registry at install time (`make` runs `python -m feedfabric.vendor`),
+The files come from the npm registry at install time (`make` runs `python -m feedfabric.ops.vendor`),
 pinned by exact version and checked against the sha512 integrity in `vendor.json`; nothing is
 fetched while the API runs. They land in `static/vendor/<package>/<file>`, which git ignores.
 """
@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+PACKAGE = HERE.parent
 LOCK = HERE / "vendor.json"
-STATIC = HERE / "static" / "vendor"
+STATIC = PACKAGE / "static" / "vendor"
 
 
 @dataclass(frozen=True)

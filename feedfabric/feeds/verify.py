@@ -43,10 +43,10 @@ from dataclasses import dataclass, field
 import asyncpg
 import redis.asyncio as aioredis
 
+from feedfabric.core.settings import Settings
 from feedfabric.db import verify_queries as q
+from feedfabric.db.redisclient import create_redis
 from feedfabric.feeds import timelines
-from feedfabric.redisclient import create_redis
-from feedfabric.settings import Settings
 
 PAGE = 100
 SHOWN = 5  # example IDs printed per problem kind and member

@@ -6,7 +6,7 @@ import uuid
 
 from uuid_utils import compat
 
-from feedfabric.errors import BadInput
+from feedfabric.core.errors import BadInput
 
 
 def new_id() -> uuid.UUID:

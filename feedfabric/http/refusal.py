@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Scope
 
-from feedfabric import jsonwire
+from feedfabric.core import jsonwire
 from feedfabric.graphql_http import GRAPHQL_PATH, error_response
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import jwt
 
-from feedfabric.errors import Unauthenticated
+from feedfabric.core.errors import Unauthenticated
 
 _ALGORITHM = "HS256"
 

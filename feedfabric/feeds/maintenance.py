@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from feedfabric.core.settings import Settings
 from feedfabric.db import feed_log, notification_groups
 from feedfabric.db import pipeline as db
 from feedfabric.feeds.media import sweep_originals
-from feedfabric.settings import Settings
 
 log = logging.getLogger("feedfabric.maintain")
 

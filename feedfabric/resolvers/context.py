@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 import redis.asyncio as aioredis
 
-from feedfabric.breaker import CircuitBreaker
-from feedfabric.bytelru import ByteBoundedLRU
+from feedfabric.core.bytelru import ByteBoundedLRU
+from feedfabric.core.settings import Settings
+from feedfabric.db.breaker import CircuitBreaker
 from feedfabric.db.loaders import Loaders, make_loaders
 from feedfabric.db.replica import ReadRouting
 from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.feeds.viewer import Viewer, ViewerResult
 from feedfabric.realtime.hub import Hub
 from feedfabric.realtime.rights import Sessions
-from feedfabric.settings import Settings
 
 if TYPE_CHECKING:
     from feedfabric.realtime.consumer import RealtimeConsumer
