@@ -29,11 +29,13 @@ dev: $(STAMP)
 test: $(STAMP) $(CHROMIUM) check-installed lint
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider
 
-# ruff (lint and format) and mypy, configured in pyproject.toml; `make test` runs them first.
+# ruff (lint and format), mypy and the import-linter layer contracts, configured in pyproject.toml;
+# `make test` runs them first.
 lint: $(STAMP)
 	$(BIN)/ruff check feedfabric tests bench faults
 	$(BIN)/ruff format --check feedfabric tests bench faults
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # Fails when what is installed is not exactly constraints.txt (a package added, missing or at another
 # version), or when the installed set's own requirements are broken.

@@ -17,7 +17,7 @@ meets it; if it meets it, the gap is what the product's own steps cost.
 run per step is a cost ladder from the bare page to the real one:
 
 - `member`: the viewer's member row by external ID (feeds.viewer, each request)
-- `ratelimit`: one operation of the member's Redis window (feedfabric.db.ratelimit)
+- `ratelimit`: one operation of the member's Redis window (feedfabric.feeds.ratelimit)
 - `first-round`: the home feed's first statement (visibility, celebrities, extras;
   db.timeline_queries.first_round) instead of the bare primary-key fetch, on the API's
   pool settings (generic plans, the JSON codecs)
@@ -64,7 +64,7 @@ def make_app(database_url: str, redis_url: str, members: dict[str, tuple[str, st
     from feedfabric.core.models import Page
     from feedfabric.core.settings import Settings
     from feedfabric.db import members as members_db
-    from feedfabric.db import ratelimit
+    from feedfabric.feeds import ratelimit
     from feedfabric.db.pool import create_pool
     from feedfabric.feeds import timelines
     from feedfabric.feeds.feed_log import FeedLog

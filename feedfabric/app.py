@@ -20,9 +20,10 @@ from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.types.unset import UNSET, UnsetType
 
-from feedfabric.core import jsonwire, metrics
+from feedfabric.adapter.graphql_http import GRAPHQL_PATH, GraphQLOverHTTP
+from feedfabric.core import jsonwire
 from feedfabric.core.errors import RequestTooLarge
-from feedfabric.core.logging import RequestIdMiddleware, configure_logging
+from feedfabric.core.logging import configure_logging
 from feedfabric.core.settings import Settings, load_settings
 from feedfabric.db.breaker import CircuitBreaker
 from feedfabric.db.pool import create_pool
@@ -30,10 +31,10 @@ from feedfabric.db.redisclient import create_redis
 from feedfabric.db.replica import ReadRouting
 from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.feeds.viewer import resolve_viewer
-from feedfabric.graphql_http import GRAPHQL_PATH, GraphQLOverHTTP
 from feedfabric.http import dashboard, health, playground
 from feedfabric.http.idempotency import Idempotency
 from feedfabric.http.refusal import refusal
+from feedfabric.http.request_id import RequestIdMiddleware
 from feedfabric.http.watchdog import LoopWatchdog
 from feedfabric.ops import vendor
 from feedfabric.realtime import sockets
@@ -42,6 +43,7 @@ from feedfabric.realtime.hub import Hub
 from feedfabric.realtime.rights import Sessions
 from feedfabric.resolvers.context import Context, Resources, build_context, route_reads
 from feedfabric.rest import routes as rest_routes
+from feedfabric.rest.responses import JSONResponse
 from feedfabric.schema import schema
 
 log = logging.getLogger("feedfabric.app")
@@ -136,19 +138,19 @@ async def http_error(request: Request, exc: Exception) -> Response:
     plain text; a 405 keeps its `Allow` header."""
     assert isinstance(exc, StarletteHTTPException)
     code = _HTTP_CODES.get(exc.status_code, "request.invalid")
-    return jsonwire.JSONResponse(
+    return JSONResponse(
         {"error": {"code": code, "message": exc.detail}}, status_code=exc.status_code, headers=exc.headers
     )
 
 
 async def healthz(request: Request) -> Response:
-    return jsonwire.JSONResponse({"status": "ok"})
+    return JSONResponse({"status": "ok"})
 
 
 async def readyz(request: Request) -> Response:
     """Postgres, Redis and the broker reported separately; only Postgres decides (feedfabric.http.health)."""
     ready, body = await health.check(request.app.state.resources)
-    return jsonwire.JSONResponse(body, status_code=200 if ready else 503)
+    return JSONResponse(body, status_code=200 if ready else 503)
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
@@ -223,7 +225,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         routes=[
             Route("/healthz", healthz),
             Route("/readyz", readyz),
-            Route("/metrics", metrics.metrics_endpoint),
+            Route("/metrics", health.metrics_endpoint),
             *rest_routes.routes(),
             Route(GRAPHQL_PATH, graphql),
             WebSocketRoute(GRAPHQL_PATH, graphql),

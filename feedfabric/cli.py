@@ -61,7 +61,7 @@ def cmd_migrate(args: argparse.Namespace) -> None:
 def cmd_api(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from feedfabric.realtime.serving import serve_options
+    from feedfabric.adapter.serving import serve_options
 
     settings = load_settings()
     _require(settings, "database_url", "feedfabric_jwt_secret")
@@ -76,7 +76,7 @@ def cmd_api(args: argparse.Namespace) -> None:
         lifespan="on",
         forwarded_allow_ips=settings.forwarded_allow_ips,
         timeout_graceful_shutdown=int(settings.shutdown_grace_seconds),
-        **serve_options(),  # permessage-deflate off (feedfabric.realtime.serving)
+        **serve_options(),  # permessage-deflate off (feedfabric.adapter.serving)
     )
 
 
@@ -166,7 +166,7 @@ def cmd_dev(args: argparse.Namespace) -> None:
         )
         import uvicorn
 
-        from feedfabric.realtime.serving import serve_options
+        from feedfabric.adapter.serving import serve_options
 
         _tune_gc()
         uvicorn.run(

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import uvicorn
+from feedfabric.adapter.serving import serve_options
 from feedfabric.app import create_app
 from feedfabric.core.settings import Settings
 from feedfabric.ops.devstack import free_port
-from feedfabric.realtime.serving import serve_options
 
 
 @contextmanager

@@ -15,13 +15,13 @@ from typing import Any
 import asyncpg
 import httpx
 import uvicorn
+from feedfabric.adapter.serving import serve_options
 from feedfabric.app import create_app
 from feedfabric.core.ids import id_millis, new_id
 from feedfabric.core.settings import Settings
 from feedfabric.db.outbox import add_event
 from feedfabric.realtime.consumer import RealtimeConsumer
 from feedfabric.realtime.hub import Hub
-from feedfabric.realtime.serving import serve_options
 from starlette.applications import Starlette
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed

@@ -11,8 +11,8 @@ from typing import Any
 
 import asyncpg
 import pytest
+from feedfabric.adapter.serving import WS_MAX_MESSAGE_BYTES
 from feedfabric.core.settings import Settings
-from feedfabric.realtime.serving import WS_MAX_MESSAGE_BYTES
 from feedfabric.realtime.sockets import MessageBudget
 from feedfabric.schema.documents import MAX_DOCUMENT_CHARS
 from websockets.asyncio.client import connect

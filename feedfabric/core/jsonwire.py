@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from starlette.responses import JSONResponse as _StarletteJSONResponse
 
 
 def dumps_text(value: Any) -> str:
@@ -19,8 +18,3 @@ def dumps_text(value: Any) -> str:
 
 def loads(data: str | bytes) -> Any:
     return orjson.loads(data)
-
-
-class JSONResponse(_StarletteJSONResponse):
-    def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)

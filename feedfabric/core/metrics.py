@@ -7,21 +7,17 @@ imports the object and calls it, e.g. `metrics.HOME_FEED_PAGES.labels(source="re
 Each process keeps its own values: the API serves them at GET /metrics; the
 relay and worker processes call `serve(settings)` to expose theirs on
 METRICS_PORT. Gauges that describe shared state (outbox backlog, dead
-letters) are read from Postgres at scrape time by `refresh_from_postgres`, so
+letters) are read from Postgres at scrape time (feedfabric.db.gauges), so
 any API replica reports the truth however many relays or workers run.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any
 
-import asyncpg
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest, start_http_server
-from starlette.requests import Request
-from starlette.responses import Response
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 from feedfabric.core.settings import Settings
 
@@ -102,38 +98,6 @@ DROPPED_SUBSCRIBERS = Counter(
     "Subscribers dropped because they could not keep up (queue full) or failed, by reason.",
     ["reason"],
 )
-
-_SCRAPE_TIMEOUT_S = 1.0
-
-_OUTBOX_SQL = """
-SELECT count(*) AS backlog,
-       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest
-FROM outbox WHERE published_at IS NULL
-"""
-_DEAD_LETTERS_SQL = "SELECT group_name, count(*) AS n FROM dead_letters GROUP BY group_name"
-
-
-async def refresh_from_postgres(pool: asyncpg.Pool) -> None:
-    """Reads the gauges that describe shared state; a slow or failing database leaves the last values."""
-    try:
-        async with asyncio.timeout(_SCRAPE_TIMEOUT_S):
-            row = await pool.fetchrow(_OUTBOX_SQL)
-            dead = await pool.fetch(_DEAD_LETTERS_SQL)
-    except Exception:  # noqa: BLE001 - a scrape must still answer
-        log.warning("metrics: could not read outbox gauges from Postgres")
-        return
-    OUTBOX_BACKLOG.set(row["backlog"])
-    OUTBOX_OLDEST_AGE.set(row["oldest"])
-    for record in dead:
-        DEAD_LETTERS_STORED.labels(group=record["group_name"]).set(record["n"])
-
-
-async def metrics_endpoint(request: Request) -> Response:
-    """GET /metrics on the API: the default registry, after refreshing the Postgres-backed gauges."""
-    resources = getattr(request.app.state, "resources", None)
-    if resources is not None:
-        await refresh_from_postgres(resources.pool)
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 
 def serve(settings: Settings) -> None:

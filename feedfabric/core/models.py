@@ -76,6 +76,10 @@ class Notification:
         return _pick(cls, record)
 
 
+SAMPLE_ACTORS = 8
+"""The most recent actors a notification group lists."""
+
+
 @dataclass(frozen=True, slots=True)
 class NotificationGroup:
     id: uuid.UUID

@@ -16,10 +16,9 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from feedfabric.core.models import NotificationGroup
+from feedfabric.core.models import SAMPLE_ACTORS, NotificationGroup
 from feedfabric.db.executor import Executor
 
-SAMPLE_ACTORS = 8
 _COLUMNS = "id, kind, post_id, comment_id, actor_count, notification_count, latest_at, read_at"
 QUIET_FOR = timedelta(hours=24)
 # The kinds an undo takes back (an unlike, an unfollow, a deleted repost): the only ones a redo can be.

@@ -9,6 +9,7 @@ the admin's bearer token in the Authorization header (as every other route takes
 from __future__ import annotations
 
 import html
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -21,10 +22,10 @@ from feedfabric.core.errors import FeedFabricError
 from feedfabric.db import feed_stats
 from feedfabric.db import foryou as foryou_db
 from feedfabric.feeds.viewer import resolve_viewer
-from feedfabric.ops.vendor import PACKAGE
 from feedfabric.resolvers.context import Resources
 
 DAYS = 14
+STATIC = Path(__file__).resolve().parents[1] / "static" / "dashboard"
 _SECURITY = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:",
     "X-Content-Type-Options": "nosniff",
@@ -35,7 +36,7 @@ _SECURITY = {
 def routes() -> list[BaseRoute]:
     return [
         Route("/dashboard", dashboard, methods=["GET"]),
-        Mount("/static/dashboard", StaticFiles(directory=PACKAGE / "static" / "dashboard"), name="dashboard-static"),
+        Mount("/static/dashboard", StaticFiles(directory=STATIC), name="dashboard-static"),
     ]
 
 

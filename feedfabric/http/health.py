@@ -14,6 +14,11 @@ import asyncio
 import time
 from typing import Any
 
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.requests import Request
+from starlette.responses import Response
+
+from feedfabric.db.gauges import refresh_from_postgres
 from feedfabric.resolvers.context import Resources
 
 CACHE_SECONDS = 1.0
@@ -82,3 +87,11 @@ async def check(resources: Resources) -> tuple[bool, dict[str, Any]]:
     }
     resources.readiness = (now, ready, body)
     return ready, body
+
+
+async def metrics_endpoint(request: Request) -> Response:
+    """GET /metrics on the API: the default registry, after refreshing the Postgres-backed gauges."""
+    resources = getattr(request.app.state, "resources", None)
+    if resources is not None:
+        await refresh_from_postgres(resources.pool)
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

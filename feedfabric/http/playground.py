@@ -25,8 +25,8 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from feedfabric.core.auth import issue_token
-from feedfabric.core.jsonwire import JSONResponse
 from feedfabric.core.settings import Settings
+from feedfabric.rest.responses import JSONResponse
 
 PLAYGROUND_DIR = Path(__file__).resolve().parents[2] / "graphql-playground"
 # The demo's moderator signs in with role=admin (feedfabric.ops.demo.ADMIN).

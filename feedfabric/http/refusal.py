@@ -6,8 +6,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Scope
 
-from feedfabric.core import jsonwire
-from feedfabric.graphql_http import GRAPHQL_PATH, error_response
+from feedfabric.adapter.graphql_http import GRAPHQL_PATH, error_response
+from feedfabric.rest.responses import JSONResponse
 
 
 def refusal(
@@ -18,4 +18,4 @@ def refusal(
     if scope["path"] == GRAPHQL_PATH:
         return error_response(Request(scope), status, message, headers, code)
     body = {"error": {"code": rest_code, "message": message}}
-    return jsonwire.JSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse(body, status_code=status, headers=headers)

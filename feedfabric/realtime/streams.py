@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 from feedfabric.core.errors import BadInput, RateLimited
 from feedfabric.core.models import Notification, NotificationGroup, Post
 from feedfabric.db import posts as posts_db
-from feedfabric.db import ratelimit
-from feedfabric.feeds import paging
+from feedfabric.feeds import paging, ratelimit
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.realtime.hub import Channel, Hub, Subscriber, SubscriberDropped
 

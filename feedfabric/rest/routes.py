@@ -14,9 +14,8 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
 from feedfabric.core.errors import BadInput, FeedFabricError, NotFound
-from feedfabric.core.jsonwire import JSONResponse
 from feedfabric.core.models import Page
-from feedfabric.db import ratelimit
+from feedfabric.feeds import ratelimit
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.resolvers import foryou as foryou_resolvers
 from feedfabric.resolvers import media as media_resolvers
@@ -24,6 +23,7 @@ from feedfabric.resolvers import reads, writes
 from feedfabric.resolvers.context import Context, Resources, build_context, note_write, route_reads
 from feedfabric.resolvers.page_loads import feed_posts_of
 from feedfabric.rest import serialize
+from feedfabric.rest.responses import JSONResponse
 
 log = logging.getLogger("feedfabric.rest")
 

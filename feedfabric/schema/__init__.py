@@ -73,7 +73,7 @@ def build_schema() -> strawberry.Schema:
             # coded errors, sets the token limit before the parser cache and the limit and production
             # rules before the validation cache, and from on_execute refuses what is wrong as sent
             # (a subscription over HTTP, variables that do not coerce) or registers a persisted query
-            # (a hash is resolved to its text by the HTTP view, feedfabric.graphql_http); cost, then
+            # (a hash is resolved to its text by the HTTP view, feedfabric.adapter.graphql_http); cost, then
             # the rate limit, run last, on validated documents with valid variables.
             partial(OperationHooks, _LIMIT_RULES, MAX_TOKENS),
             ParseCache,

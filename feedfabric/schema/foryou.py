@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import strawberry
 
 from feedfabric.core import models
-from feedfabric.db.feed_stats import DayStats
-from feedfabric.db.foryou import Model, Profile
 from feedfabric.resolvers import foryou as resolve
 from feedfabric.schema.types import ContextInfo, PageInfo, Post, posts_of
+
+if TYPE_CHECKING:
+    from feedfabric.db.feed_stats import DayStats
+    from feedfabric.db.foryou import Model, Profile
 
 
 @strawberry.enum(description="How For You ranks its candidates. NEWEST_FIRST is plain recency with no favourite boost.")

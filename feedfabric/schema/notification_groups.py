@@ -7,7 +7,7 @@ from datetime import datetime
 import strawberry
 
 from feedfabric.core import models
-from feedfabric.db.notification_groups import SAMPLE_ACTORS
+from feedfabric.core.models import SAMPLE_ACTORS
 from feedfabric.feeds.notifications import group_cursor
 from feedfabric.resolvers import reads, writes
 from feedfabric.schema.cost import MAX_ITEMS

@@ -39,7 +39,7 @@ from strawberry.types import ExecutionContext
 
 from feedfabric.core.bytelru import ByteBoundedLRU
 from feedfabric.core.errors import BadInput, FeedFabricError
-from feedfabric.db import ratelimit
+from feedfabric.feeds import ratelimit
 
 log = logging.getLogger("feedfabric.persisted")
 

@@ -1,4 +1,4 @@
-"""GraphQL's unit of the rate limit (feedfabric.db.ratelimit): root fields, not HTTP requests.
+"""GraphQL's unit of the rate limit (feedfabric.feeds.ratelimit): root fields, not HTTP requests.
 
 One HTTP request can carry many operations: twenty aliases of a root field, or
 a batch of documents. So every root field of the operation that runs (aliases
@@ -19,7 +19,7 @@ from typing import Any
 from graphql import DocumentNode, get_operation_ast
 from strawberry.extensions import SchemaExtension
 
-from feedfabric.db import ratelimit
+from feedfabric.feeds import ratelimit
 from feedfabric.schema.cost import cached_cost
 from feedfabric.schema.refusal import app_context, refuse
 from feedfabric.schema.selections import fragments_of, iter_fields

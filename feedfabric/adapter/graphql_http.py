@@ -43,7 +43,7 @@ from feedfabric.schema.documents import too_long
 GRAPHQL_PATH = "/graphql"
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
 _REQUEST_ERROR_STATUS = "graphql_request_error_status"
-GRAPHIQL_HTML = Path(__file__).resolve().parent / "static" / "graphiql.html"
+GRAPHIQL_HTML = Path(__file__).resolve().parents[1] / "static" / "graphiql.html"
 _CODE_BY_STATUS = {404: "NOT_FOUND", 405: "BAD_USER_INPUT", 429: "RATE_LIMITED"}
 
 

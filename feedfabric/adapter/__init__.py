@@ -1,0 +1,1 @@
+"""The one folder that subclasses or configures Strawberry, graphql-core, uvicorn or websockets, through their documented extension points only."""

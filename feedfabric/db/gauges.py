@@ -1,0 +1,37 @@
+"""The metrics that describe shared state, read from Postgres at scrape time, so any API replica
+reports the truth however many relays or workers run."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import asyncpg
+
+from feedfabric.core.metrics import DEAD_LETTERS_STORED, OUTBOX_BACKLOG, OUTBOX_OLDEST_AGE
+
+log = logging.getLogger("feedfabric.metrics")
+
+_SCRAPE_TIMEOUT_S = 1.0
+
+_OUTBOX_SQL = """
+SELECT count(*) AS backlog,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest
+FROM outbox WHERE published_at IS NULL
+"""
+_DEAD_LETTERS_SQL = "SELECT group_name, count(*) AS n FROM dead_letters GROUP BY group_name"
+
+
+async def refresh_from_postgres(pool: asyncpg.Pool) -> None:
+    """Reads the gauges that describe shared state; a slow or failing database leaves the last values."""
+    try:
+        async with asyncio.timeout(_SCRAPE_TIMEOUT_S):
+            row = await pool.fetchrow(_OUTBOX_SQL)
+            dead = await pool.fetch(_DEAD_LETTERS_SQL)
+    except Exception:  # noqa: BLE001 - a scrape must still answer
+        log.warning("metrics: could not read outbox gauges from Postgres")
+        return
+    OUTBOX_BACKLOG.set(row["backlog"])
+    OUTBOX_OLDEST_AGE.set(row["oldest"])
+    for record in dead:
+        DEAD_LETTERS_STORED.labels(group=record["group_name"]).set(record["n"])

@@ -1,0 +1,64 @@
+"""Every request's ID: taken from a safe X-Request-ID or made, set for the request's logs, echoed back,
+and written in one access line."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from feedfabric.core.logging import SAFE_ID, access_log, request_id_var
+
+
+def _incoming_id(scope: Scope) -> str:
+    for name, value in scope.get("headers") or []:
+        if name == b"x-request-id":
+            candidate = value.decode("latin-1")
+            if SAFE_ID.match(candidate):
+                return candidate
+    return uuid.uuid4().hex
+
+
+class RequestIdMiddleware:
+    """Sets the request ID for the request's logs, echoes it as X-Request-ID and writes one access line."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        request_id = _incoming_id(scope)
+        token = request_id_var.set(request_id)
+        started = time.perf_counter()
+        status = 0
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"x-request-id"]
+                headers.append((b"x-request-id", request_id.encode("latin-1")))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            # A socket's messages carry no headers: its send is left unwrapped, so live events pay nothing here.
+            await self.app(scope, receive, send_with_id if scope["type"] == "http" else send)
+        finally:
+            if scope["type"] == "http":
+                access_log.info(
+                    "%s %s %s",
+                    scope.get("method"),
+                    scope.get("path"),
+                    status,
+                    extra={
+                        "method": scope.get("method"),
+                        "path": scope.get("path"),
+                        "status": status,
+                        "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                    },
+                )
+            request_id_var.reset(token)
