@@ -1,7 +1,7 @@
 """The one place FeedFabric touches a dependency's internals: graphql-core's executor helpers.
 
 What it touches (graphql-core 3.3.2; pinned to that range in pyproject.toml,
-and tests/test_acyclic.py fails loudly if any of these changes):
+and tests/adapter/test_acyclic.py fails loudly if any of these changes):
 
 - `Executor.async_helpers`: the attribute graphql-core builds in
   `Executor.__init__` (graphql.execution.executor) and hands to every `GraphQLResolveInfo`;
@@ -29,7 +29,7 @@ from typing import Any
 
 from graphql.type.definition import GraphQLResolveInfoHelpers
 
-# The internals above, by name, for tests/test_acyclic.py.
+# The internals above, by name, for tests/adapter/test_acyclic.py.
 TOUCHES = ("Executor.async_helpers", "Executor.track_async_work", "Executor.gather_async_work")
 
 

@@ -12,9 +12,9 @@ import redis.asyncio as aioredis
 from feedfabric.core.settings import Settings
 from feedfabric.ops.devstack import free_port
 
+from tests.rest.test_media_api import jpeg
+from tests.schema.test_limits import STEADY_WINDOW, api_with
 from tests.support import Api
-from tests.test_limits import STEADY_WINDOW, api_with
-from tests.test_media_api import jpeg
 
 CREATE = "mutation($c: String!) { createPost(input: {content: $c}) { id content } }"
 

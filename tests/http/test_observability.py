@@ -10,8 +10,8 @@ from feedfabric.core.logging import JsonFormatter, request_id_var
 from feedfabric.core.settings import Settings
 from feedfabric.ops.devstack import free_port
 
+from tests.schema.test_limits import api_with
 from tests.support import Api
-from tests.test_limits import api_with
 
 
 class _Capture(logging.Handler):

@@ -14,8 +14,8 @@ from feedfabric.schema import MAX_TOKENS
 from feedfabric.schema.documents import MAX_DOCUMENT_CHARS
 from feedfabric.schema.persisted import MAX_STORED_BYTES
 
+from tests.schema.test_limits import STEADY_WINDOW, api_with, codes
 from tests.support import Api
-from tests.test_limits import STEADY_WINDOW, api_with, codes
 
 
 def pq(query: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from tests.browser_support import launched_chromium
 from tests.realtime_support import serve
 from tests.support import Api
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 STATS = """{ feedStats(days: 3) { feed preset day pagesServed postsServed postsEngaged engagementRate } }"""
 MODELS = """{ rankerModels { id auc baselineAuc active trainingRows weights { signal weight } } }"""
 

@@ -24,8 +24,8 @@ from feedfabric.feeds import photos as media
 from PIL import Image
 
 from tests import factories_ml as f
+from tests.rest.test_media_api import UPLOAD, upload_gql
 from tests.support import Api
-from tests.test_media_api import UPLOAD, upload_gql
 
 
 def jpeg(size: tuple[int, int] = (640, 480), mode: str = "RGB") -> bytes:
@@ -114,7 +114,7 @@ async def test_two_uploads_at_once_cannot_both_pass_the_quota(pool: asyncpg.Pool
 
 
 async def test_quota_exceeded_is_coded_over_graphql_and_rest(settings: Settings) -> None:
-    from tests.test_limits import api_with
+    from tests.schema.test_limits import api_with
 
     data = jpeg()
     async with api_with(settings, media_quota_bytes=len(data) + 10) as api:

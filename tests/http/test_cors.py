@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from feedfabric.core.settings import Settings
 
+from tests.schema.test_limits import api_with
 from tests.support import Api
-from tests.test_limits import api_with
 
 APP = "https://app.example"
 PREFLIGHT = {

@@ -10,9 +10,9 @@ import httpx
 import pytest
 from feedfabric.core.settings import Settings
 
+from tests.schema.test_errors import assert_no_leak
+from tests.schema.test_limits import api_with
 from tests.support import Api
-from tests.test_errors import assert_no_leak
-from tests.test_limits import api_with
 
 JSON = {"content-type": "application/json"}
 GRAPHQL_RESPONSE = "application/graphql-response+json"

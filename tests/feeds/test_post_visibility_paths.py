@@ -26,7 +26,7 @@ from tests.support import Api
 
 HIDDEN = ("held", "deleted", "suspended")
 # Reached only over the WebSocket, where delivery applies the rule per subscriber:
-# tests/test_realtime.py::test_a_held_post_reaches_only_its_author and the suspension tests there.
+# tests/realtime/test_realtime.py::test_a_held_post_reaches_only_its_author and the suspension tests there.
 EXEMPT = {"TimelineEvent.post"}
 
 

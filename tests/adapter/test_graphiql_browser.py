@@ -1,6 +1,6 @@
 """GraphiQL works with no internet: its page and every script and style come from the server itself.
 
-Headless Debian Chromium (as tests/test_playground_browser.py drives it) with
+Headless Debian Chromium (as tests/http/test_playground_browser.py drives it) with
 every request to a host other than loopback aborted: the editor renders, the
 schema loads, and a query runs.
 """

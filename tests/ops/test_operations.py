@@ -30,7 +30,7 @@ from tests.pipeline_support import InlineGroup, group_runner, relay, running
 from tests.realtime_support import TRANSPORT_WS, serve, wait_subscribed, ws_client
 from tests.support import Api
 
-OPERATIONS = Path(__file__).resolve().parents[1] / "graphql-playground" / "operations"
+OPERATIONS = Path(__file__).resolve().parents[2] / "graphql-playground" / "operations"
 
 
 def documents() -> dict[str, str]:

@@ -200,7 +200,7 @@ async def test_consumer_retries_dead_letters_handled_and_lag(
 
 
 async def test_rate_limited_counter(api: Api, settings: Settings) -> None:
-    from tests.test_limits import STEADY_WINDOW, api_with
+    from tests.schema.test_limits import STEADY_WINDOW, api_with
 
     async with api_with(settings, rate_limit_operations=1, rate_limit_window_seconds=STEADY_WINDOW) as limited:
         await limited.raw("{ viewer { id } }")

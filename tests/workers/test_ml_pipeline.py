@@ -15,8 +15,8 @@ from feedfabric.workers.base import WorkerContext
 from feedfabric.workers.runner import GroupRunner
 
 from tests import factories_ml as f
+from tests.feeds.test_media import jpeg_with_gps
 from tests.pipeline_support import eventually, quick_join_consumer, relay, running
-from tests.test_media import jpeg_with_gps
 
 
 def _runner(settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis, spec, **resources) -> GroupRunner:
