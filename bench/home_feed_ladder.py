@@ -64,9 +64,8 @@ def make_app(database_url: str, redis_url: str, members: dict[str, tuple[str, st
     from feedfabric.core.models import Page
     from feedfabric.core.settings import Settings
     from feedfabric.db import members as members_db
-    from feedfabric.feeds import ratelimit
     from feedfabric.db.pool import create_pool
-    from feedfabric.feeds import timelines
+    from feedfabric.feeds import ratelimit, timelines
     from feedfabric.feeds.feed_log import FeedLog
 
     settings = Settings(
