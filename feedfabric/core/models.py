@@ -5,13 +5,16 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from asyncpg import Record
 
+T = TypeVar("T")
 
-def _pick(cls: Any, record: Record) -> Any:
-    return cls(**{name: record[name] for name in cls.__dataclass_fields__})
+
+def _pick(cls: type[T], record: Record) -> T:
+    names: dict[str, Any] = cls.__dataclass_fields__  # type: ignore[attr-defined]
+    return cls(**{name: record[name] for name in names})
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,8 @@ async def delete_vector(conn: asyncpg.Connection, post_id: uuid.UUID) -> None:
 
 
 async def get_vector(conn: asyncpg.Connection | asyncpg.Pool, post_id: uuid.UUID) -> bytes | None:
-    return await conn.fetchval("SELECT vector FROM post_embeddings WHERE post_id = $1", post_id)
+    found: bytes | None = await conn.fetchval("SELECT vector FROM post_embeddings WHERE post_id = $1", post_id)
+    return found
 
 
 async def newest_vectors(

@@ -79,7 +79,7 @@ async def training_rows(conn: Executor, since: datetime | None, until: datetime)
     posts a reader did not want, and one engagement would mark every serving of the day before it as
     engaged. Rows of a post its reader had already liked or commented on before serving are left out
     too (it cannot be engaged with again, so its row says nothing about what the reader wants served)."""
-    return await conn.fetch(
+    found: list[asyncpg.Record] = await conn.fetch(
         f"""SELECT f.served_at, f.affinity, f.interest, f.favourite, f.age_seconds, f.similarity, f.popularity,
                    f.affinity_rate, f.interest_rate, {ENGAGED} AS engaged, f.feed
             FROM (SELECT g.*, row_number() OVER (PARTITION BY g.member_id, g.post_id ORDER BY g.served_at, g.id) AS nth
@@ -93,6 +93,7 @@ async def training_rows(conn: Executor, since: datetime | None, until: datetime)
         since,
         until,
     )
+    return found
 
 
 async def rows_since(conn: Executor, since: datetime | None, until: datetime) -> int:

@@ -91,13 +91,14 @@ async def followers_page(
     follows_target_recent_idx: one range scan)."""
     after = "AND (f.created_at, f.follower_id) < ($2, $3::uuid)" if before is not None else ""
     args: list[Any] = [str(member_id), *(before or ()), limit]
-    return await conn.fetch(
+    found: list[asyncpg.Record] = await conn.fetch(
         f"""SELECT {_M}, f.created_at AS followed_at FROM follows f
             JOIN members m ON m.id = f.follower_id AND m.status = 'active'
             WHERE f.target_type = 'member' AND f.target_id = $1 {after}
             ORDER BY f.created_at DESC, f.follower_id DESC LIMIT ${len(args)}""",
         *args,
     )
+    return found
 
 
 async def following_page(
@@ -106,13 +107,14 @@ async def following_page(
     """Active members `follower_id` follows, most recent follow first (index follows_follower_recent_idx)."""
     after = "AND (f.created_at, f.target_id) < ($2, $3)" if before is not None else ""
     args: list[Any] = [follower_id, *(before or ()), limit]
-    return await conn.fetch(
+    found: list[asyncpg.Record] = await conn.fetch(
         f"""SELECT {_M}, f.created_at AS followed_at FROM follows f
             JOIN members m ON m.id = f.target_id::uuid AND m.status = 'active'
             WHERE f.follower_id = $1 AND f.target_type = 'member' {after}
             ORDER BY f.created_at DESC, f.target_id DESC LIMIT ${len(args)}""",
         *args,
     )
+    return found
 
 
 async def followed_tags(conn: asyncpg.Connection | asyncpg.Pool, follower_id: uuid.UUID) -> list[str]:

@@ -79,7 +79,7 @@ async def touch_seen(conn: asyncpg.Connection, member_id: uuid.UUID, granularity
 
     The row lock makes concurrent requests agree: only one of them sees the old value.
     """
-    return await conn.fetchval(
+    found: datetime | None = await conn.fetchval(
         """UPDATE members m SET last_seen_at = now()
            FROM (SELECT last_seen_at AS old FROM members WHERE id = $1 FOR UPDATE) o
            WHERE m.id = $1 AND o.old < now() - $2::interval
@@ -87,6 +87,7 @@ async def touch_seen(conn: asyncpg.Connection, member_id: uuid.UUID, granularity
         member_id,
         granularity,
     )
+    return found
 
 
 async def suspended_among(conn: asyncpg.Connection | asyncpg.Pool, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:

@@ -135,12 +135,13 @@ async def prev_before(
 
 
 async def last_rank(conn: Executor, playlist_id: uuid.UUID, exclude: uuid.UUID | None) -> str | None:
-    return await conn.fetchval(
+    found: str | None = await conn.fetchval(
         """SELECT rank FROM playlist_items WHERE playlist_id = $1 AND ($2::uuid IS NULL OR id <> $2)
            ORDER BY rank DESC, id DESC LIMIT 1""",
         playlist_id,
         exclude,
     )
+    return found
 
 
 async def count_items(conn: Executor, playlist_id: uuid.UUID) -> int:

@@ -315,7 +315,7 @@ async def mention_page(
     conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int
 ) -> list[asyncpg.Record]:
     """(item_id, post_id, comment_id) of posts and comments that mention the viewer, newest first."""
-    return await conn.fetch(
+    found: list[asyncpg.Record] = await conn.fetch(
         """SELECT m.item_id, m.post_id, m.comment_id FROM mentions m JOIN visible_posts($1) p ON p.id = m.post_id
            WHERE m.member_id = $1 AND ($2::uuid IS NULL OR m.item_id < $2)
              AND (m.comment_id IS NULL OR EXISTS (
@@ -326,3 +326,4 @@ async def mention_page(
         before,
         limit,
     )
+    return found

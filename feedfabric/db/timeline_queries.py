@@ -384,12 +384,13 @@ async def epoch(conn: asyncpg.Connection) -> tuple[str, uuid.UUID | None] | None
 
 async def newest_post_id(conn: asyncpg.Connection) -> uuid.UUID | None:
     """Every post committed so far has an ID at or below this one (the primary key's tail)."""
-    return await conn.fetchval("SELECT id FROM posts ORDER BY id DESC LIMIT 1")
+    found: uuid.UUID | None = await conn.fetchval("SELECT id FROM posts ORDER BY id DESC LIMIT 1")
+    return found
 
 
 async def record_epoch(conn: asyncpg.Connection, run_id: str, floor: uuid.UUID | None) -> uuid.UUID | None:
     """Upserts the run; the floor only rises. Returns the floor now recorded."""
-    return await conn.fetchval(
+    found: uuid.UUID | None = await conn.fetchval(
         "INSERT INTO timeline_epoch (run_id, floor) VALUES ($1, $2)"
         " ON CONFLICT (singleton) DO UPDATE SET run_id = $1, settled_at = now(),"
         " floor = CASE WHEN timeline_epoch.floor IS NULL THEN $2"
@@ -399,6 +400,7 @@ async def record_epoch(conn: asyncpg.Connection, run_id: str, floor: uuid.UUID |
         run_id,
         floor,
     )
+    return found
 
 
 _EPOCH_LOCK = 0x0FEED0E0

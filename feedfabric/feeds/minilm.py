@@ -40,7 +40,8 @@ class Embedder:
 
 
 def load_vocabulary() -> dict[str, Any]:
-    return json.loads((resources.files("feedfabric.feeds") / "topics.json").read_text())
+    vocabulary: dict[str, Any] = json.loads((resources.files("feedfabric.feeds") / "topics.json").read_text())
+    return vocabulary
 
 
 def load_model() -> Any:

@@ -89,7 +89,7 @@ def features(
 
 
 def scores(weights: Weights, rows: np.ndarray, followed: np.ndarray | None = None) -> np.ndarray:
-    out = rows @ weights.vector() + weights.intercept
+    out: np.ndarray = rows @ weights.vector() + weights.intercept
     if weights.unfollowed and followed is not None:
         out = out + weights.unfollowed * (1.0 - np.asarray(followed, dtype=np.float64))
     return out
