@@ -9,7 +9,7 @@ past the oldest entry Redis keeps continues from Postgres. Posts of followed
 celebrities, never pushed, are merged in by ID, so hybrid fan-out is
 invisible to the reader; so are the viewer's own newest posts, so a member's
 own writes are on the next page whatever fan-out's lag. A first page that
-served posts the timeline lacked leaves an owed mark (timelines.py), and the
+served posts the timeline lacked leaves an owed mark (feeds.timelines.owed), and the
 next first page fills the range up to it from Postgres, so first pages never
 go backwards (docs/home-feed.md). Both sources order by ID, so their cursors mix.
 """
@@ -112,7 +112,7 @@ class HomeFeedService:
         """None: Postgres must serve this page (no timeline, or the cursor is not in it)."""
         wanted = limit + 1
         batch = max(wanted, 20)
-        # The stale-snapshot watermark (timelines.py), the timeline's existence and its first page, at once;
+        # The stale-snapshot watermark (feeds.timelines.epochs), the timeline's existence and its first page, at once;
         # on a first page the owed mark too (what an earlier first page served that Redis may lack).
         owed: uuid.UUID | None = None
         if before is None:
