@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg
 import redis.asyncio as aioredis
@@ -123,80 +123,100 @@ class HomeFeedService:
         if opened.page is None:
             await self._request_rebuild(redis, member)
             return None
-        floor, page = opened.floor, opened.page
-        visible: list[Post] = []
-        pulled: list[Post] = []
-        from_redis: set[uuid.UUID] = set()
-        extras = PageExtras({}, {})
-        cursor: uuid.UUID | None = before
-        exhausted = False
-        rounds = 0
+        rounds = await self._read_rounds(redis, member, opened.page, opened.floor, before, wanted, batch)
+        if rounds is None:
+            return None
+        items, source, extras = await self._complete(member, rounds, owed, wanted)
+        result = cut(items, limit)
+        supplied = rounds.from_redis | {p.id for p in rounds.pulled}
+        if any(p.id not in supplied for p in result.items):
+            source = MIXED
+        if before is None:
+            newest = _newest_owed(result.items, member.id, supplied)
+            if newest != owed:
+                await timelines.record_owed(redis, member.id, owed, newest)
+        return _with_source(result, source, extras)
+
+    async def _read_rounds(
+        self,
+        redis: aioredis.Redis,
+        member: Member,
+        page: timelines.TimelinePage,
+        floor: str | None,
+        before: uuid.UUID | None,
+        wanted: int,
+        batch: int,
+    ) -> _Rounds | None:
+        """Timeline batches until the page has `wanted` visible posts or the timeline ends; None when the
+        cursor is not in the timeline (or was trimmed away between rounds)."""
+        rounds = _Rounds(cursor=before)
         own_floor: uuid.UUID | None = None
         covered = 0
-        while len(visible) < wanted:
-            if rounds:
-                batch = max(wanted - len(visible), 20)
-                page = await timelines.read_page(redis, member.id, cursor, batch, floor)
+        first = True
+        while len(rounds.visible) < wanted:
+            if not first:
+                batch = max(wanted - len(rounds.visible), 20)
+                page = await timelines.read_page(redis, member.id, rounds.cursor, batch, floor)
             if not page.cursor_found:
-                return None  # not in the timeline (or trimmed away between rounds)
+                return None
             ids = [uuid.UUID(i) for i in page.ids]
-            from_redis.update(ids)
-            if not rounds:
+            rounds.from_redis.update(ids)
+            if first:
                 # The followed celebrities' posts, never pushed, come with the first batch, and so do the
                 # extras of both: a page its first round fills needs no other statement.
                 # The viewer's own posts come with them too (read your writes), only down to the batch's
                 # wanted-th entry when it has that many: a page its first round fills ends above it.
                 own_floor = ids[wanted - 1] if len(ids) >= wanted else None
-                first = await timelines.first_round(
+                first_round = await timelines.first_round(
                     self.reads, self.settings, member.id, ids, before, wanted, own_floor
                 )
-                found = {p.id: p for p in first.found}
-                pulled, extras = first.pulled, first.extras
+                found = {p.id: p for p in first_round.found}
+                rounds.pulled, rounds.extras = first_round.pulled, first_round.extras
             else:
                 found = await posts_db.visible_by_ids(self.reads, ids, member.id) if ids else {}
-            visible += [found[i] for i in ids if i in found]
-            if not rounds and own_floor is not None:
-                covered = sum(p.id >= own_floor for p in visible)
-            rounds += 1
+            rounds.visible += [found[i] for i in ids if i in found]
+            if first and own_floor is not None:
+                covered = sum(p.id >= own_floor for p in rounds.visible)
+            first = False
             if ids:
-                cursor = ids[-1]
+                rounds.cursor = ids[-1]
             if len(ids) < batch:
-                exhausted = True
+                rounds.exhausted = True
                 break
         if own_floor is not None and covered < wanted:
             # Entries down to the floor that are gone (deleted, held: still in the timeline) leave the page
             # ending below it, where the viewer's own posts that fan-out has not pushed yet may belong.
-            pulled = pulled + await posts_db.by_authors_page(self.reads, [member.id], member.id, before, wanted)
-        items = _merge_pulled(visible, pulled, wanted)
-        source = REDIS
-        # An earlier first page served posts above the last entry read that the timeline may still lack
-        # (fan-out lags, and lands out of order): Postgres fills that range, so none goes missing.
+            rounds.pulled = rounds.pulled + await posts_db.by_authors_page(
+                self.reads, [member.id], member.id, before, wanted
+            )
+        return rounds
+
+    async def _complete(
+        self, member: Member, rounds: _Rounds, owed: uuid.UUID | None, wanted: int
+    ) -> tuple[list[Post], str, PageExtras]:
+        """The page's posts from what the rounds gathered, with what only Postgres knows: the posts past
+        the oldest entry Redis keeps, and the range an earlier first page served that the timeline may
+        still lack (fan-out lags, and lands out of order)."""
+        items = _merge_pulled(rounds.visible, rounds.pulled, wanted)
+        cursor = rounds.cursor
         gap = owed is not None and cursor is not None and owed > cursor
         # Pulled posts (own, celebrities') below the last entry do not complete the page: only Postgres knows
         # what else lies past the oldest entry Redis keeps.
         past_end = len(items) < wanted or cursor is None or items[-1].id < cursor
-        if exhausted and (past_end or gap):
+        if rounds.exhausted and (past_end or gap):
             # Past the oldest entry Redis keeps: Postgres continues the page (from above the gap, if any).
             boundary = uuid.UUID(int=owed.int + 1) if gap and owed is not None else cursor
             older = await posts_db.home_page(self.reads, member.id, boundary, wanted)
-            items = _merge_by_id(items, older, wanted)
-            if boundary is None:
-                source = MIXED  # no entry above the run's floor: Postgres served the page
-        elif gap and owed is not None and cursor is not None:
+            # No entry above the run's floor: Postgres served the page.
+            return _merge_by_id(items, older, wanted), REDIS if boundary is not None else MIXED, rounds.extras
+        if gap and owed is not None and cursor is not None:
             filled = await timelines.fill_gap(self.reads, member.id, cursor, owed, wanted)
-            items = _merge_by_id(items, filled.posts, wanted)
             extras = PageExtras(
-                {**extras.extras, **filled.extras.extras}, {**extras.originals, **filled.extras.originals}
+                {**rounds.extras.extras, **filled.extras.extras},
+                {**rounds.extras.originals, **filled.extras.originals},
             )
-        result = cut(items, limit)
-        pulled_ids = {p.id for p in pulled}
-        if any(p.id not in from_redis and p.id not in pulled_ids for p in result.items):
-            source = MIXED
-        if before is None:
-            newest = _newest_owed(result.items, member.id, from_redis | pulled_ids)
-            if newest != owed:
-                await timelines.record_owed(redis, member.id, owed, newest)
-        return _with_source(result, source, extras)
+            return _merge_by_id(items, filled.posts, wanted), REDIS, extras
+        return items, REDIS, rounds.extras
 
     async def _request_rebuild(self, redis: aioredis.Redis, member: Member) -> None:
         """A member with no timeline (new, or Redis lost its data) gets one rebuilt through the pipeline."""
@@ -210,6 +230,20 @@ class HomeFeedService:
                     {"memberId": str(member.id), "reason": "no-timeline"},
                     shards=self.settings.outbox_shards,
                 )
+
+
+@dataclass
+class _Rounds:
+    """What a page's timeline rounds gathered: its visible posts in timeline order, the posts pulled
+    beside them (the viewer's own, followed celebrities'), every ID the timeline supplied, the extras
+    the first round read, and where the last round stopped."""
+
+    cursor: uuid.UUID | None
+    visible: list[Post] = field(default_factory=list)
+    pulled: list[Post] = field(default_factory=list)
+    from_redis: set[uuid.UUID] = field(default_factory=set)
+    extras: PageExtras = field(default_factory=lambda: PageExtras({}, {}))
+    exhausted: bool = False
 
 
 def _merge_pulled(visible: list[Post], pulled: list[Post], wanted: int) -> list[Post]:
