@@ -152,6 +152,45 @@ class Page:
 
 
 @dataclass(frozen=True, slots=True)
+class FeedPage:
+    """A finished page of a feed: its posts as every feed shows them, built once for GraphQL and REST."""
+
+    posts: list[FeedPost]
+    next_cursor: str | None
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class RankedPage:
+    """A For You page, finished: its posts, each with the reason, score and cursor it was placed by, and
+    the ranking the chain of pages follows."""
+
+    page: FeedPage
+    reasons: list[str]
+    scores: list[float]
+    cursors: list[str]
+    preset: str
+    ranked_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    """One item of the mentions feed: a post that mentions the viewer, or a comment with its author."""
+
+    cursor: str
+    post: FeedPost | None = None
+    comment: Comment | None = None
+    comment_author: Member | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MentionsPage:
+    mentions: list[Mention]
+    next_cursor: str | None
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
 class Playlist:
     id: uuid.UUID
     owner_id: uuid.UUID

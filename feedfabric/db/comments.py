@@ -31,15 +31,6 @@ async def by_ids(conn: Executor, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Co
     return {r["id"]: Comment.of(r) for r in rows}
 
 
-async def counts(conn: Executor, post_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, int]:
-    """Comments by active members, from the trigger-kept post_stats (migration 110)."""
-    rows = await conn.fetch(
-        "SELECT post_id, comments AS n FROM post_stats WHERE post_id = ANY($1::uuid[]) AND comments > 0",
-        list(post_ids),
-    )
-    return {r["post_id"]: r["n"] for r in rows}
-
-
 async def page(conn: Executor, post_id: uuid.UUID, after: uuid.UUID | None, limit: int) -> list[Comment]:
     """Oldest first, as a conversation reads."""
     rows = await conn.fetch(

@@ -18,8 +18,6 @@ from feedfabric.core.models import Comment, Member, PageExtras, Playlist, Post
 from feedfabric.db import comments as comments_db
 from feedfabric.db import favourites as favourites_db
 from feedfabric.db import follows as follows_db
-from feedfabric.db import likes as likes_db
-from feedfabric.db import media as media_db
 from feedfabric.db import members as members_db
 from feedfabric.db import notification_groups as notification_groups_db
 from feedfabric.db import playlists as playlists_db
@@ -49,15 +47,9 @@ async def _by_uuid(found: Awaitable[Mapping[str, V]]) -> dict[uuid.UUID, V]:
 class Loaders:
     member: DataLoader[uuid.UUID, Member | None]
     member_stats: DataLoader[uuid.UUID, tuple[int, int]]
-    post: DataLoader[uuid.UUID, Post | None]
     visible_post: DataLoader[uuid.UUID, Post | None]
     comment: DataLoader[uuid.UUID, Comment | None]
-    tags: DataLoader[uuid.UUID, list[str]]
     mentions: DataLoader[uuid.UUID, list[uuid.UUID]]
-    media: DataLoader[uuid.UUID, list[asyncpg.Record]]
-    like_count: DataLoader[uuid.UUID, int]
-    comment_count: DataLoader[uuid.UUID, int]
-    viewer_liked: DataLoader[uuid.UUID, bool]
     # Everything a feed shows beside a post's row (db.post_extras), for all the posts asked for at once:
     # each key maps to the batch's whole PageExtras (it holds the originals of reposts too).
     post_extras: DataLoader[uuid.UUID, PageExtras]
@@ -97,15 +89,9 @@ def make_loaders(pool: asyncpg.Pool, viewer_id: uuid.UUID | None) -> Loaders:
     return Loaders(
         member=_loader(lambda ids: members_db.by_ids(pool, ids)),
         member_stats=_loader(lambda ids: follows_db.member_stats(pool, ids), lambda: (0, 0)),
-        post=_loader(lambda ids: posts_db.by_ids(pool, ids)),
         visible_post=_loader(lambda ids: posts_db.visible_by_ids(pool, ids, viewer_id)),
         comment=_loader(lambda ids: comments_db.by_ids(pool, ids)),
-        tags=_loader(lambda ids: posts_db.tags_of(pool, ids), list),
         mentions=_loader(lambda ids: posts_db.mentioned_in(pool, ids), list),
-        media=_loader(lambda ids: media_db.media_for_posts(pool, ids), list),
-        like_count=_loader(lambda ids: likes_db.counts(pool, ids), int),
-        comment_count=_loader(lambda ids: comments_db.counts(pool, ids), int),
-        viewer_liked=_loader(lambda ids: viewer_set(lambda v: likes_db.liked_among(pool, v, ids), ids), bool),
         post_extras=_loader(extras),
         viewer_follows=_loader(follows, bool),
         viewer_favourite=_loader(lambda ids: viewer_set(lambda v: favourites_db.among(pool, v, ids), ids), bool),

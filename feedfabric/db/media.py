@@ -84,20 +84,3 @@ async def mark_rejected(conn: asyncpg.Connection, media_id: uuid.UUID, reason: s
         reason,
     )
     return bool(done)
-
-
-async def media_for_posts(
-    conn: asyncpg.Connection, post_ids: Sequence[uuid.UUID]
-) -> dict[uuid.UUID, list[asyncpg.Record]]:
-    """READY media of each post in attachment order, one query for a page of posts."""
-    rows = await conn.fetch(
-        f"SELECT pm.post_id, pm.position, {', '.join('m.' + c for c in _COLUMNS.split(', '))}"
-        " FROM post_media pm JOIN media m ON m.id = pm.media_id"
-        " WHERE pm.post_id = ANY($1::uuid[]) AND m.status = 'ready'"
-        " ORDER BY pm.post_id, pm.position",
-        list(post_ids),
-    )
-    found: dict[uuid.UUID, list[asyncpg.Record]] = {pid: [] for pid in post_ids}
-    for r in rows:
-        found.setdefault(r["post_id"], []).append(r)
-    return found

@@ -7,10 +7,10 @@ they come back in one statement: one row per page post and per visible original
 of a repost on the page, so the originals carry their own extras too (feeds
 show a repost's original with its author, tags and counts).
 
-Each column is the exact rule of the single-purpose query it replaces:
-members.by_ids, posts.tags_of, media.media_for_posts (READY only, attachment
-order), likes.counts, comments.counts (active commenters only),
-likes.liked_among and posts.visible_by_ids for the originals.
+Each column keeps one kind's rule: READY media only, in attachment order;
+comments counted for active commenters only; the originals as the viewer may
+see them (visible_posts). tests/feeds/test_page_extras.py checks the statement
+against the plainest query for each kind.
 """
 
 from __future__ import annotations

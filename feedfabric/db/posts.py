@@ -124,11 +124,6 @@ async def replace_mentions(
 # -- batched loads (DataLoaders call these once per page) ---------------------
 
 
-async def by_ids(conn: Executor, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Post]:
-    rows = await conn.fetch(f"SELECT {_COLUMNS} FROM posts WHERE id = ANY($1::uuid[])", list(ids))
-    return {r["id"]: Post.of(r) for r in rows}
-
-
 async def visible_by_ids(
     conn: Executor, ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None
 ) -> dict[uuid.UUID, Post]:
@@ -139,17 +134,6 @@ async def visible_by_ids(
         viewer_id,
     )
     return {r["id"]: Post.of(r) for r in rows}
-
-
-async def tags_of(conn: Executor, post_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[str]]:
-    rows = await conn.fetch(
-        "SELECT post_id, tag FROM post_tags WHERE post_id = ANY($1::uuid[]) ORDER BY post_id, tag",
-        list(post_ids),
-    )
-    out: dict[uuid.UUID, list[str]] = {}
-    for r in rows:
-        out.setdefault(r["post_id"], []).append(r["tag"])
-    return out
 
 
 async def mentioned_in(conn: Executor, item_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[uuid.UUID]]:

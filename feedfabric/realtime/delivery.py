@@ -57,7 +57,6 @@ class TimelineItem:
 
     def prime(self, loaders: Loaders) -> None:
         """Fills a subscriber's fresh loaders with what is the same for every viewer."""
-        loaders.post.prime(self.post.id, self.post)
         if self.extras is None:
             return
         if self.post.repost_of is None:
@@ -66,16 +65,11 @@ class TimelineItem:
             loaders.post_extras.prime(self.post.id, self.extras)
         original = self.original
         if original is not None:
-            loaders.post.prime(original.id, original)
             loaders.visible_post.prime(original.id, original)
         for post_id in [self.post.id] + ([original.id] if original else []):
             extras = self.extras.extras.get(post_id)
             if extras is None:
                 continue
-            loaders.tags.prime(post_id, extras.tags)
-            loaders.media.prime(post_id, extras.media)
-            loaders.like_count.prime(post_id, extras.like_count)
-            loaders.comment_count.prime(post_id, extras.comment_count)
             if extras.author is not None:
                 loaders.member.prime(extras.author.id, extras.author)
 

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from feedfabric.core.errors import BadInput
+from feedfabric.core.models import RankedPage
 from feedfabric.db import feed_stats
 from feedfabric.db import foryou as foryou_db
 from feedfabric.db.foryou import Model, Profile
 from feedfabric.feeds import foryou, paging
-from feedfabric.feeds.foryou import ForYouPage
+from feedfabric.resolvers import pages
 from feedfabric.resolvers.context import Context
 
 MAX_STATS_DAYS = 366
 
 
-async def for_you(ctx: Context, first: int | None, after: str | None) -> ForYouPage:
+async def for_you(ctx: Context, first: int | None, after: str | None) -> RankedPage:
     member = ctx.viewer.require_member()
     limit = paging.page_size(first)
     r = ctx.resources
@@ -28,7 +29,8 @@ async def for_you(ctx: Context, first: int | None, after: str | None) -> ForYouP
             reasons=result.reasons,
             similarities=result.similarities,
         )
-    return result
+    page = await pages.finished(ctx, result.page)
+    return RankedPage(page, result.reasons, result.scores, result.cursors, result.preset, result.ranked_at)
 
 
 async def feed_profile(ctx: Context) -> Profile | None:

@@ -7,7 +7,7 @@ import uuid
 from feedfabric.core import metrics
 from feedfabric.core.errors import BadInput
 from feedfabric.core.ids import parse_id, parse_optional_id
-from feedfabric.core.models import Member, Page, Post
+from feedfabric.core.models import FeedPage, Member, MentionsPage, Page, Post
 from feedfabric.db import comments as comments_db
 from feedfabric.db import favourites as favourites_db
 from feedfabric.db import members as members_db
@@ -16,6 +16,7 @@ from feedfabric.feeds import home, lists, paging
 from feedfabric.feeds import members as members_svc
 from feedfabric.feeds import notifications as notifications_svc
 from feedfabric.feeds import playlists as playlists_svc
+from feedfabric.resolvers import pages
 from feedfabric.resolvers.context import Context
 
 
@@ -43,7 +44,7 @@ async def post(ctx: Context, post_id: str) -> Post | None:
     return await ctx.loaders.visible_post.load(parse_id(post_id, "post id"))
 
 
-async def home_feed(ctx: Context, first: int | None, after: str | None) -> Page:
+async def home_feed(ctx: Context, first: int | None, after: str | None) -> FeedPage:
     viewer = ctx.viewer
     member = viewer.require_member()
     before, limit = paging.cursor(after), paging.page_size(first)
@@ -53,26 +54,28 @@ async def home_feed(ctx: Context, first: int | None, after: str | None) -> Page:
     metrics.HOME_FEED_PAGES.labels(source=page.source).inc()
     if r.feed_log is not None:
         r.feed_log.record(member.id, "following", page)
-    return page
+    return await pages.finished(ctx, page)
 
 
-async def favourites_feed(ctx: Context, first: int | None, after: str | None) -> Page:
+async def favourites_feed(ctx: Context, first: int | None, after: str | None) -> FeedPage:
     member = ctx.viewer.require_member()
     page = await lists.favourites(ctx.read_pool, member.id, paging.cursor(after), paging.page_size(first))
     if ctx.resources.feed_log is not None:
         ctx.resources.feed_log.record(member.id, "favourites", page)
-    return page
+    return await pages.finished(ctx, page)
 
 
-async def tag_feed(ctx: Context, tag: str, first: int | None, after: str | None) -> Page:
+async def tag_feed(ctx: Context, tag: str, first: int | None, after: str | None) -> FeedPage:
     viewer = ctx.viewer
     viewer_id = viewer.member.id if viewer.member else None
-    return await lists.tag(ctx.read_pool, tag, viewer_id, paging.cursor(after), paging.page_size(first))
+    page = await lists.tag(ctx.read_pool, tag, viewer_id, paging.cursor(after), paging.page_size(first))
+    return await pages.finished(ctx, page)
 
 
-async def mentions_feed(ctx: Context, first: int | None, after: str | None) -> Page:
+async def mentions_feed(ctx: Context, first: int | None, after: str | None) -> MentionsPage:
     member = ctx.viewer.require_member()
-    return await lists.mentions(ctx.read_pool, member.id, paging.cursor(after), paging.page_size(first))
+    page = await lists.mentions(ctx.read_pool, member.id, paging.cursor(after), paging.page_size(first))
+    return await pages.mentions(ctx, page)
 
 
 async def member_posts(
@@ -100,6 +103,25 @@ async def member_posts(
         lte=parse_optional_id(lte, "lte"),
         limit=paging.page_size(first),
     )
+
+
+async def member_feed(
+    ctx: Context,
+    author: Member,
+    *,
+    newest_first: bool,
+    first: int | None,
+    after: str | None,
+    gt: str | None,
+    gte: str | None,
+    lt: str | None,
+    lte: str | None,
+) -> FeedPage:
+    """The member's own posts as feeds show them (`member_posts` is their bare form)."""
+    page = await member_posts(
+        ctx, author, newest_first=newest_first, first=first, after=after, gt=gt, gte=gte, lt=lt, lte=lte
+    )
+    return await pages.finished(ctx, page)
 
 
 async def comments(ctx: Context, post_id: uuid.UUID, first: int | None, after: str | None) -> Page:

@@ -14,14 +14,12 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
 from feedfabric.core.errors import BadInput, FeedFabricError, NotFound
-from feedfabric.core.models import Page
 from feedfabric.feeds import ratelimit
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.resolvers import foryou as foryou_resolvers
 from feedfabric.resolvers import media as media_resolvers
 from feedfabric.resolvers import reads, writes
 from feedfabric.resolvers.context import Context, Resources, build_context, note_write, route_reads
-from feedfabric.resolvers.page_loads import feed_posts_of
 from feedfabric.rest import serialize
 from feedfabric.rest.responses import JSONResponse
 
@@ -87,26 +85,22 @@ def _cursor(request: Request) -> str | None:
     return request.query_params.get("cursor") or None
 
 
-async def _feed(ctx: Context, page: Page) -> dict[str, Any]:
-    return await serialize.feed_page(ctx, page)
-
-
 async def home(ctx: Context, request: Request) -> dict[str, Any]:
-    return await _feed(ctx, await reads.home_feed(ctx, _limit(request), _cursor(request)))
+    return serialize.feed_page(await reads.home_feed(ctx, _limit(request), _cursor(request)))
 
 
 async def favourites_feed(ctx: Context, request: Request) -> dict[str, Any]:
-    return await _feed(ctx, await reads.favourites_feed(ctx, _limit(request), _cursor(request)))
+    return serialize.feed_page(await reads.favourites_feed(ctx, _limit(request), _cursor(request)))
 
 
 async def tag_feed(ctx: Context, request: Request) -> dict[str, Any]:
     tag = request.path_params["tag"]
-    return await _feed(ctx, await reads.tag_feed(ctx, tag, _limit(request), _cursor(request)))
+    return serialize.feed_page(await reads.tag_feed(ctx, tag, _limit(request), _cursor(request)))
 
 
 async def for_you(ctx: Context, request: Request) -> dict[str, Any]:
     result = await foryou_resolvers.for_you(ctx, _limit(request), _cursor(request))
-    body = await _feed(ctx, result.page)
+    body = serialize.feed_page(result.page)
     for post, reason, score in zip(body["posts"], result.reasons, result.scores, strict=True):
         post["reason"] = reason.upper()
         post["score"] = score
@@ -144,36 +138,7 @@ async def feed_profile(ctx: Context, request: Request) -> dict[str, Any]:
 
 async def mentions(ctx: Context, request: Request) -> dict[str, Any]:
     """Posts and comments that mention the viewer; a constant number of statements for any page size."""
-    page = await reads.mentions_feed(ctx, _limit(request), _cursor(request))
-    loaders = ctx.loaders
-    post_rows, comments = await asyncio.gather(
-        loaders.post.load_many([i["post_id"] for i in page.items if i["comment_id"] is None]),
-        loaders.comment.load_many([i["comment_id"] for i in page.items if i["comment_id"] is not None]),
-    )
-    posts = {p.row.id: p for p in await feed_posts_of(ctx, [r for r in post_rows if r is not None])}
-    found = {c.id: c for c in comments if c is not None}
-    authors = {m.id: m for m in await loaders.member.load_many([c.author_id for c in found.values()]) if m}
-    items: list[dict[str, Any]] = []
-    for item in page.items:
-        if item["comment_id"] is None:
-            post = posts.get(item["post_id"])
-            if post is not None:
-                items.append({"type": "post", **serialize.feed_post(post)})
-            continue
-        comment = found.get(item["comment_id"])
-        author = authors.get(comment.author_id) if comment is not None else None
-        if comment is not None and author is not None:
-            items.append(
-                {
-                    "type": "comment",
-                    "id": str(comment.id),
-                    "postId": str(comment.post_id),
-                    "authorUsername": author.username,
-                    "content": comment.content,
-                    "createdAt": comment.created_at.isoformat(),
-                }
-            )
-    return {"posts": items, "nextCursor": page.next_cursor, "source": page.source}
+    return serialize.mentions_page(await reads.mentions_feed(ctx, _limit(request), _cursor(request)))
 
 
 async def own_posts(ctx: Context, request: Request) -> dict[str, Any]:
@@ -193,7 +158,7 @@ async def own_posts(ctx: Context, request: Request) -> dict[str, Any]:
         lt=q.get("lt"),
         lte=q.get("lte"),
     )
-    return await serialize.feed_page(ctx, page, bare=True)
+    return serialize.bare_page(page)
 
 
 async def follow(ctx: Context, request: Request) -> dict[str, Any]:

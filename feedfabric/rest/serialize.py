@@ -1,12 +1,11 @@
-"""JSON shapes of the REST routes: feed posts are the FeedPosts GraphQL renders too (feeds.feed_posts)."""
+"""JSON shapes of the REST routes, as pure mappings: feed posts are the FeedPosts GraphQL renders too
+(feeds.feed_posts), built by the resolvers."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from feedfabric.core.models import FeedPost, Member, Page, Post
-from feedfabric.resolvers.context import Context
-from feedfabric.resolvers.page_loads import load_feed_posts
+from feedfabric.core.models import FeedPage, FeedPost, Member, Mention, MentionsPage, Page, Post
 
 
 def member(row: Member) -> dict[str, Any]:
@@ -64,9 +63,30 @@ def feed_post(post: FeedPost) -> dict[str, Any]:
     return out
 
 
-async def feed_page(ctx: Context, page: Page, *, bare: bool = False) -> dict[str, Any]:
-    if bare:
-        posts = [bare_post(p) for p in page.items]
-    else:
-        posts = [feed_post(p) for p in await load_feed_posts(ctx, page)]
-    return {"posts": posts, "nextCursor": page.next_cursor, "source": page.source}
+def feed_page(page: FeedPage) -> dict[str, Any]:
+    return {"posts": [feed_post(p) for p in page.posts], "nextCursor": page.next_cursor, "source": page.source}
+
+
+def bare_page(page: Page) -> dict[str, Any]:
+    return {"posts": [bare_post(p) for p in page.items], "nextCursor": page.next_cursor, "source": page.source}
+
+
+def mention(item: Mention) -> dict[str, Any] | None:
+    if item.post is not None:
+        return {"type": "post", **feed_post(item.post)}
+    comment, author = item.comment, item.comment_author
+    if comment is None or author is None:
+        return None
+    return {
+        "type": "comment",
+        "id": str(comment.id),
+        "postId": str(comment.post_id),
+        "authorUsername": author.username,
+        "content": comment.content,
+        "createdAt": comment.created_at.isoformat(),
+    }
+
+
+def mentions_page(page: MentionsPage) -> dict[str, Any]:
+    items = [m for m in map(mention, page.mentions) if m is not None]
+    return {"posts": items, "nextCursor": page.next_cursor, "source": page.source}

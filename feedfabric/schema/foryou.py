@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 
 import strawberry
 
-from feedfabric.core import models
 from feedfabric.resolvers import foryou as resolve
-from feedfabric.schema.types import ContextInfo, PageInfo, Post, posts_of
+from feedfabric.schema.types import ContextInfo, PageInfo, Post
 
 if TYPE_CHECKING:
     from feedfabric.db.feed_stats import DayStats
@@ -143,15 +142,15 @@ class ForYouQuery:
         self, info: ContextInfo, first: int | None = 20, after: str | None = None
     ) -> ForYouConnection:
         result = await resolve.for_you(info.context, first, after)
-        page = result.page
-        posts = await posts_of(info.context, page.items)
         edges = [
-            ForYouEdge(cursor=cursor, node=post, reason=ForYouSource(reason), score=score)
-            for post, reason, score, cursor in zip(posts, result.reasons, result.scores, result.cursors, strict=True)
+            ForYouEdge(cursor=cursor, node=Post.of(post), reason=ForYouSource(reason), score=score)
+            for post, reason, score, cursor in zip(
+                result.page.posts, result.reasons, result.scores, result.cursors, strict=True
+            )
         ]
         return ForYouConnection(
             edges=edges,
-            page_info=PageInfo.of(models.Page(page.items, page.next_cursor, page.source), edges, after),
+            page_info=PageInfo.of(result.page, edges, after),
             preset=FeedPreset(result.preset),
             ranked_at=result.ranked_at,
         )

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 import strawberry
 
 from feedfabric.resolvers import reads
@@ -26,7 +23,6 @@ from feedfabric.schema.types import (
     Post,
     member_or_none,
     post_of,
-    posts_of,
 )
 
 
@@ -49,13 +45,13 @@ class Query(PlaylistQuery, MediaQuery, ForYouQuery, NotificationGroupQuery):
 
     @strawberry.field(description="Following feed: GET /userfeed/home.")
     async def home_feed(self, info: ContextInfo, first: int | None = 20, after: str | None = None) -> FeedConnection:
-        return await FeedConnection.load(info, await reads.home_feed(info.context, first, after), after)
+        return FeedConnection.of(await reads.home_feed(info.context, first, after), after)
 
     @strawberry.field(description="GET /userfeed/favourites.")
     async def favourites_feed(
         self, info: ContextInfo, first: int | None = 20, after: str | None = None
     ) -> FeedConnection:
-        return await FeedConnection.load(info, await reads.favourites_feed(info.context, first, after), after)
+        return FeedConnection.of(await reads.favourites_feed(info.context, first, after), after)
 
     @strawberry.field(
         description="GET /userfeed/tags/{tag}/posts: hashtag or inferred topic. The tag, '#' optional, is read"
@@ -64,31 +60,20 @@ class Query(PlaylistQuery, MediaQuery, ForYouQuery, NotificationGroupQuery):
     async def tag_feed(
         self, info: ContextInfo, tag: str, first: int | None = 20, after: str | None = None
     ) -> FeedConnection:
-        return await FeedConnection.load(info, await reads.tag_feed(info.context, tag, first, after), after)
+        return FeedConnection.of(await reads.tag_feed(info.context, tag, first, after), after)
 
     @strawberry.field(description="GET /userfeed/mentions: posts and comments that @mention the viewer.")
     async def mentions_feed(
         self, info: ContextInfo, first: int | None = 20, after: str | None = None
     ) -> MentionConnection:
         page = await reads.mentions_feed(info.context, first, after)
-        loaders = info.context.loaders
-        # Both kinds loaded at once, each in one batch: awaiting them item by item was a statement each.
-        rows: list[Any] = await asyncio.gather(
-            *(
-                loaders.visible_post.load(item["post_id"])
-                if item["comment_id"] is None
-                else loaders.comment.load(item["comment_id"])
-                for item in page.items
+        edges = [
+            MentionEdge(
+                cursor=m.cursor,
+                node=Post.of(m.post) if m.post is not None else Comment(row=m.comment),  # type: ignore[arg-type]
             )
-        )
-        posts = iter(
-            await posts_of(info.context, [r for i, r in zip(page.items, rows) if i["comment_id"] is None and r])
-        )
-        edges = []
-        for item, row in zip(page.items, rows):
-            if row is not None:
-                node: Post | Comment = next(posts) if item["comment_id"] is None else Comment(row=row)
-                edges.append(MentionEdge(cursor=str(item["item_id"]), node=node))
+            for m in page.mentions
+        ]
         return MentionConnection(edges=edges, page_info=PageInfo.of(page, edges, after))
 
     @strawberry.field(description="GET /favourites: most recently added first.")

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 import strawberry
 from strawberry.types import Info
@@ -18,7 +18,7 @@ from feedfabric.feeds.posts import MAX_MEDIA_PER_POST, MAX_MENTIONS_PER_POST
 from feedfabric.resolvers import playlists as resolve_playlists
 from feedfabric.resolvers import reads
 from feedfabric.resolvers.context import Context
-from feedfabric.resolvers.page_loads import feed_post_of, load_feed_posts
+from feedfabric.resolvers.pages import feed_post_of
 from feedfabric.schema.sharing import SAME_FOR_EVERY_VIEWER
 
 ContextInfo = Info[Context, None]
@@ -71,6 +71,11 @@ class NotificationKind(Enum):
     REPOST = "repost"
 
 
+class Paged(Protocol):
+    @property
+    def next_cursor(self) -> str | None: ...
+
+
 @strawberry.type(
     description="Relay's PageInfo: startCursor and endCursor are the first and last edge's cursors "
     "(null only on an empty page)."
@@ -84,7 +89,7 @@ class PageInfo:
     end_cursor: str | None
 
     @classmethod
-    def of(cls, page: models.Page, edges: Sequence[Any], after: str | None = None) -> PageInfo:
+    def of(cls, page: Paged, edges: Sequence[Any], after: str | None = None) -> PageInfo:
         """Cursors of the edges served: an item the page read but could not show still moves `endCursor`
         on only when no edge is left (then it is the page's own next cursor, so a client never stalls)."""
         return cls(
@@ -146,7 +151,7 @@ class Member:
         lt: strawberry.ID | None = None,
         lte: strawberry.ID | None = None,
     ) -> FeedConnection:
-        page = await reads.member_posts(
+        page = await reads.member_feed(
             info.context,
             self.row,
             newest_first=order != PostOrder.OLDEST,
@@ -157,7 +162,7 @@ class Member:
             lt=lt,
             lte=lte,
         )
-        return await FeedConnection.load(info, page, after)
+        return FeedConnection.of(page, after)
 
     @strawberry.field
     async def liked_playlist(self, info: ContextInfo) -> Playlist:
@@ -383,10 +388,8 @@ class FeedConnection:
     )
 
     @classmethod
-    async def load(cls, info: ContextInfo, page: models.Page, after: str | None = None) -> FeedConnection:
-        """The page's posts built as feeds show them, their extras in one statement for the page."""
-        posts = await load_feed_posts(info.context, page)
-        edges = [FeedEdge(cursor=str(p.row.id), node=Post.of(p)) for p in posts]
+    def of(cls, page: models.FeedPage, after: str | None = None) -> FeedConnection:
+        edges = [FeedEdge(cursor=str(p.row.id), node=Post.of(p)) for p in page.posts]
         return cls(edges=edges, page_info=PageInfo.of(page, edges, after), source=FeedSource(page.source))
 
 

@@ -9,6 +9,7 @@ import zlib
 import pytest
 from feedfabric.core.errors import BadInput
 from feedfabric.db import media as media_db
+from feedfabric.db import post_extras
 from feedfabric.feeds import media as uploads
 from feedfabric.feeds import photos as media
 from feedfabric.workers import media as worker
@@ -224,8 +225,8 @@ async def test_posts_list_only_ready_media_in_order_and_only_the_owners(ctx, poo
             "INSERT INTO post_media (post_id, media_id, position) VALUES ($1, $2, $3)", post, media_id, position
         )
     async with pool.acquire() as conn:
-        listed = await media_db.media_for_posts(conn, [post])
-        assert [m["id"] for m in listed[post]] == [second["id"], first["id"]]
+        listed = (await post_extras.page_extras(conn, [post], None)).extras[post].media
+        assert [m["id"] for m in listed] == [second["id"], first["id"]]
         everything = [first["id"], bad["id"], second["id"], pending]
         assert await media_db.owned_ready_ids(conn, owner, everything) == {first["id"], second["id"]}
         assert await media_db.owned_ready_ids(conn, other, everything) == set()

@@ -1,4 +1,4 @@
-"""Feed pages load their posts' fields up front (FeedConnection.load); the answers must equal the per-post path."""
+"""Feed pages come finished from the resolvers (resolvers.pages), their posts' fields loaded up front; the answers must equal the per-post path."""
 
 from typing import Any
 
