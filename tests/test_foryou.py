@@ -14,7 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 from feedfabric.db.foryou import Profile
 from feedfabric.feeds import ranking
-from feedfabric.feeds.foryou import Chain
+from feedfabric.feeds.foryou import Chain, Place, cursor_key
 from feedfabric.settings import Settings
 
 from tests.support import Api, make_api
@@ -317,11 +317,15 @@ async def test_bad_cursors_are_bad_user_input(api: Api) -> None:
 
 
 @pytest.mark.parametrize("ranked_at", [datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 30, tzinfo=UTC)])
-async def test_a_cursor_ranked_at_an_impossible_time_is_bad_user_input(api: Api, ranked_at: datetime) -> None:
-    """A well-formed cursor whose rankedAt no ranking had: the rebuild's arithmetic on it must not
-    overflow into a 500."""
+async def test_a_cursor_ranked_at_an_impossible_time_is_bad_user_input(
+    api: Api, pool: asyncpg.Pool, ranked_at: datetime
+) -> None:
+    """A well-formed cursor whose rankedAt no ranking had, signed as the app signs: the rebuild's
+    arithmetic on it must not overflow into a 500."""
     reader = await api.member("reader")
-    cursor = Chain(uuid.uuid4(), ranked_at, Profile("balanced", ranking.SOURCES, 48), 0).cursor(5, [1, 2, 3])
+    reader_id = await pool.fetchval("SELECT id FROM members WHERE external_id = 'reader'")
+    chain = Chain(uuid.uuid4(), ranked_at, Profile("balanced", ranking.SOURCES, 48), 0)
+    cursor = chain.cursor(cursor_key(api.settings), reader_id, Place(uuid.uuid4(), 3, 5))
     assert await api.error_codes(FOR_YOU, {"first": 5, "after": cursor}, token=reader) == ["BAD_USER_INPUT"]
     response = await api.rest("GET", "/userfeed/foryou", token=reader, params={"cursor": cursor})
     assert response.status_code == 400
