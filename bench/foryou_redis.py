@@ -5,8 +5,10 @@ limit (RATE_LIMIT_OPERATIONS operations a window per member); the reader then sp
 window's budget on `forYouFeed(first: 1)`, each one a first page. After 1, 3, 4, 10, 100 and every
 first page the benchmark counts the reader's For You keys (SCAN `foryou:{<member>}*`), their bytes
 (`MEMORY USAGE`, summed) and the growth of Redis's `used_memory` (INFO memory) since before the
-first page. Then it walks one chain to its end at `first: 100` and prints each page's end cursor
-length and the answer's bytes (the edges' cursors included).
+first page. Then a second reader with the same candidates walks one chain to its end at
+`first: 100` (each page's end cursor length and the answer's bytes, the edges' cursors included),
+and another at `first: 2`, whose next page from near its end is timed with the list in Redis and,
+after FLUSHDB, ranked again from Postgres (its path is then hundreds of page records deep).
 
     .venv/bin/python bench/foryou_redis.py [--pages 600]
 """
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 import uuid
@@ -38,6 +39,7 @@ SECRET = "bench-secret-" + uuid.uuid4().hex
 POSTS_EACH = 25
 LIKED = 100
 CHECKPOINTS = (1, 3, 4, 10, 100)
+DEEP = 2
 FOR_YOU = """query($first: Int, $after: String) {
   forYouFeed(first: $first, after: $after) { edges { cursor node { id } } pageInfo { hasNextPage endCursor } }
 }"""
@@ -65,20 +67,24 @@ class Client:
         )
 
 
+READERS = ("reader", "walker")  # the first one spends its budget on first pages, the other walks chains
+
+
 async def seed(client: Client, database_url: str) -> None:
-    """The reader's candidates, through the API as members would make them: FOLLOWING (the newest 200
+    """Each reader's candidates, through the API as members would make them: FOLLOWING (the newest 200
     of 10 followed authors' posts), TAGS (200 of 10 authors posting under a followed tag), FAVOURITES
     (4 favourite authors' 100), POPULAR (100 posts of 10 other authors, liked), SIMILAR (200 of 10 more
     authors' posts near the 5 the reader liked; their vectors written as worker-embeddings would)."""
     groups = {g: [f"{g}{i}" for i in range(10)] for g in ("followed", "tagged", "popular", "similar")}
     groups["favourite"] = [f"favourite{i}" for i in range(4)]
-    for name in ("reader", "fan", *(n for names in groups.values() for n in names)):
+    for name in (*READERS, "fan", *(n for names in groups.values() for n in names)):
         await client.member(name)
-    await client.gql("reader", 'mutation { followTag(tag: "bench") }')
-    for name in groups["followed"]:
-        await client.gql("reader", "mutation($e: String!) { follow(externalUserId: $e) { id } }", {"e": name})
-    for name in groups["favourite"]:
-        await client.gql("reader", "mutation($e: String!) { addFavourite(externalUserId: $e) { id } }", {"e": name})
+    for reader in READERS:
+        await client.gql(reader, 'mutation { followTag(tag: "bench") }')
+        for name in groups["followed"]:
+            await client.gql(reader, "mutation($e: String!) { follow(externalUserId: $e) { id } }", {"e": name})
+        for name in groups["favourite"]:
+            await client.gql(reader, "mutation($e: String!) { addFavourite(externalUserId: $e) { id } }", {"e": name})
     made: dict[str, list[str]] = {g: [] for g in groups}
     for n in range(POSTS_EACH):
         for group, names in groups.items():
@@ -102,8 +108,9 @@ async def seed(client: Client, database_url: str) -> None:
             )
     finally:
         await conn.close()
-    for post_id in made["similar"][:5]:
-        await client.gql("reader", "mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": post_id})
+    for reader in READERS:
+        for post_id in made["similar"][:5]:
+            await client.gql(reader, "mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": post_id})
 
 
 async def for_you_keys(redis: aioredis.Redis, member_id: str) -> tuple[int, int]:
@@ -111,6 +118,12 @@ async def for_you_keys(redis: aioredis.Redis, member_id: str) -> tuple[int, int]
     keys = [k async for k in redis.scan_iter(match=f"foryou:{{{member_id}}}*", count=1000)]
     sizes = [await redis.memory_usage(k, samples=0) or 0 for k in keys]
     return len(keys), sum(sizes)
+
+
+async def timed(client: Client, cursor: str) -> float:
+    started = time.perf_counter()
+    await client.gql("walker", FOR_YOU, {"first": 20, "after": cursor})
+    return time.perf_counter() - started
 
 
 async def used_memory(redis: aioredis.Redis) -> int:
@@ -154,11 +167,11 @@ async def run(database_url: str, redis_url: str, pages: int) -> None:
                 print(f"{n:>11} {keys:>5} {size:>13,} {grown:>19,} {refused:>8}")
         print(f"({time.monotonic() - t0:.1f} s)")
 
-        print("\none chain walked to its end at forYouFeed(first: 100)")
+        print("\none chain walked to its end at forYouFeed(first: 100), by another member")
         print(f"{'page':>5} {'posts so far':>13} {'end cursor chars':>17} {'answer bytes':>13}")
         after, page, served = None, 0, 0
         while True:
-            data, size = await client.gql("reader", FOR_YOU, {"first": 100, "after": after})
+            data, size = await client.gql("walker", FOR_YOU, {"first": 100, "after": after})
             feed = data["forYouFeed"]
             page += 1
             served += len(feed["edges"])
@@ -167,8 +180,26 @@ async def run(database_url: str, redis_url: str, pages: int) -> None:
             if not feed["pageInfo"]["hasNextPage"]:
                 break
             after = end
-        sample = json.dumps(feed["edges"][:1])
-        print(f"an edge: {len(sample)} bytes")
+
+        print(f"\na chain walked {DEEP} posts a page, then its next page with the list kept and lost")
+        after, cursors = None, []
+        while True:
+            feed = (await client.gql("walker", FOR_YOU, {"first": DEEP, "after": after}))[0]["forYouFeed"]
+            if not feed["pageInfo"]["hasNextPage"]:
+                break
+            after = feed["pageInfo"]["endCursor"]
+            cursors.append(after)
+        deep = cursors[-2]
+        kept, lost = [], []
+        for _ in range(3):
+            kept.append(await timed(client, deep))
+            await redis.flushdb()
+            lost.append(await timed(client, deep))
+        kept_ms, lost_ms = sorted(kept)[1] * 1000, sorted(lost)[1] * 1000
+        print(
+            f"a page after {len(cursors) - 1} pages (median of 3): {kept_ms:.1f} ms from the kept list, "
+            f"{lost_ms:.1f} ms ranked again (its path {len(cursors) - 1} page records deep)"
+        )
     await redis.aclose()
 
 
