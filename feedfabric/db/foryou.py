@@ -323,14 +323,18 @@ async def record_page(
 
 async def served_path(conn: Executor, page_id: uuid.UUID, member_id: uuid.UUID, taken: int) -> bytes | None:
     """The IDs of every post served on the path ending with the first `taken` posts of `page_id`
-    (concatenated, in no order); None when part of the path is gone (past its retention)."""
+    (concatenated, in no order); None when part of the path is gone (past its retention). The LIMIT 1
+    keeps each step a primary-key probe: flattened into a join, a table not yet analyzed was scanned
+    whole at every step (68 ms against 0.7 ms for a path of 400 pages)."""
     row = await conn.fetchrow(
         """WITH RECURSIVE path (parent_id, parent_count, posts) AS (
                SELECT parent_id, parent_count, substring(posts FROM 1 FOR $3::int * 16)
                FROM foryou_pages WHERE id = $1 AND member_id = $2
                UNION ALL
                SELECT p.parent_id, p.parent_count, substring(p.posts FROM 1 FOR path.parent_count * 16)
-               FROM path JOIN foryou_pages p ON p.id = path.parent_id AND p.member_id = $2
+               FROM path CROSS JOIN LATERAL (
+                   SELECT parent_id, parent_count, posts FROM foryou_pages
+                   WHERE id = path.parent_id AND member_id = $2 LIMIT 1) p
            )
            SELECT string_agg(posts, ''::bytea) AS posts, bool_or(parent_id IS NULL) AS whole FROM path""",
         page_id,
