@@ -1,14 +1,18 @@
 """For You: candidates from the member's profile, ranked by a preset, served as a chain of pages.
 
-The first page ranks and keeps the whole ranked list in Redis (`foryou:{member}:chain`, the member's
-hash tag keeping it in one Cluster slot) for FORYOU_SNAPSHOT_TTL_SECONDS; its cursors are offsets
-into that list, so scrolling neither repeats nor skips while posts arrive and scores move. The
-cursor also carries what the ranking was made from (its time, preset, sources, look-back and
-model) and a fingerprint of every post the chain served, so when the list is gone the next page
-ranks again from Postgres as of that time (only posts created by then, ages measured to then),
-leaves out what was served and goes on from the top of the rest: neither an offset into a list that
-changed nor a post gone since can make it repeat or skip. Later pages check visibility again, so a
-post held, deleted or whose author was suspended since drops out.
+The first page ranks and keeps the whole ranked list in Redis, in the member's hash of live chains
+(`foryou:{member}:chains`, one key: one Cluster slot, and a script keeps at most MAX_CHAINS lists
+in it, a new one dropping the oldest), for FORYOU_SNAPSHOT_TTL_SECONDS; its cursors are offsets
+into that list, so scrolling neither repeats nor skips while posts arrive and scores move. Every
+page records in Postgres which posts it served (`foryou_pages`, each page naming the page it went on
+from), so a cursor stays a fixed size however long its chain: it names the last page of its path and
+how many of that page's posts the path includes, the offset in the kept list, and what the ranking
+was made from (time, preset, sources, look-back, model), under a keyed MAC so no client can forge
+one. When the list is gone the next page ranks again from Postgres as of that time (only posts
+created by then, ages measured to then), leaves out every post its path served and goes on from
+the top of the rest: neither an offset into a list that changed nor a post gone since can make it
+repeat or skip. Later pages check visibility again, so a post held, deleted or whose author was
+suspended since drops out.
 """
 
 from __future__ import annotations
@@ -16,10 +20,10 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import logging
 import struct
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
@@ -35,6 +39,7 @@ from feedfabric.core.settings import Settings
 from feedfabric.db import foryou as foryou_db
 from feedfabric.db import posts as posts_db
 from feedfabric.db.foryou import Profile
+from feedfabric.db.redisclient import REDIS_FAILURES, Script
 from feedfabric.feeds import minilm as embeddings
 from feedfabric.feeds import ranking
 
@@ -47,15 +52,38 @@ FAVOURITES_MIN_HOURS = 48
 SIMILAR_SCAN = 2_000
 SIMILAR_TAKE = 200
 POPULAR_KEEP_SECONDS = 120
-# version, list, rankedAt (us), offset, preset, sources, look-back, model, served count; then the served
-# posts' fingerprints (4 bytes each), so a rebuilt list can leave out exactly what the chain served.
-_CURSOR = struct.Struct(">B16sqIBBHqH")
-_CURSOR_VERSION = 2
-_FINGERPRINT = struct.Struct(">I")
+# Ranked lists one member keeps in Redis; a new first page (or rebuild) drops the oldest beyond it.
+MAX_CHAINS = 3
+# version, kept list, last page of the path, how many of that page's posts it includes, rankedAt (us),
+# offset, preset, sources, look-back, model; then the MAC.
+_CURSOR = struct.Struct(">B16s16sHqIBBHq")
+_CURSOR_VERSION = 3
+_MAC_BYTES = 16
 MAX_SERVED = 10_000  # FORYOU_CANDIDATES' upper bound: a chain never serves more
 _ENTRY = struct.Struct(">16sdBf")  # post id, score, source, similarity
 # Entries read past a page's size, so a few posts gone invisible do not cost a second round.
 _SLACK = 10
+_NO_PAGE = uuid.UUID(int=0)
+
+# KEYS[1] the member's chains; ARGV list id, packed list, cap, TTL. The `order` field lists the kept
+# lists' IDs (16 bytes each) oldest first.
+_KEEP = Script("""
+local order = (redis.call('HGET', KEYS[1], 'order') or '') .. ARGV[1]
+local cap = 16 * tonumber(ARGV[3])
+while #order > cap do
+  redis.call('HDEL', KEYS[1], string.sub(order, 1, 16))
+  order = string.sub(order, 17)
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2], 'order', order)
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return #order / 16
+""")
+# KEYS[1] the member's chains; ARGV list id, first and last byte (0-based): nil when the list is gone.
+_SLICE = Script("""
+local list = redis.call('HGET', KEYS[1], ARGV[1])
+if not list then return false end
+return string.sub(list, tonumber(ARGV[2]) + 1, tonumber(ARGV[3]) + 1)
+""")
 
 
 def validate_profile(
@@ -82,10 +110,25 @@ async def profile_of(conn: asyncpg.Connection | asyncpg.Pool, member_id: uuid.UU
     return await foryou_db.profile(conn, member_id) or DEFAULT_PROFILE
 
 
-def fingerprint(post_id: uuid.UUID) -> int:
-    """4 bytes standing for a served post in the cursor. A candidate sharing one with a served post
-    (odds about 1 in 36,000 for a rebuild 200 posts deep into 800 candidates) is left out of the rebuild."""
-    return int.from_bytes(hashlib.blake2b(post_id.bytes, digest_size=4).digest(), "big")
+def chains_key(member_id: uuid.UUID) -> str:
+    """The member's kept lists (a hash: list ID → packed entries, and their order)."""
+    return f"foryou:{{{member_id}}}:chains"
+
+
+def cursor_key(settings: Settings) -> bytes:
+    """The key cursors are signed with, derived from the app's secret (not the secret itself)."""
+    return hmac.new(settings.jwt_secret.encode(), b"feedfabric for-you cursor", hashlib.sha256).digest()
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a cursor stands: the last page record of its path (`_NO_PAGE` before any post was served)
+    and how many of that page's posts the path includes, so the path is exactly what was served before
+    the cursor, a branch back from an earlier edge included; and the offset in the kept list."""
+
+    page: uuid.UUID
+    taken: int
+    offset: int
 
 
 @dataclass(frozen=True)
@@ -98,60 +141,66 @@ class Chain:
     profile: Profile
     model_id: int  # 0: no model (LEARNED fell back to BALANCED, or another preset)
 
-    def key(self, member_id: uuid.UUID) -> str:
-        return f"foryou:{{{member_id}}}:{self.id.hex}"
-
-    def cursor(self, offset: int, served: Sequence[int]) -> str:
+    def cursor(self, key: bytes, member_id: uuid.UUID, place: Place) -> str:
+        """A fixed-size cursor, signed for its member: another member's cursor is refused too."""
         sources = sum(1 << ranking.SOURCES.index(s) for s in self.profile.sources)
         raw = _CURSOR.pack(
             _CURSOR_VERSION,
             self.id.bytes,
+            place.page.bytes,
+            place.taken,
             int(self.ranked_at.timestamp() * 1_000_000),
-            offset,
+            place.offset,
             ranking.PRESETS.index(self.profile.preset),
             sources,
             self.profile.lookback_hours,
             self.model_id,
-            len(served),
-        ) + struct.pack(f">{len(served)}I", *served)
-        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        )
+        return base64.urlsafe_b64encode(raw + _mac(key, member_id, raw)).rstrip(b"=").decode()
+
+
+def _mac(key: bytes, member_id: uuid.UUID, raw: bytes) -> bytes:
+    return hmac.new(key, member_id.bytes + raw, hashlib.sha256).digest()[:_MAC_BYTES]
 
 
 # A cursor's rankedAt is refused outside these: the rebuild computes times back from it (its look-back,
-# the popular list's minutes), which a forged year 1 or 9999 would overflow.
+# the popular list's minutes), which a year 1 or 9999 would overflow.
 _EARLIEST_RANKING = datetime(2020, 1, 1, tzinfo=UTC)
 _CLOCK_SKEW = timedelta(hours=1)
-_MAX_CURSOR = (_CURSOR.size + MAX_SERVED * _FINGERPRINT.size) * 4 // 3 + 4
+CURSOR_CHARS = -(-(_CURSOR.size + _MAC_BYTES) * 4 // 3)  # every cursor's length (base64url, unpadded)
 
 
-def parse_cursor(cursor: str) -> tuple[Chain, int, list[int]]:
-    """The chain, the offset in its kept list, and the fingerprints of the posts it served."""
+def parse_cursor(cursor: str, key: bytes, member_id: uuid.UUID) -> tuple[Chain, Place]:
+    """The chain and where in it the cursor stands; BAD_USER_INPUT unless this app signed it for this member."""
     bad = BadInput("not a valid For You cursor")
-    if not isinstance(cursor, str) or len(cursor) > _MAX_CURSOR:
+    if not isinstance(cursor, str) or len(cursor) != CURSOR_CHARS or not cursor.isascii():
         raise bad
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        version, chain, micros, offset, preset, sources, hours, model_id, count = _CURSOR.unpack_from(raw)
+        signed = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    except (binascii.Error, ValueError):
+        raise bad from None
+    raw, mac = signed[: _CURSOR.size], signed[_CURSOR.size :]
+    if len(signed) != _CURSOR.size + _MAC_BYTES or not hmac.compare_digest(mac, _mac(key, member_id, raw)):
+        raise bad
+    version, chain, page, taken, micros, offset, preset, sources, hours, model_id = _CURSOR.unpack(raw)
+    try:
         ranked_at = datetime.fromtimestamp(micros / 1_000_000, UTC)
-    except (binascii.Error, struct.error, ValueError, OverflowError, OSError):
+    except (ValueError, OverflowError, OSError):
         raise bad from None
     if (
         version != _CURSOR_VERSION
         or not _EARLIEST_RANKING <= ranked_at <= datetime.now(UTC) + _CLOCK_SKEW
-        or len(raw) != _CURSOR.size + count * _FINGERPRINT.size
         or preset >= len(ranking.PRESETS)
         or sources >= 1 << len(ranking.SOURCES)
         or not 1 <= hours <= MAX_LOOKBACK_HOURS
         or model_id < 0
         or offset > MAX_SERVED * 2
-        or count > MAX_SERVED
     ):
         raise bad
     profile = Profile(
         ranking.PRESETS[preset], tuple(s for n, s in enumerate(ranking.SOURCES) if sources >> n & 1), hours
     )
-    served = [f for (f,) in _FINGERPRINT.iter_unpack(raw[_CURSOR.size :])]
-    return Chain(uuid.UUID(bytes=chain), ranked_at, profile, model_id), offset, served
+    return Chain(uuid.UUID(bytes=chain), ranked_at, profile, model_id), Place(uuid.UUID(bytes=page), taken, offset)
 
 
 class Ranked(NamedTuple):
@@ -366,41 +415,41 @@ class ForYouService:
         chain = Chain(uuid.uuid4(), datetime.now(UTC), profile, model_id)
         ranked = await rank(self.pool, self.settings, member_id, profile, chain.ranked_at, weights, self.redis)
         source = "postgres"
-        if self.redis is not None and len(ranked) > limit:
-            try:
-                await self.redis.set(chain.key(member_id), _pack(ranked), ex=self.settings.foryou_snapshot_ttl_seconds)
-                source = "redis"
-            except (RedisError, OSError, TimeoutError) as error:
-                log.warning("for you snapshot not kept (%s); later pages rank again", type(error).__name__)
+        if len(ranked) > limit and await self._keep(member_id, chain, ranked):
+            source = "redis"
         # Visible when ranked a moment ago; one that went since is passed over like on later pages.
         visible = await posts_db.visible_by_ids(self.pool, [r.post_id for r in ranked[:limit]], member_id)
-        served: list[Ranked] = []
-        prints: list[int] = []
-        cursors: list[str] = []
-        for n, r in enumerate(ranked[:limit], start=1):
-            if r.post_id in visible:
-                served.append(r)
-                prints.append(fingerprint(r.post_id))
-                cursors.append(chain.cursor(n, prints))
-        end = chain.cursor(min(limit, len(ranked)), prints) if len(ranked) > limit else None
+        served = [r for r in ranked[:limit] if r.post_id in visible]
+        offsets = [n for n, r in enumerate(ranked[:limit], start=1) if r.post_id in visible]
+        start = Place(_NO_PAGE, 0, 0)
+        page = await self._record(member_id, chain, start, served)
+        key = cursor_key(self.settings)
+        cursors = [chain.cursor(key, member_id, Place(page, n, o)) for n, o in enumerate(offsets, start=1)]
+        end = (
+            chain.cursor(key, member_id, Place(page, len(served), min(limit, len(ranked))))
+            if len(ranked) > limit
+            else None
+        )
         return self._page(chain, served, [visible[r.post_id] for r in served], cursors, end, source)
 
     async def next_page(self, member_id: uuid.UUID, cursor: str, limit: int) -> ForYouPage:
         """Continues the kept list at the cursor's offset; when the list is gone, ranks again as of
-        `rankedAt`, leaves out what the chain served (the cursor's fingerprints) and goes on from the
-        top of what is left, so posts gone invisible or scores moved since cannot shift the page."""
-        chain, offset, prints = parse_cursor(cursor)
+        `rankedAt`, leaves out what the cursor's path served and goes on from the top of what is left,
+        so posts gone invisible or scores moved since cannot shift the page."""
+        key = cursor_key(self.settings)
+        chain, at = parse_cursor(cursor, key, member_id)
+        offset = at.offset
         requested = limit + _SLACK + 1  # one more than a page may consume says whether the list goes on
         rebuilt: list[Ranked] | None = None
         source = "redis"
         served: list[Ranked] = []
         posts: list[Post] = []
-        cursors: list[str] = []
+        offsets: list[int] = []
         while True:
             kept = await self._kept(member_id, chain, offset, requested) if rebuilt is None else None
             if kept is None and rebuilt is None:
                 source = "postgres"
-                chain, rebuilt = await self._rebuild(member_id, chain, set(prints))
+                chain, rebuilt = await self._rebuild(member_id, chain, at)
                 offset = 0
             entries = kept if kept is not None else (rebuilt or [])[offset : offset + requested]
             window = entries[: limit - len(served) + _SLACK]
@@ -412,14 +461,16 @@ class ForYouService:
                 if r.post_id in visible:
                     served.append(r)
                     posts.append(visible[r.post_id])
-                    prints.append(fingerprint(r.post_id))
-                    cursors.append(chain.cursor(offset, prints))
+                    offsets.append(offset)
                     if len(served) == limit:
                         break
             goes_on = consumed < len(entries)  # a window is shorter than `requested`
             if len(served) == limit or not goes_on:
                 break
-        end = chain.cursor(offset, prints) if goes_on else None
+        page = await self._record(member_id, chain, at, served)
+        cursors = [chain.cursor(key, member_id, Place(page, n, o)) for n, o in enumerate(offsets, start=1)]
+        end_place = Place(page, len(served), offset) if served else Place(at.page, at.taken, offset)
+        end = chain.cursor(key, member_id, end_place) if goes_on else None
         return self._page(chain, served, posts, cursors, end, source)
 
     def _page(
@@ -441,13 +492,37 @@ class ForYouService:
             cursors,
         )
 
-    async def _rebuild(self, member_id: uuid.UUID, lost: Chain, served: set[int]) -> tuple[Chain, list[Ranked]]:
-        """The ranking made again as of the lost chain's time, less what the chain served, kept anew."""
+    async def _record(self, member_id: uuid.UUID, chain: Chain, after: Place, served: list[Ranked]) -> uuid.UUID:
+        """Records what the page served, after the path `after` ends; the new page's ID (`after`'s when
+        it served nothing: the path did not grow)."""
+        if not served:
+            return after.page
+        page = uuid.uuid4()
+        await foryou_db.record_page(
+            self.pool,
+            page,
+            member_id,
+            chain.ranked_at,
+            None if after.page == _NO_PAGE else after.page,
+            after.taken,
+            b"".join(r.post_id.bytes for r in served),
+        )
+        return page
+
+    async def _rebuild(self, member_id: uuid.UUID, lost: Chain, at: Place) -> tuple[Chain, list[Ranked]]:
+        """The ranking made again as of the lost chain's time, less what the cursor's path served, kept anew."""
+        served: set[uuid.UUID] = set()
+        if at.page != _NO_PAGE:
+            raw = await foryou_db.served_path(self.pool, at.page, member_id, at.taken)
+            if raw is None:
+                raise BadInput("this For You cursor has expired: load the first page again")
+            served = {uuid.UUID(bytes=raw[n : n + 16]) for n in range(0, len(raw), 16)}
         weights, _ = await _weights(self.pool, lost.profile.preset, lost.model_id)
         ranked = await rank(self.pool, self.settings, member_id, lost.profile, lost.ranked_at, weights, self.redis)
-        rest = [r for r in ranked if fingerprint(r.post_id) not in served]
+        rest = [r for r in ranked if r.post_id not in served]
         chain = Chain(uuid.uuid4(), lost.ranked_at, lost.profile, lost.model_id)
-        await self._keep_again(member_id, chain, rest)
+        if rest:
+            await self._keep(member_id, chain, rest)
         return chain, rest
 
     async def _kept(self, member_id: uuid.UUID, chain: Chain, offset: int, count: int) -> list[Ranked] | None:
@@ -455,21 +530,28 @@ class ForYouService:
         gone or Redis cannot say."""
         if self.redis is None:
             return None
-        key = chain.key(member_id)
         try:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.exists(key)
-                pipe.getrange(key, offset * _ENTRY.size, (offset + count) * _ENTRY.size - 1)
-                exists, raw = await pipe.execute()
-        except (RedisError, OSError, TimeoutError) as error:
+            raw = await _SLICE(
+                self.redis,
+                [chains_key(member_id)],
+                [chain.id.bytes, offset * _ENTRY.size, (offset + count) * _ENTRY.size - 1],
+            )
+        except REDIS_FAILURES as error:
             log.warning("for you snapshot unreadable (%s); ranking again from postgres", type(error).__name__)
             return None
-        return _unpack(raw) if exists else None
+        return _unpack(raw) if raw is not None else None
 
-    async def _keep_again(self, member_id: uuid.UUID, chain: Chain, ranked: list[Ranked]) -> None:
-        if self.redis is None or not ranked:
-            return
+    async def _keep(self, member_id: uuid.UUID, chain: Chain, ranked: list[Ranked]) -> bool:
+        """Keeps the ranked list among the member's MAX_CHAINS newest; whether Redis took it."""
+        if self.redis is None:
+            return False
         try:
-            await self.redis.set(chain.key(member_id), _pack(ranked), ex=self.settings.foryou_snapshot_ttl_seconds)
-        except (RedisError, OSError, TimeoutError):
-            pass
+            await _KEEP(
+                self.redis,
+                [chains_key(member_id)],
+                [chain.id.bytes, _pack(ranked), MAX_CHAINS, self.settings.foryou_snapshot_ttl_seconds],
+            )
+        except REDIS_FAILURES as error:
+            log.warning("for you snapshot not kept (%s); later pages rank again", type(error).__name__)
+            return False
+        return True

@@ -20,11 +20,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import asyncpg
 
 from feedfabric.core.settings import Settings
-from feedfabric.db import feed_log, notification_groups
+from feedfabric.db import feed_log, foryou, notification_groups
 from feedfabric.db import pipeline as db
 from feedfabric.feeds.media import sweep_originals
 
@@ -73,6 +74,12 @@ async def _feed_log(conn: asyncpg.Connection, settings: Settings) -> int:
     return len(await feed_log.apply_retention(conn, settings.feed_log_retention_days))
 
 
+async def _foryou_pages(conn: asyncpg.Connection, settings: Settings) -> int:
+    """For You page records of chains ranked before CHAIN_RETENTION (their cursors are refused since)."""
+    before = datetime.now(UTC) - foryou.CHAIN_RETENTION
+    return await _drain(lambda: foryou.forget_pages(conn, before, BATCH))
+
+
 async def _drain(batch: Callable[[], Awaitable[int]]) -> int:
     total = 0
     for _ in range(MAX_BATCHES):
@@ -102,6 +109,7 @@ STEPS: list[RetentionStep] = [
     RetentionStep("feed_log", _feed_log),
     RetentionStep("notification_take_backs", _take_backs),
     RetentionStep("empty_notification_groups", _empty_groups),
+    RetentionStep("foryou_pages", _foryou_pages),
 ]
 
 

@@ -15,7 +15,8 @@ import redis.asyncio as aioredis
 from feedfabric.core.settings import Settings
 from feedfabric.db.foryou import Profile
 from feedfabric.feeds import ranking
-from feedfabric.feeds.foryou import Chain
+from feedfabric.feeds.foryou import CURSOR_CHARS, MAX_CHAINS, Chain, Place, chains_key, cursor_key
+from feedfabric.feeds.maintenance import STEPS, maintain
 
 from tests.support import Api, make_api
 
@@ -317,11 +318,15 @@ async def test_bad_cursors_are_bad_user_input(api: Api) -> None:
 
 
 @pytest.mark.parametrize("ranked_at", [datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 30, tzinfo=UTC)])
-async def test_a_cursor_ranked_at_an_impossible_time_is_bad_user_input(api: Api, ranked_at: datetime) -> None:
-    """A well-formed cursor whose rankedAt no ranking had: the rebuild's arithmetic on it must not
-    overflow into a 500."""
+async def test_a_cursor_ranked_at_an_impossible_time_is_bad_user_input(
+    api: Api, pool: asyncpg.Pool, ranked_at: datetime
+) -> None:
+    """A well-formed cursor whose rankedAt no ranking had, signed as the app signs: the rebuild's
+    arithmetic on it must not overflow into a 500."""
     reader = await api.member("reader")
-    cursor = Chain(uuid.uuid4(), ranked_at, Profile("balanced", ranking.SOURCES, 48), 0).cursor(5, [1, 2, 3])
+    reader_id = await pool.fetchval("SELECT id FROM members WHERE external_id = 'reader'")
+    chain = Chain(uuid.uuid4(), ranked_at, Profile("balanced", ranking.SOURCES, 48), 0)
+    cursor = chain.cursor(cursor_key(api.settings), reader_id, Place(uuid.uuid4(), 3, 5))
     assert await api.error_codes(FOR_YOU, {"first": 5, "after": cursor}, token=reader) == ["BAD_USER_INPUT"]
     response = await api.rest("GET", "/userfeed/foryou", token=reader, params={"cursor": cursor})
     assert response.status_code == 400
@@ -446,3 +451,95 @@ async def test_ranking_reads_each_signal_as_the_feed_log_keeps_it_for_training(a
         assert (c.affinity, c.interest, c.popularity) == (row["affinity"], row["interest"], row["popularity"])
         assert (c.affinity_rate, c.interest_rate) == (row["affinity_rate"], row["interest_rate"])
     assert found[0].affinity_rate == pytest.approx(found[0].affinity / 3)  # two posts of the author served before
+
+
+async def _member_id(pool: asyncpg.Pool, external_id: str) -> uuid.UUID:
+    return uuid.UUID(str(await pool.fetchval("SELECT id FROM members WHERE external_id = $1", external_id)))
+
+
+async def test_a_tampered_forged_or_borrowed_cursor_is_bad_user_input(api: Api, settings: Settings) -> None:
+    """A cursor is signed for its member with the app's key: changing one character (the offset, the
+    list, the path), signing with another key, or using another member's cursor is refused."""
+    reader, _ = await _world(api, 15)
+    other = await api.member("other")
+    cursor = (await _page(api, reader, 5))["pageInfo"]["endCursor"]
+    assert (await _page(api, reader, 5, cursor))["edges"]
+    for n in range(0, len(cursor) - 1, 7):
+        flipped = cursor[:n] + ("A" if cursor[n] != "A" else "B") + cursor[n + 1 :]
+        assert await api.error_codes(FOR_YOU, {"first": 5, "after": flipped}, token=reader) == ["BAD_USER_INPUT"]
+    assert await api.error_codes(FOR_YOU, {"first": 5, "after": cursor}, token=other) == ["BAD_USER_INPUT"]
+    # A new Settings: a copy would keep the secret already read (a cached property).
+    async with make_api(Settings(**{**settings.model_dump(), "feedfabric_jwt_secret": "another-secret"})) as elsewhere:
+        forged = (await _page(elsewhere, elsewhere.token("reader"), 5))["pageInfo"]["endCursor"]
+    assert await api.error_codes(FOR_YOU, {"first": 5, "after": forged}, token=reader) == ["BAD_USER_INPUT"]
+    assert (await api.rest("GET", "/userfeed/foryou", token=reader, params={"cursor": forged})).status_code == 400
+
+
+async def test_every_cursor_has_one_length_however_long_the_chain(api: Api) -> None:
+    reader, ids = await _world(api, 40)
+    edges, after, ends = [], None, []
+    while True:
+        page = await _page(api, reader, 3, after)
+        edges += page["edges"]
+        after = page["pageInfo"]["endCursor"]
+        ends.append(after)
+        if not page["pageInfo"]["hasNextPage"]:
+            break
+    assert len(edges) == len({e["node"]["id"] for e in edges}) == 40
+    lengths = {len(e["cursor"]) for e in edges} | {len(c) for c in ends if c}
+    assert lengths == {CURSOR_CHARS}
+    assert CURSOR_CHARS <= 100
+
+
+async def test_a_chain_walked_one_post_a_page_with_redis_flushed_midway_never_repeats_or_skips(
+    api: Api, redis: aioredis.Redis
+) -> None:
+    reader, _ = await _world(api, 24)
+    expected = [e["node"]["id"] for e in await _all(api, reader, 24)]
+    served, after, pages = [], None, 0
+    while True:
+        page = await _page(api, reader, 1 if pages % 2 else 4, after)
+        pages += 1
+        served += [e["node"]["id"] for e in page["edges"]]
+        if pages in (3, 8):
+            await redis.flushdb()
+        if not page["pageInfo"]["hasNextPage"]:
+            break
+        after = page["pageInfo"]["endCursor"]
+    assert served == expected
+
+
+@pytest.mark.redis_cluster
+async def test_a_member_keeps_three_ranked_lists_and_the_fourth_first_page_drops_the_oldest(
+    api: Api, redis: aioredis.Redis, pool: asyncpg.Pool
+) -> None:
+    """The oldest chain's list leaves Redis, and its cursor still goes on exactly, ranked again from Postgres."""
+    reader, _ = await _world(api, 25)
+    key = chains_key(await _member_id(pool, "reader"))
+    expected = [e["node"]["id"] for e in await _all(api, reader, 25)]
+    oldest = await _page(api, reader, 10)
+    for _ in range(MAX_CHAINS):
+        await _page(api, reader, 10)
+    assert await redis.hlen(key) == MAX_CHAINS + 1  # the lists and their order
+    assert [k async for k in redis.scan_iter(match="foryou:{*")] in ([key.encode()], [key])
+    second = await _page(api, reader, 10, oldest["pageInfo"]["endCursor"])
+    third = await _page(api, reader, 10, second["pageInfo"]["endCursor"])
+    served = [e["node"]["id"] for e in oldest["edges"] + second["edges"] + third["edges"]]
+    assert served == expected
+    assert second["rankedAt"] == oldest["rankedAt"]
+    assert await redis.hlen(key) == MAX_CHAINS + 1
+
+
+async def test_a_cursor_whose_page_records_are_past_retention_is_refused_once_redis_lost_its_list(
+    api: Api, pool: asyncpg.Pool, redis: aioredis.Redis, settings: Settings
+) -> None:
+    reader, _ = await _world(api, 15)
+    first = await _page(api, reader, 5)
+    second = await _page(api, reader, 5, first["pageInfo"]["endCursor"])
+    await pool.execute("UPDATE foryou_pages SET ranked_at = ranked_at - interval '25 hours'")
+    removed = await maintain(pool, settings, [s for s in STEPS if s.name == "foryou_pages"])
+    assert removed == {"foryou_pages": 2}
+    await redis.flushdb()
+    body = await api.raw(FOR_YOU, {"first": 5, "after": second["pageInfo"]["endCursor"]}, token=reader)
+    assert [e["extensions"]["code"] for e in body["errors"]] == ["BAD_USER_INPUT"]
+    assert "expired" in body["errors"][0]["message"]
