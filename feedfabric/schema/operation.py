@@ -52,6 +52,7 @@ from feedfabric.schema.production import (
     is_production,
     without_suggestions,
 )
+from feedfabric.schema.ratelimit import spend_refused
 from feedfabric.schema.refusal import app_context, refuse, refuse_before_execution
 from feedfabric.schema.replica_reads import after_operation, before_execute
 from feedfabric.schema.selections import (
@@ -118,6 +119,7 @@ class OperationHooks(SchemaExtension):
         self.max_tokens = max_tokens
         self.refusal: FeedFabricError | None = None
         self.registration: Registration | None = None
+        self.budget_refusal: FeedFabricError | None = None
         self.streamed = False
 
     async def on_operation(self) -> AsyncIterator[None]:
@@ -134,23 +136,36 @@ class OperationHooks(SchemaExtension):
         await after_operation(self.execution_context)  # the member's next reads see this mutation's writes
         observe_latency(self.execution_context, started)
 
-    def on_parse(self) -> Iterator[None]:
+    async def on_parse(self) -> AsyncIterator[None]:
         self.execution_context.parse_options["max_tokens"] = self.max_tokens
         yield
+        if self.execution_context.graphql_document is None:  # it did not parse
+            await self._spend_refused()
 
-    def on_validate(self) -> Iterator[None]:
+    async def on_validate(self) -> AsyncIterator[None]:
         ec = self.execution_context
+        shape_refused = False
         if self.refusal is None and ec.graphql_document is not None:
             self.refusal = _shape_refusal(ec.graphql_document)
-            if self.refusal is not None:
-                # Refused before any rule walks it: no rules, so the validation cache's pass is one
-                # linear visit, and the refusal is answered from on_execute (where the rate limit spends).
-                ec.validation_rules = ()
-                yield
-                return
-        extra = self.limit_rules + PRODUCTION_RULES if is_production(ec) else self.limit_rules
-        ec.validation_rules = _joined(ec.validation_rules, extra)
+            shape_refused = self.refusal is not None
+        if shape_refused:
+            # Refused before any rule walks it: no rules, so the validation cache's pass is one
+            # linear visit, and the refusal is answered from on_execute (where the rate limit spends).
+            ec.validation_rules = ()
+        else:
+            extra = self.limit_rules + PRODUCTION_RULES if is_production(ec) else self.limit_rules
+            ec.validation_rules = _joined(ec.validation_rules, extra)
         yield
+        if ec.pre_execution_errors:  # a rule refused it: the guards of on_execute never see it
+            await self._spend_refused()
+
+    async def _spend_refused(self) -> None:
+        """A document refused at parse or validation spends for the work it caused
+        (feedfabric.schema.ratelimit); past the budget its answer is the rate limit's refusal."""
+        allowance = await spend_refused(self.execution_context)
+        if allowance is not None:
+            self.execution_context.extensions_results["rateLimit"] = allowance.as_extension()
+            self.budget_refusal = allowance.refusal
 
     async def on_execute(self) -> AsyncIterator[None]:
         ec = self.execution_context
@@ -188,6 +203,8 @@ class OperationHooks(SchemaExtension):
         errors = getattr(result, "errors", None)
         if not errors:
             return
+        if self.budget_refusal is not None:
+            errors = [GraphQLError(self.budget_refusal.message, extensions={"code": self.budget_refusal.code})]
         if is_production(self.execution_context):
             errors = without_suggestions(errors)
         result.errors = code_errors(errors)
