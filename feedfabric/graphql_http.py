@@ -114,8 +114,12 @@ class GraphQLOverHTTP:
 
     def parse_json(self, data: str | bytes) -> Any:
         """The body (and a GET's `variables` and `extensions`) must be a JSON object: `null`, `123` or
-        `"text"` are refused here, before Strawberry reads fields from them."""
-        parsed = super().parse_json(data)  # type: ignore[misc]
+        `"text"` are refused here, before Strawberry reads fields from them. JSON nested past what the
+        parser's recursion allows (about a thousand levels) is a malformed body too, not a crash."""
+        try:
+            parsed = super().parse_json(data)  # type: ignore[misc]
+        except RecursionError:
+            raise HTTPException(400, "The JSON body is nested too deeply.") from None
         if not isinstance(parsed, dict | list):
             raise HTTPException(400, "Expected a JSON object.")
         return parsed

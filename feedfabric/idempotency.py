@@ -27,6 +27,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from redis.exceptions import RedisError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -115,14 +116,17 @@ class Idempotency:
                 answer["body"] += message.get("body", b"")
             await send(message)
 
-        keep = False
+        kept: str | None = None
         try:
             await self.app(scope, reading, sending)
-            keep = _final(answer) and (read_whole or not fingerprint.compared)  # else it is not the body's
+            if _final(answer) and (read_whole or not fingerprint.compared):  # else it is not the body's
+                kept = _encode(fingerprint.hexdigest(), answer)
         finally:
+            # Whatever ended the request (the app raised, the client left, the answer could not be
+            # encoded), a key not kept is freed: a claim left behind would answer 409 for CLAIM_S.
             try:
-                if keep:
-                    await redis.set(slot, _encode(fingerprint.hexdigest(), answer), ex=KEPT_S)
+                if kept is not None:
+                    await redis.set(slot, kept, ex=KEPT_S)
                 else:
                     await redis.delete(slot)
             except (RedisError, OSError) as error:
@@ -193,14 +197,15 @@ class Fingerprint:
             self.digest.update(chunk)
 
     def hexdigest(self) -> str:
+        """Never raises: a body that is not JSON, or nested past what orjson reads (1,024 levels) or
+        writes (254), is compared byte for byte, so a deep body neither recurses nor goes unguarded."""
         if self.body == "json":
             raw = b"".join(self.chunks)
             try:
-                value = json.loads(raw)
-            except ValueError:
-                self.digest.update(raw)
-            else:
-                self.digest.update(json.dumps(value, sort_keys=True, separators=(",", ":")).encode())
+                canonical = orjson.dumps(orjson.loads(raw), option=orjson.OPT_SORT_KEYS)
+            except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+                canonical = raw
+            self.digest.update(canonical)
         return str(self.digest.hexdigest())
 
 

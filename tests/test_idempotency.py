@@ -132,3 +132,33 @@ async def test_a_retried_bodiless_write_is_answered_from_the_kept_answer(api: Ap
     retry = await api.client.put("/follows/sam", headers=headers)
     assert first.status_code == 200 and retry.json() == first.json()
     assert retry.headers["idempotent-replayed"] == "true"
+
+
+def deep_body(depth: int) -> str:
+    return json.dumps({"query": CREATE, "variables": {"c": "deep"}})[:-1] + ', "x": ' + "[" * depth + "]" * depth + "}"
+
+
+async def test_a_deeply_nested_body_is_refused_in_json_and_its_retry_replays_the_refusal(
+    api: Api, pool: asyncpg.Pool
+) -> None:
+    maya = await api.member("maya")
+    headers = {"Authorization": f"Bearer {maya}", "Idempotency-Key": "deep", "Content-Type": "application/json"}
+    first = await api.client.post("/graphql", content=deep_body(10_000), headers=headers)
+    retry = await api.client.post("/graphql", content=deep_body(10_000), headers=headers)
+    assert (first.status_code, code(first)) == (400, "BAD_USER_INPUT")
+    assert retry.headers["idempotent-replayed"] == "true" and retry.json() == first.json()
+    assert await posts(pool) == 0
+
+
+async def test_a_body_nested_past_what_the_fingerprint_reads_is_compared_byte_for_byte(
+    api: Api, pool: asyncpg.Pool
+) -> None:
+    maya = await api.member("maya")
+    headers = {"Authorization": f"Bearer {maya}", "Idempotency-Key": "nested", "Content-Type": "application/json"}
+    first = await api.client.post("/graphql", content=deep_body(600), headers=headers)
+    retry = await api.client.post("/graphql", content=deep_body(600), headers=headers)
+    assert first.status_code == 200 and first.json()["data"]["createPost"]["content"] == "deep"
+    assert retry.headers["idempotent-replayed"] == "true" and retry.json() == first.json()
+    other = await api.client.post("/graphql", content=deep_body(601), headers=headers)
+    assert (other.status_code, code(other)) == (422, "BAD_USER_INPUT")
+    assert await posts(pool) == 1
