@@ -10,7 +10,6 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -23,6 +22,7 @@ from strawberry.types.unset import UNSET, UnsetType
 from feedfabric import dashboard, health, jsonwire, metrics, playground, vendor
 from feedfabric.breaker import CircuitBreaker
 from feedfabric.context import Context, Resources, build_context, route_reads
+from feedfabric.cors import CorsExceptDev
 from feedfabric.db.pool import create_pool
 from feedfabric.db.replica import ReadRouting
 from feedfabric.errors import RequestTooLarge
@@ -237,7 +237,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         # Bearer tokens, not cookies: no credentials. Without origins there is no middleware at all:
         # browsers then allow no other origin, and same-origin requests pay nothing for it.
         app.add_middleware(
-            CORSMiddleware,
+            CorsExceptDev,  # the dev sign-in routes never answer another origin (feedfabric.cors)
             allow_origins=origins,
             allow_methods=["GET", "POST", "PUT", "DELETE"],
             # Any request header: clients and their SDKs add their own (Apollo's client name, tracing), and
