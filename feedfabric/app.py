@@ -10,7 +10,6 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -32,6 +31,7 @@ from feedfabric.db.replica import ReadRouting
 from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.http import dashboard, health, playground
+from feedfabric.http.cors import CorsExceptDev
 from feedfabric.http.idempotency import Idempotency
 from feedfabric.http.refusal import refusal
 from feedfabric.http.request_id import RequestIdMiddleware
@@ -245,7 +245,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         # Bearer tokens, not cookies: no credentials. Without origins there is no middleware at all:
         # browsers then allow no other origin, and same-origin requests pay nothing for it.
         app.add_middleware(
-            CORSMiddleware,
+            CorsExceptDev,  # the dev sign-in routes never answer another origin (feedfabric.http.cors)
             allow_origins=origins,
             allow_methods=["GET", "POST", "PUT", "DELETE"],
             # Any request header: clients and their SDKs add their own (Apollo's client name, tracing), and

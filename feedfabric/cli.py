@@ -130,6 +130,7 @@ def cmd_dev(args: argparse.Namespace) -> None:
     stack = devstack.start(data_dir)
     env = {**os.environ, **stack.env}
     env.setdefault("FEEDFABRIC_JWT_SECRET", secrets.token_urlsafe(32))
+    env.setdefault("FEEDFABRIC_DEV_SECRET", secrets.token_urlsafe(24))  # the playground's admin sign-in
     env["FEEDFABRIC_DATA_DIR"] = str(data_dir.resolve())
     env["FEEDFABRIC_DEV_MODE"] = "1"
     if args.demo:
@@ -157,7 +158,8 @@ def cmd_dev(args: argparse.Namespace) -> None:
         base = f"http://127.0.0.1:{args.port}"
         token = issue_token(env["FEEDFABRIC_JWT_SECRET"], args.token_for, ttl=7 * 86400)
         print(
-            f"\nFeedFabric is running.\n  GraphiQL:   {base}/graphql\n  Playground: {base}/playground\n"
+            f"\nFeedFabric is running.\n  GraphiQL:   {base}/graphql\n"
+            f"  Playground: {base}/playground/#dev-secret={env['FEEDFABRIC_DEV_SECRET']}\n"
             f"  REST:       {base}/userfeed/home\n  Postgres:   {stack.postgres.url}\n"
             f"  Redis:      {stack.redis.url}\n  Kafka:      {stack.kafka.url}\n"
             f"  Dev token for '{args.token_for}' (header: Authorization: Bearer <token>):\n    {token}\n"

@@ -82,8 +82,18 @@ function connection(conn) {
 
 // ---------------------------------------------------------------- sign-in
 
+// The dev stack's secret, from the URL `feedfabric dev` prints (#dev-secret=...): /dev/token asks for it
+// before it mints the admin's token. Kept for the tab's session, and out of the address bar.
+const DEV_SECRET_KEY = "feedfabric.devSecret";
+const fromUrl = new URLSearchParams(location.hash.slice(1)).get("dev-secret");
+if (fromUrl) {
+  sessionStorage.setItem(DEV_SECRET_KEY, fromUrl);
+  history.replaceState(null, "", location.pathname + location.search);
+}
+
 async function devJson(path) {
-  const response = await fetch(path);
+  const secret = sessionStorage.getItem(DEV_SECRET_KEY);
+  const response = await fetch(path, { headers: secret ? { "X-Dev-Secret": secret } : {} });
   if (!response.ok) throw new Error(`${path}: HTTP ${response.status} (is FEEDFABRIC_DEV_MODE on?)`);
   return response.json();
 }

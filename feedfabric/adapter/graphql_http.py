@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cross_web import HTTPException
+from graphql import GraphQLError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
@@ -38,7 +39,7 @@ from strawberry.types.graphql import OperationType
 from feedfabric.core import jsonwire
 from feedfabric.core.errors import FeedFabricError, RequestTooLarge
 from feedfabric.schema import persisted
-from feedfabric.schema.documents import too_long
+from feedfabric.schema.documents import UNNAMED_OF_SEVERAL, parse_document, several_operations, too_long
 
 GRAPHQL_PATH = "/graphql"
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
@@ -114,8 +115,12 @@ class GraphQLOverHTTP:
 
     def parse_json(self, data: str | bytes) -> Any:
         """The body (and a GET's `variables` and `extensions`) must be a JSON object: `null`, `123` or
-        `"text"` are refused here, before Strawberry reads fields from them."""
-        parsed = super().parse_json(data)  # type: ignore[misc]
+        `"text"` are refused here, before Strawberry reads fields from them. JSON nested past what the
+        parser's recursion allows (about a thousand levels) is a malformed body too, not a crash."""
+        try:
+            parsed = super().parse_json(data)  # type: ignore[misc]
+        except RecursionError:
+            raise HTTPException(400, "The JSON body is nested too deeply.") from None
         if not isinstance(parsed, dict | list):
             raise HTTPException(400, "Expected a JSON object.")
         return parsed
@@ -146,7 +151,10 @@ class GraphQLOverHTTP:
     ) -> Any:
         """A persisted query's hash becomes its stored text here, before Strawberry parses anything
         (feedfabric.schema.persisted), and a document too long to parse is refused; and the context notes whether the request named its operation
-        (feedfabric.schema.operation refuses an unnamed one among several)."""
+        (feedfabric.schema.operation refuses an unnamed one among several). A document of several
+        operations that names none is a 400 whatever the Accept, as an unknown operationName is: none of
+        them can run (the spec's GetOperation), anonymous ones included (graphql-core would answer
+        those with one validation error per operation)."""
         if isinstance(request_data, GraphQLRequestData) and hasattr(context, "resources"):
             context.operation_unnamed = request_data.operation_name is None
             try:
@@ -155,6 +163,8 @@ class GraphQLOverHTTP:
                 raise RequestRefused(error.status, error.message, code=error.code) from None
             if isinstance(request_data.query, str) and (refusal := too_long(request_data.query)) is not None:
                 raise RequestRefused(400, refusal.message, code="BAD_USER_INPUT")
+            if context.operation_unnamed and _several_operations(request_data.query):
+                raise RequestRefused(400, UNNAMED_OF_SEVERAL, code="BAD_USER_INPUT")
         return await super().execute_operation(  # type: ignore[misc]
             request, request_adapter, request_data, context, root_value, sub_response
         )
@@ -186,6 +196,17 @@ class GraphQLOverHTTP:
     async def render_graphql_ide(self, request: Request) -> Response:
         """GraphiQL from the package's own copies of its scripts (feedfabric.ops.vendor), never a CDN."""
         return HTMLResponse(GRAPHIQL_HTML.read_text(encoding="utf-8"))
+
+
+def _several_operations(query: object) -> bool:
+    """Whether the text parses (through the shared cache) into more than one operation; a text that
+    does not parse is left to Strawberry, which reports it."""
+    if not isinstance(query, str):
+        return False
+    try:
+        return several_operations(parse_document(query))
+    except GraphQLError:
+        return False
 
 
 def _json_null(key: str, value: object) -> bool:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from uuid_utils import compat
 
 from feedfabric.core.errors import BadInput
+
+# ASCII hex only, hyphenated as the API writes IDs or bare: uuid.UUID itself reads its digits with int(),
+# which takes any script's digits ("١" x 32 is the nil UUID), underscores and surrounding spaces.
+_UUID = re.compile(r"[0-9a-fA-F]{8}(?:-?[0-9a-fA-F]{4}){3}-?[0-9a-fA-F]{12}")
 
 
 def new_id() -> uuid.UUID:
@@ -16,12 +21,9 @@ def new_id() -> uuid.UUID:
 def parse_id(value: str | uuid.UUID | None, what: str = "id") -> uuid.UUID:
     if isinstance(value, uuid.UUID):
         return value
-    if not value or not isinstance(value, str) or len(value) > 64:
+    if not isinstance(value, str) or _UUID.fullmatch(value) is None:
         raise BadInput(f"{what} is not a valid ID")
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise BadInput(f"{what} is not a valid ID") from None
+    return uuid.UUID(value)
 
 
 def parse_optional_id(value: str | None, what: str = "id") -> uuid.UUID | None:

@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     feedfabric_data_dir: Path = Path(".feedfabric")
     feedfabric_instance: str | None = None
     feedfabric_dev_mode: bool = False
+    # The dev stack's own secret (`feedfabric dev` makes one and prints it in the playground's URL):
+    # /dev/token mints an admin token only for a caller that sends it (feedfabric.http.playground).
+    feedfabric_dev_secret: str = ""
 
     post_max_length: int = Field(5000, ge=1)
     comment_max_length: int = Field(2000, ge=1)

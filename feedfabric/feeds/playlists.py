@@ -40,7 +40,7 @@ RANK_MAX_LENGTH = 50
 # Bounds the cost of one rebalance; the Liked playlist grows only by appends, which keep keys short.
 MAX_ITEMS = 10_000
 NAME_MAX_LENGTH = 100
-_RANK = re.compile(r"^[0-9A-Za-z]{1,512}$")
+_RANK = re.compile(r"^[0-9A-Za-z]{1,512}\Z")
 
 
 liked_playlist_id = playlists_db.liked_playlist_id

@@ -68,16 +68,34 @@ def clean_text(value: str, what: str, *, max_length: int, allow_empty: bool = Fa
 # --- hashtags and @mentions -------------------------------------------------------------------
 #
 # A word, for hashtags and mentions, is a run of letters and numbers of any script (str.isalnum, as
-# re's \w), '_' and combining marks (Mn, Mc, Me: accents, Indic vowel signs and viramas), with a
-# zero-width non-joiner or joiner kept between two of them (Persian and Indic words hold them;
-# Twitter and Mastodon keep them too). A combining mark is part of the word it sits on, so NFD text
-# ("cafe" + U+0301) is never cut into a shorter word; a word begins with a letter, number or '_'.
-# Text is put in NFC first, so whatever form the keyboard produced, the words found are the same.
+# re's \w), '_' and combining marks (Mn, Mc, Me: accents, Indic vowel signs and viramas), with
+# default-ignorable code points (zero-width joiners and spaces, soft hyphens, ...) kept between two of
+# them, so no invisible character cuts a word short. A combining mark is part of the word it sits on,
+# so NFD text ("cafe" + U+0301) is never cut into a shorter word; a word begins with a letter, number
+# or '_'. Text is put in NFC first, so whatever form the keyboard produced, the words found are the same.
+#
+# A word is a tag under Unicode's identifier rules (UAX #31, with its case-insensitive comparison):
+# folded by NFKC and case folding with the default ignorables removed (fold_tag), it must begin with
+# an XID_Start character, '_' or a decimal digit, and go on with XID_Continue characters, and no base
+# character may carry more than MAX_MARKS_PER_BASE combining marks. So a word holding something no
+# identifier holds ("½") gives no tag, an invisible character inside a word does not make it a
+# tag of its own, and a letter under a pile of marks is no tag.
 
 TAG_MAX_CHARACTERS = 50
 # Combining marks do not count as characters; this bounds them (and so the stored tag) in all.
 TAG_MAX_CODE_POINTS = 200
-_JOINERS = "\u200c\u200d"
+# Marks on one base character, in NFC: Vietnamese needs 1, Indic conjuncts 2, Tibetan stacks up to 4.
+MAX_MARKS_PER_BASE = 4
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt), which Python does not expose.
+_DEFAULT_IGNORABLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e0fff]"
+)
+
+
+def _is_ignorable(char: str) -> bool:
+    return _DEFAULT_IGNORABLE.match(char) is not None
 
 
 def _is_mark(char: str) -> bool:
@@ -100,7 +118,7 @@ def _word_end(text: str, start: int) -> int:
             end += 1
             continue
         after = end
-        while after < len(text) and text[after] in _JOINERS:
+        while after < len(text) and _is_ignorable(text[after]):
             after += 1
         if after == end or after == len(text) or not _is_word_start(text[after]) or end == start:
             break
@@ -124,24 +142,39 @@ def _words_after(text: str, sign: str) -> list[str]:
 
 
 def fold_tag(word: str) -> str:
-    """A tag's one stored form: NFC and case-folded. str.casefold, not lower: it is the same for a word
-    and its upper case ("Straße", "STRASSE" and "strasse" all fold to "strasse", where lower() gives
-    "straße" and "strasse"). Folding knows no language, so "I" folds to "i" (Turkish "ı" stays apart);
-    "İ" folds to "i", its lower case wherever it is written, rather than to "i" and a combining dot
-    above: an i with a dot above is the i itself. Folding runs on NFD and returns NFC (as Unicode's
-    canonical caseless matching does), so it does not depend on the input form, and folding a tag
-    again leaves it as it is."""
-    folded = unicodedata.normalize("NFD", word).casefold().replace("i\u0307", "i")
+    """A tag's one stored form: UAX #31's caseless identifier form, NFKC and case-folded with the
+    default ignorables removed (Unicode's NFKC_Casefold), returned in NFC. str.casefold, not lower: it
+    is the same for a word and its upper case ("Straße", "STRASSE" and "strasse" all fold to
+    "strasse"). Folding knows no language, so "I" folds to "i" (Turkish "ı" stays apart); "İ" folds to
+    "i", its lower case wherever it is written, rather than to "i" and a combining dot above. NFKC
+    folds compatibility forms (fullwidth "ｒｕｎ", the ligature "ﬁ") into the letters they stand for;
+    letters of different scripts that merely look alike (Cyrillic "о", Latin "o") stay apart, as
+    Mastodon's tags do. Folding a tag again leaves it as it is."""
+    folded = unicodedata.normalize("NFKC", word).casefold().replace("i\u0307", "i")
+    folded = _DEFAULT_IGNORABLE.sub("", unicodedata.normalize("NFKC", folded))
     return unicodedata.normalize("NFC", folded)
 
 
 def tag_length(tag: str) -> int:
     """Characters as a reader counts them: a letter, digit or '_' with the combining marks on it is one."""
-    return sum(1 for char in tag if not _is_mark(char) and char not in _JOINERS)
+    return sum(1 for char in tag if not _is_mark(char))
 
 
 def _is_word(value: str) -> bool:
-    return bool(value) and _is_word_start(value[0]) and _word_end(value, 0) == len(value)
+    """A folded tag under UAX #31: XID_Start (str.isidentifier on one character), '_' or a decimal
+    digit first, XID_Continue after."""
+    if not value or not (value[0].isidentifier() or unicodedata.category(value[0]) == "Nd"):
+        return False
+    return ("_" + value).isidentifier()
+
+
+def _marks_fit(tag: str) -> bool:
+    run = 0
+    for char in tag:
+        run = run + 1 if _is_mark(char) else 0
+        if run > MAX_MARKS_PER_BASE:
+            return False
+    return True
 
 
 def _fits(tag: str) -> bool:
@@ -151,7 +184,9 @@ def _fits(tag: str) -> bool:
 def hashtags(text: str) -> list[str]:
     """The folded tags of the #words of the text. A word longer than a tag may be gives no tag (a
     fragment of it would put the post under a tag its author never wrote)."""
-    return sorted({tag for tag in map(fold_tag, _words_after(text, "#")) if _is_word(tag) and _fits(tag)})
+    return sorted(
+        {tag for tag in map(fold_tag, _words_after(text, "#")) if _is_word(tag) and _marks_fit(tag) and _fits(tag)}
+    )
 
 
 def mentions(text: str) -> list[str]:
@@ -167,6 +202,8 @@ def normalise_tag(value: str) -> str:
     tag = fold_tag(clean_text(value, "tag", max_length=4 * TAG_MAX_CODE_POINTS).lstrip("#"))
     if not _is_word(tag):
         raise BadInput("tag may hold only letters, digits, combining marks and '_'")
+    if not _marks_fit(tag):
+        raise BadInput(f"tag has more than {MAX_MARKS_PER_BASE} combining marks on one character")
     if not _fits(tag):
         raise BadInput(
             f"tag is longer than {TAG_MAX_CHARACTERS} characters (a letter with its combining marks"

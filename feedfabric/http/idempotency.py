@@ -27,6 +27,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from redis.exceptions import RedisError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -34,6 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from feedfabric.core.auth import bearer_token
 from feedfabric.core.errors import FeedFabricError
 from feedfabric.feeds.viewer import TOKENS
+from feedfabric.http.multipart_digest import MultipartDigest
 from feedfabric.http.refusal import refusal
 
 log = logging.getLogger("feedfabric.idempotency")
@@ -115,14 +117,17 @@ class Idempotency:
                 answer["body"] += message.get("body", b"")
             await send(message)
 
-        keep = False
+        kept: str | None = None
         try:
             await self.app(scope, reading, sending)
-            keep = _final(answer) and (read_whole or not fingerprint.compared)  # else it is not the body's
+            if _final(answer) and read_whole:  # else the fingerprint is not the whole body's
+                kept = _encode(fingerprint.hexdigest(), answer)
         finally:
+            # Whatever ended the request (the app raised, the client left, the answer could not be
+            # encoded), a key not kept is freed: a claim left behind would answer 409 for CLAIM_S.
             try:
-                if keep:
-                    await redis.set(slot, _encode(fingerprint.hexdigest(), answer), ex=KEPT_S)
+                if kept is not None:
+                    await redis.set(slot, kept, ex=KEPT_S)
                 else:
                     await redis.delete(slot)
             except (RedisError, OSError) as error:
@@ -167,11 +172,12 @@ def _subject(headers: Headers, secret: str) -> str | None:
 class Fingerprint:
     """What a retry must repeat: method, path, query and body. A JSON body is compared as the value it
     holds (keys sorted), since a client may serialise its retry afresh; a multipart body, whose boundary
-    differs on every retry, is not compared; any other body byte for byte."""
+    differs on every retry, part by part (feedfabric.http.multipart_digest); any other body byte for byte."""
 
     digest: Any
     body: str
     chunks: list[bytes] = field(default_factory=list)
+    parts: MultipartDigest | None = None
 
     @classmethod
     def of(cls, scope: Scope, headers: Headers) -> Fingerprint:
@@ -179,28 +185,30 @@ class Fingerprint:
         for part in (scope["method"].encode(), scope["path"].encode(), scope.get("query_string", b"")):
             digest.update(len(part).to_bytes(4, "big") + part)
         content_type = headers.get("content-type", "")
-        body = "multipart" if content_type.startswith("multipart/") else "json" if "json" in content_type else "raw"
-        return cls(digest, body)
-
-    @property
-    def compared(self) -> bool:
-        return self.body != "multipart"
+        if content_type.startswith("multipart/"):
+            return cls(digest, "multipart", parts=MultipartDigest(content_type))
+        return cls(digest, "json" if "json" in content_type else "raw")
 
     def add(self, chunk: bytes) -> None:
-        if self.body == "json":
+        if self.parts is not None:
+            self.parts.add(chunk)
+        elif self.body == "json":
             self.chunks.append(chunk)
-        elif self.body == "raw":
+        else:
             self.digest.update(chunk)
 
     def hexdigest(self) -> str:
-        if self.body == "json":
+        """Never raises: a body that is not JSON, or nested past what orjson reads (1,024 levels) or
+        writes (254), is compared byte for byte, so a deep body neither recurses nor goes unguarded."""
+        if self.parts is not None:
+            self.digest.update(self.parts.hexdigest().encode())
+        elif self.body == "json":
             raw = b"".join(self.chunks)
             try:
-                value = json.loads(raw)
-            except ValueError:
-                self.digest.update(raw)
-            else:
-                self.digest.update(json.dumps(value, sort_keys=True, separators=(",", ":")).encode())
+                canonical = orjson.dumps(orjson.loads(raw), option=orjson.OPT_SORT_KEYS)
+            except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+                canonical = raw
+            self.digest.update(canonical)
         return str(self.digest.hexdigest())
 
 

@@ -10,11 +10,18 @@ dev` sets it) and never in production: otherwise the paths are plain 404s.
 Even then they answer only a request from a loopback address whose `Host` is
 a loopback name (localhost, 127.0.0.1, [::1]): a web page elsewhere cannot
 reach them by DNS rebinding, nor another machine through a forwarded port
-(403 `auth.forbidden`).
+(403 `auth.forbidden`). Any process on the machine is a loopback caller, so
+the admin's token takes one more thing: the dev stack's own secret
+(FEEDFABRIC_DEV_SECRET, which `feedfabric dev` makes and prints in the
+playground's URL) in the `X-Dev-Secret` header; without it, or with no secret
+configured, it is 403. These paths never carry CORS headers (feedfabric.http.cors),
+so no page of another origin can read a token, whatever CORS_ALLOWED_ORIGINS
+allows.
 """
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -72,6 +79,16 @@ def loopback_only(endpoint: Callable[[Request], Awaitable[Response]]) -> Callabl
     return guarded
 
 
+DEV_SECRET_HEADER = "x-dev-secret"
+
+
+def holds_dev_secret(request: Request, settings: Settings) -> bool:
+    """The request sends the dev stack's secret; never true when none is configured."""
+    expected = settings.feedfabric_dev_secret.encode()
+    given = request.headers.get(DEV_SECRET_HEADER, "").encode()
+    return bool(expected) and hmac.compare_digest(given, expected)
+
+
 async def dev_members(request: Request) -> Response:
     """Active members for the sign-in picker, demo members first."""
     pool = request.app.state.resources.pool
@@ -97,5 +114,16 @@ async def dev_token(request: Request) -> Response:
     if not external_id or await pool.fetchval("SELECT 1 FROM members WHERE external_id = $1", external_id) is None:
         return JSONResponse({"error": {"code": "member.not_found", "message": "no such member"}}, 404)
     settings: Settings = request.app.state.resources.settings
-    token = issue_token(settings.jwt_secret, external_id, admin=external_id == ADMIN_EXTERNAL_ID, ttl=TOKEN_TTL_SECONDS)
+    admin = external_id == ADMIN_EXTERNAL_ID
+    if admin and not holds_dev_secret(request, settings):
+        return JSONResponse(
+            {
+                "error": {
+                    "code": "auth.forbidden",
+                    "message": "the admin's token needs the dev stack's secret (X-Dev-Secret, as `feedfabric dev` prints it)",
+                }
+            },
+            403,
+        )
+    token = issue_token(settings.jwt_secret, external_id, admin=admin, ttl=TOKEN_TTL_SECONDS)
     return JSONResponse({"externalId": external_id, "token": token})

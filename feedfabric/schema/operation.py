@@ -53,6 +53,7 @@ from feedfabric.schema.production import (
     is_production,
     without_suggestions,
 )
+from feedfabric.schema.ratelimit import spend_refused
 from feedfabric.schema.refusal import app_context, refuse, refuse_before_execution
 from feedfabric.schema.replica_reads import after_operation, before_execute
 from feedfabric.schema.selections import (
@@ -156,6 +157,7 @@ class OperationHooks(SchemaExtension):
         self.max_tokens = max_tokens
         self.refusal: FeedFabricError | None = None
         self.registration: Registration | None = None
+        self.budget_refusal: FeedFabricError | None = None
         self.streamed = False
         self.cyclic = False
 
@@ -173,11 +175,13 @@ class OperationHooks(SchemaExtension):
         await after_operation(self.execution_context)  # the member's next reads see this mutation's writes
         observe_latency(self.execution_context, started)
 
-    def on_parse(self) -> Iterator[None]:
+    async def on_parse(self) -> AsyncIterator[None]:
         self.execution_context.parse_options["max_tokens"] = self.max_tokens
         yield
+        if self.execution_context.graphql_document is None:  # it did not parse
+            await self._spend_refused()
 
-    def on_validate(self) -> Iterator[None]:
+    async def on_validate(self) -> AsyncIterator[None]:
         ec = self.execution_context
         if ec.graphql_document is not None:
             screening = screen(ec.graphql_document)
@@ -190,6 +194,16 @@ class OperationHooks(SchemaExtension):
         extra = self.limit_rules + PRODUCTION_RULES if is_production(ec) else self.limit_rules
         ec.validation_rules = _joined(ec.validation_rules, extra)
         yield
+        if ec.pre_execution_errors:  # a rule refused it: the guards of on_execute never see it
+            await self._spend_refused()
+
+    async def _spend_refused(self) -> None:
+        """A document refused at parse or validation spends for the work it caused
+        (feedfabric.schema.ratelimit); past the budget its answer is the rate limit's refusal."""
+        allowance = await spend_refused(self.execution_context)
+        if allowance is not None:
+            self.execution_context.extensions_results["rateLimit"] = allowance.as_extension()
+            self.budget_refusal = allowance.refusal
 
     async def on_execute(self) -> AsyncIterator[None]:
         ec = self.execution_context
@@ -198,7 +212,7 @@ class OperationHooks(SchemaExtension):
             yield
             return
         subscription = ec.operation_type is OperationType.SUBSCRIPTION
-        if _unnamed_of_several(ec):  # HTTP only: the sockets refuse it before it gets here
+        if _unnamed_of_several(ec):  # the HTTP view and the sockets refuse it first; any other caller here
             refuse_before_execution(ec, [GraphQLError(UNNAMED_OF_SEVERAL, extensions={"code": "BAD_USER_INPUT"})])
         elif subscription and not _on_websocket(ec):
             refuse_before_execution(ec, [GraphQLError(SUBSCRIPTION_OVER_HTTP, extensions={"code": "BAD_USER_INPUT"})])
@@ -227,9 +241,11 @@ class OperationHooks(SchemaExtension):
         errors = getattr(result, "errors", None)
         if not errors:
             return
+        if self.budget_refusal is not None:
+            errors = [GraphQLError(self.budget_refusal.message, extensions={"code": self.budget_refusal.code})]
         if is_production(self.execution_context):
             errors = without_suggestions(errors)
-        if self.cyclic:
+        elif self.cyclic:
             errors = [_validation_failed(error) for error in errors]
         result.errors = code_errors(errors)
         count_errors(result.errors)

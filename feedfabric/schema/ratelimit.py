@@ -3,12 +3,23 @@
 One HTTP request can carry many operations: twenty aliases of a root field, or
 a batch of documents. So every root field of the operation that runs (aliases
 and fragment-spread fields included) counts one, and each operation of a
-batch is checked on its own. An operation refused before execution (too
-costly, or fragments fanning out) spends its share all the same. Each
-operation that runs also spends its query cost from the cost budget of the
-same window (RATE_LIMIT_COST); one refused spends none of it, having done no
-work (a client's one query of `first: 1000` does not lock it out for the
-window).
+batch is checked on its own. Each operation that runs also spends its query
+cost from the cost budget of the same window (RATE_LIMIT_COST).
+
+A document refused before execution (it does not parse, a validation rule,
+the depth or alias limit, its shape, its cost or its variables refuse it)
+ran no resolver, but parsing and checking it was work all the same, and
+without a charge a client could keep a process busy with refused documents
+for free. So it spends its root fields (one when it does not parse) and, from
+the cost budget, the work of checking it: one unit per token, as the parser
+and each validation rule walk every token a bounded number of times (a token
+of checking costs about what a unit of query cost does: a refused 1.3 kB
+document of 270 tokens takes about 3 ms, as a feed page of cost 260 does). A
+document that does not parse is charged one unit per ten characters, the
+ratio the character cap assumes (feedfabric.schema.documents). Its query cost it does
+not spend (a client's one query of `first: 1000` does not lock it out for the
+window). Over the budget, the refusal's own errors give way to RATE_LIMITED.
+These checks live in the schema, so HTTP and both socket protocols spend alike.
 """
 
 from __future__ import annotations
@@ -21,6 +32,8 @@ from strawberry.extensions import SchemaExtension
 
 from feedfabric.feeds import ratelimit
 from feedfabric.schema.cost import cached_cost
+from feedfabric.schema.documents import MAX_TOKENS
+from feedfabric.schema.idmemo import IdMemo
 from feedfabric.schema.refusal import app_context, refuse
 from feedfabric.schema.selections import fragments_of, iter_fields
 from feedfabric.schema.served import graphql_schema
@@ -32,6 +45,52 @@ def root_field_count(document: DocumentNode, operation_name: str | None) -> int:
     if operation is None:
         return 1
     return max(sum(1 for _ in iter_fields(operation.selection_set, fragments_of(document))), 1)
+
+
+CHARACTERS_PER_TOKEN = 10
+
+
+def document_tokens(document: DocumentNode) -> int:
+    """The document's tokens (its comments included): the work of parsing and validating it."""
+    return _TOKENS.get(id(document), document, lambda: _count_tokens(document))
+
+
+_TOKENS: IdMemo[int] = IdMemo(1024)
+
+
+def _count_tokens(document: DocumentNode) -> int:
+    token = document.loc.start_token if document.loc is not None else None
+    count = 0
+    while token is not None:
+        count += 1
+        token = token.next
+    return max(count - 2, 1)  # the start and end-of-file markers are no tokens
+
+
+def refused_work(query: str | None, document: DocumentNode | None) -> int:
+    """What checking a refused document cost, in units of the cost budget."""
+    if document is not None:
+        return document_tokens(document)
+    return min(len(query or "") // CHARACTERS_PER_TOKEN + 1, MAX_TOKENS)
+
+
+def _client(context: Any) -> str:
+    member = getattr(getattr(context.viewer_result, "viewer", None), "member", None)
+    client = getattr(context.request, "client", None)
+    return ratelimit.client_key(member.id if member else None, client.host if client else None)
+
+
+async def spend_refused(ec: Any) -> ratelimit.Allowance | None:
+    """Spends for a document refused before it reached the guards (it did not parse, or failed
+    validation); None outside the app or without Redis."""
+    context = app_context(ec)
+    if context is None:
+        return None
+    document = ec.graphql_document
+    operations = root_field_count(document, ec.operation_name) if document is not None else 1
+    return await ratelimit.spend(
+        context.resources.redis, context.settings, _client(context), operations, refused_work(ec.query, document)
+    )
 
 
 def _query_cost(ec: Any, document: DocumentNode) -> int:
@@ -59,19 +118,18 @@ class OperationRateLimit(SchemaExtension):
 
     async def _check(self, context: Any, document: DocumentNode) -> None:
         ec = self.execution_context
-        member = getattr(getattr(context.viewer_result, "viewer", None), "member", None)
-        client = getattr(context.request, "client", None)
+        refused = ec.result is not None
         allowance = await ratelimit.spend(
             context.resources.redis,
             context.settings,
-            ratelimit.client_key(member.id if member else None, client.host if client else None),
+            _client(context),
             root_field_count(document, ec.operation_name),
-            0 if ec.result is not None else _query_cost(ec, document),  # a refused operation does no work
+            document_tokens(document) if refused else _query_cost(ec, document),
         )
         if allowance is None:
             return
         self.status = allowance.as_extension()
-        if allowance.refusal is not None and ec.result is None:
+        if allowance.refusal is not None:
             refuse(ec, allowance.refusal)
 
     def get_results(self) -> dict[str, Any]:

@@ -127,6 +127,20 @@ async def test_several_operations_without_an_operation_name_run_none(api: Api) -
     assert viewer["viewer"]["displayName"] != "changed"
 
 
+@pytest.mark.parametrize("accept", ["application/json", GRAPHQL_RESPONSE])
+@pytest.mark.parametrize(
+    "document",
+    ["{ a: viewer { id } } { b: viewer { id } }", "query A { viewer { id } } query B { viewer { id } }"],
+    ids=["anonymous", "named"],
+)
+async def test_several_operations_without_an_operation_name_are_a_400_whatever_the_accept(
+    api: Api, document: str, accept: str
+) -> None:
+    response = await api.client.post("/graphql", json={"query": document}, headers={"accept": accept})
+    assert coded(response, 400) == ["BAD_USER_INPUT"]
+    assert "operationName" in response.json()["errors"][0]["message"]
+
+
 async def test_a_mutation_over_get_is_405_allowing_post(api: Api) -> None:
     response = await api.client.get("/graphql", params={"query": 'mutation { follow(externalUserId: "x") { id } }'})
     assert coded(response, 405) == ["BAD_USER_INPUT"]

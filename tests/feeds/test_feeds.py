@@ -147,3 +147,9 @@ async def test_page_size_must_be_between_1_and_100(api: Api) -> None:
 async def test_a_malformed_cursor_is_bad_input(api: Api) -> None:
     maya = await api.member("maya")
     assert await api.error_codes(HOME, {"after": "'; DROP TABLE posts; --"}, token=maya) == ["BAD_USER_INPUT"]
+
+
+async def test_a_cursor_of_non_ascii_digits_is_bad_input(api: Api) -> None:
+    maya = await api.member("maya")
+    for after in ("\u0661" * 32, "\uff10" * 32, "{" + "\u0661" * 32 + "}"):
+        assert await api.error_codes(HOME, {"after": after}, token=maya) == ["BAD_USER_INPUT"], after

@@ -100,7 +100,7 @@ async def test_followed_tags_alphabetical(api: Api) -> None:
 
 async def test_a_bad_cursor_is_bad_input(api: Api) -> None:
     token = await api.member("prober")
-    for cursor in ("nope", "12.not-a-uuid", "１２.x"):
+    for cursor in ("nope", "12.not-a-uuid", "１２.x", "12." + "\u0661" * 32, "12.0\n"):
         codes = await api.error_codes(FOLLOWERS, {"u": "prober", "after": cursor}, token=token)
         assert codes == ["BAD_USER_INPUT"]
 

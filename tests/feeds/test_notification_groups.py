@@ -346,6 +346,18 @@ async def test_mark_notifications_read_up_to_closes_only_groups_with_nothing_unr
     assert (await groups(api, ava))["unreadCount"] == 0
 
 
+@pytest.mark.parametrize("digit", ["\u0661", "\uff11", "\u0967"], ids=["arabic-indic", "fullwidth", "devanagari"])
+async def test_mark_notifications_read_up_to_an_id_of_non_ascii_digits_is_bad_input(
+    api: Api, worker: InlineGroup, digit: str
+) -> None:
+    ava, bob = await api.member("ava"), await api.member("bob")
+    await api.follow(bob, "ava")
+    await worker.catch_up()
+    refused = await api.raw("mutation($u: ID!) { markNotificationsRead(upTo: $u) }", {"u": digit * 32}, token=ava)
+    assert [e["extensions"]["code"] for e in refused["errors"]] == ["BAD_USER_INPUT"]
+    assert (await groups(api, ava))["unreadCount"] == 1
+
+
 async def test_a_group_key_must_be_the_viewers_own(api: Api, worker: InlineGroup) -> None:
     ava, bob = await api.member("ava"), await api.member("bob")
     await api.follow(bob, "ava")

@@ -132,3 +132,75 @@ async def test_a_retried_bodiless_write_is_answered_from_the_kept_answer(api: Ap
     retry = await api.client.put("/follows/sam", headers=headers)
     assert first.status_code == 200 and retry.json() == first.json()
     assert retry.headers["idempotent-replayed"] == "true"
+
+
+def deep_body(depth: int) -> str:
+    return json.dumps({"query": CREATE, "variables": {"c": "deep"}})[:-1] + ', "x": ' + "[" * depth + "]" * depth + "}"
+
+
+async def test_a_deeply_nested_body_is_refused_in_json_and_its_retry_replays_the_refusal(
+    api: Api, pool: asyncpg.Pool
+) -> None:
+    maya = await api.member("maya")
+    headers = {"Authorization": f"Bearer {maya}", "Idempotency-Key": "deep", "Content-Type": "application/json"}
+    first = await api.client.post("/graphql", content=deep_body(10_000), headers=headers)
+    retry = await api.client.post("/graphql", content=deep_body(10_000), headers=headers)
+    assert (first.status_code, code(first)) == (400, "BAD_USER_INPUT")
+    assert retry.headers["idempotent-replayed"] == "true" and retry.json() == first.json()
+    assert await posts(pool) == 0
+
+
+async def test_a_body_nested_past_what_the_fingerprint_reads_is_compared_byte_for_byte(
+    api: Api, pool: asyncpg.Pool
+) -> None:
+    maya = await api.member("maya")
+    headers = {"Authorization": f"Bearer {maya}", "Idempotency-Key": "nested", "Content-Type": "application/json"}
+    first = await api.client.post("/graphql", content=deep_body(600), headers=headers)
+    retry = await api.client.post("/graphql", content=deep_body(600), headers=headers)
+    assert first.status_code == 200 and first.json()["data"]["createPost"]["content"] == "deep"
+    assert retry.headers["idempotent-replayed"] == "true" and retry.json() == first.json()
+    other = await api.client.post("/graphql", content=deep_body(601), headers=headers)
+    assert (other.status_code, code(other)) == (422, "BAD_USER_INPUT")
+    assert await posts(pool) == 1
+
+
+def multipart(query: str, variables: dict[str, Any], photo: bytes) -> dict[str, Any]:
+    """A GraphQL multipart request (the form Apollo's upload link sends), its file mapped to `$file`."""
+    return {
+        "data": {
+            "operations": json.dumps({"query": query, "variables": {**variables, "file": None}}),
+            "map": json.dumps({"0": ["variables.file"]}),
+        },
+        "files": {"0": ("p.jpg", photo, "image/jpeg")},
+    }
+
+
+UPLOAD = "mutation($file: Upload!) { uploadMedia(file: $file) { id } }"
+DELETE = "mutation($id: ID!, $file: Upload) { deletePost(id: $id) }"
+
+
+async def test_a_multipart_retry_is_the_same_request_whatever_its_boundary(api: Api, pool: asyncpg.Pool) -> None:
+    maya = await api.member("maya")
+    headers = {"Authorization": f"Bearer {maya}", "Idempotency-Key": "upload-1"}
+    photo = jpeg()
+    first = await api.client.post("/graphql", headers=headers, **multipart(UPLOAD, {}, photo))
+    retry = await api.client.post("/graphql", headers=headers, **multipart(UPLOAD, {}, photo))
+    assert retry.headers["idempotent-replayed"] == "true" and retry.json() == first.json()
+    assert await pool.fetchval("SELECT count(*) FROM media") == 1
+
+
+async def test_a_multipart_request_under_a_used_key_is_compared_by_operation_variables_and_files(
+    api: Api, pool: asyncpg.Pool
+) -> None:
+    maya = await api.member("maya")
+    headers = {"Authorization": f"Bearer {maya}", "Idempotency-Key": "upload-2"}
+    first = await api.client.post("/graphql", headers=headers, **multipart(UPLOAD, {}, jpeg()))
+    assert "errors" not in first.json()
+    another_file = await api.client.post("/graphql", headers=headers, **multipart(UPLOAD, {}, jpeg((32, 32))))
+    another_operation = await api.client.post(
+        "/graphql", headers=headers, **multipart(DELETE, {"id": "00000000-0000-0000-0000-000000000000"}, jpeg())
+    )
+    for refused in (another_file, another_operation):
+        assert (refused.status_code, code(refused)) == (422, "BAD_USER_INPUT")
+        assert "idempotent-replayed" not in refused.headers
+    assert await pool.fetchval("SELECT count(*) FROM media") == 1

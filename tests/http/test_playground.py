@@ -32,8 +32,11 @@ async def test_dev_routes_are_off_in_production_even_in_dev_mode(settings: Setti
     assert "/dev/token" not in paths and "/dev/members" not in paths
 
 
+DEV_SECRET = "the-dev-stacks-own"
+
+
 async def test_dev_token_signs_in_as_an_existing_member(settings: Settings) -> None:
-    dev = settings.model_copy(update={"feedfabric_dev_mode": True})
+    dev = settings.model_copy(update={"feedfabric_dev_mode": True, "feedfabric_dev_secret": DEV_SECRET})
     async with make_api(dev) as api:
         api.client.base_url = httpx.URL("http://localhost:8000")
         await api.member("alice")
@@ -48,8 +51,10 @@ async def test_dev_token_signs_in_as_an_existing_member(settings: Settings) -> N
         data = await api.gql("{ viewer { externalId } }", token=body["token"])
         assert data == {"viewer": {"externalId": "alice"}}
         assert decode_token(dev.jwt_secret, body["token"]).is_admin is False
-        admin = (await api.client.get("/dev/token", params={"externalId": "demo-admin"})).json()["token"]
-        assert decode_token(dev.jwt_secret, admin).is_admin is True
+        admin = await api.client.get(
+            "/dev/token", params={"externalId": "demo-admin"}, headers={"X-Dev-Secret": DEV_SECRET}
+        )
+        assert decode_token(dev.jwt_secret, admin.json()["token"]).is_admin is True
 
         missing = await api.client.get("/dev/token", params={"externalId": "nobody"})
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "member.not_found"
@@ -81,3 +86,45 @@ async def test_dev_sign_in_answers_only_loopback_hosts(
                 assert (response.status_code == 200) is answered, (path, response.text)
                 if not answered:
                     assert response.status_code == 403 and response.json()["error"]["code"] == "auth.forbidden"
+
+
+@pytest.mark.parametrize(("configured", "sent"), [(DEV_SECRET, None), (DEV_SECRET, "guessed"), ("", ""), ("", None)])
+async def test_the_admins_dev_token_needs_the_dev_stacks_secret(
+    settings: Settings, configured: str, sent: str | None
+) -> None:
+    dev = settings.model_copy(update={"feedfabric_dev_mode": True, "feedfabric_dev_secret": configured})
+    async with make_api(dev) as api:
+        api.client.base_url = httpx.URL("http://localhost:8000")
+        await api.gql(
+            'mutation { upsertProfile(username: "demo_admin", displayName: "Demo Admin") { id } }',
+            token=api.token("demo-admin"),
+        )
+        headers = {"X-Dev-Secret": sent} if sent is not None else {}
+        refused = await api.client.get("/dev/token", params={"externalId": "demo-admin"}, headers=headers)
+        assert refused.status_code == 403 and refused.json()["error"]["code"] == "auth.forbidden"
+        assert "token" not in refused.json()
+
+
+@pytest.mark.parametrize("origins", ["*", "https://app.example"])
+async def test_dev_sign_in_never_answers_another_origin(settings: Settings, origins: str) -> None:
+    dev = settings.model_copy(
+        update={"feedfabric_dev_mode": True, "feedfabric_dev_secret": DEV_SECRET, "cors_allowed_origins": origins}
+    )
+    async with make_api(dev) as api:
+        api.client.base_url = httpx.URL("http://localhost:8000")
+        await api.member("alice")
+        origin = {"Origin": "https://app.example"}
+        for path in ("/dev/token?externalId=alice", "/dev/members"):
+            answer = await api.client.get(path, headers=origin)
+            assert answer.status_code == 200 and "access-control-allow-origin" not in answer.headers, path
+            preflight = await api.client.options(
+                path,
+                headers={
+                    **origin,
+                    "Access-Control-Request-Method": "GET",
+                    "Access-Control-Request-Headers": "x-dev-secret",
+                },
+            )
+            assert not any(h.startswith("access-control-") for h in preflight.headers), path
+        graphql = await api.client.post("/graphql", json={"query": "{ __typename }"}, headers=origin)
+        assert "access-control-allow-origin" in graphql.headers  # the API itself still answers the origin

@@ -623,8 +623,54 @@ async def test_an_operation_refused_as_too_costly_spends_no_query_cost(api: Api,
         )
         refused = await limited.raw(too_costly, token=token)
         assert codes(refused) == ["QUERY_TOO_COMPLEX"]
-        assert refused["extensions"]["rateLimit"]["costRemaining"] == 1_000
+        # Checking it was work: its tokens are spent, its query cost is not.
+        assert refused["extensions"]["rateLimit"]["costRemaining"] == 1_000 - _lexer_tokens(too_costly)
         assert codes(await limited.raw(FOLLOWING_PAGES, token=token)) == []
+
+
+INVALID = "{ viewer { id } nope }"  # two root fields, one unknown
+
+
+async def test_documents_refused_by_validation_spend_their_root_fields_until_rate_limited(
+    api: Api, settings: Settings
+) -> None:
+    async with rate_limited(settings, 5) as limited:
+        first = await limited.raw(INVALID)
+        assert codes(first) == ["BAD_USER_INPUT"]
+        assert first["extensions"]["rateLimit"]["remaining"] == 3
+        assert first["extensions"]["rateLimit"]["costRemaining"] == settings.rate_limit_cost - _lexer_tokens(INVALID)
+        assert codes(await limited.raw(INVALID)) == ["BAD_USER_INPUT"]  # 4 of 5
+        response = await limited.client.post(
+            "/graphql", json={"query": INVALID}, headers={"Accept": "application/graphql-response+json"}
+        )
+        assert response.status_code == 429
+        assert codes(response.json()) == ["RATE_LIMITED"]
+        assert codes(await limited.raw("{ __typename }")) == ["RATE_LIMITED"]
+
+
+async def test_documents_that_do_not_parse_spend_a_cost_unit_per_ten_characters(api: Api, settings: Settings) -> None:
+    async with api_with(
+        settings, rate_limit_cost=1_000, rate_limit_window_seconds=STEADY_WINDOW, redis_timeout_ms=10_000
+    ) as limited:
+        unparsable = "{ viewer { id " + " " * 2_985  # 2,999 characters: 300 units
+        for spent in (1, 2, 3):
+            refused = await limited.raw(unparsable)
+            assert codes(refused) == ["BAD_USER_INPUT"]
+            assert refused["extensions"]["rateLimit"]["remaining"] == settings.rate_limit_operations - spent
+            assert refused["extensions"]["rateLimit"]["costRemaining"] == 1_000 - 300 * spent
+        assert codes(await limited.raw(unparsable)) == ["RATE_LIMITED"]
+
+
+async def test_refused_documents_of_one_client_leave_anothers_budget_alone(api: Api, settings: Settings) -> None:
+    async with rate_limited(settings, 6) as limited:
+        elsewhere = httpx.ASGITransport(app=limited.app, client=("203.0.113.8", 4321))  # type: ignore[attr-defined]
+        async with httpx.AsyncClient(transport=elsewhere, base_url="http://test") as client:
+            other = Api(client, limited.settings)
+            answers = [codes(await limited.raw(INVALID)) for _ in range(4)]  # 2 root fields each
+            assert answers[-1] == ["RATE_LIMITED"]
+            ok = await other.raw("{ viewer { id } }")
+            assert codes(ok) == []
+            assert ok["extensions"]["rateLimit"]["remaining"] == 5
 
 
 async def test_rate_limit_fails_open_without_redis(api: Api, settings: Settings) -> None:
