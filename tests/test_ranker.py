@@ -187,7 +187,9 @@ def test_a_score_that_only_tells_the_feeds_apart_earns_no_auc() -> None:
     n = 6_000
     feeds = np.where(rng.random(n) < 0.5, "following", "for_you")
     zeros = np.zeros(n)
-    rows = ranking.features(zeros, zeros, zeros, zeros, (feeds == "for_you").astype(float), zeros, zeros, zeros, zeros, zeros)
+    rows = ranking.features(
+        zeros, zeros, zeros, zeros, (feeds == "for_you").astype(float), zeros, zeros, zeros, zeros, zeros
+    )
     engaged = (rng.random(n) < np.where(feeds == "for_you", 0.6, 0.2)).astype(np.int8)
     fitted = ranker.fit(np.arange(n, dtype=np.float64), rows, engaged, feeds)
     assert fitted.baseline_auc == pytest.approx(0.5)
