@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import pickle
 import random
 import uuid
 from collections import defaultdict
@@ -36,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import numpy as np
-from feedfabric.db import affinity
+from feedfabric.db import affinity, feed_stats
 from feedfabric.db import feed_log as feed_log_db
 from feedfabric.db import foryou as foryou_db
 from feedfabric.db.feed_log import ServedPage
@@ -458,6 +459,7 @@ def main() -> None:
         help="what a favourite author, a topic, the liking for popular and for new posts add: 0.35,0.25,0.30,0.15",
     )
     parser.add_argument("--database", help="a Postgres server URL (a fresh database is made beside it)")
+    parser.add_argument("--save", help="pickle the candidate sets and the log's training rows here, for offline study")
     args = parser.parse_args()
     with _stack.services() as env:
         url = _stack.fresh_database(args.database or _stack.env_or(env, "DATABASE_URL"))
@@ -515,6 +517,10 @@ async def simulate(args: argparse.Namespace, url: str) -> None:
             f" / best fixed preset {rates['learned'] / fixed:.3f}"
         )
         newcomers_report(sim, after_sets, bound)
+        if args.save:
+            rows = await feed_stats.training_rows(pool, None, end + timedelta(days=args.days))
+            with open(args.save, "wb") as out:
+                pickle.dump({"sets": sim.candidate_sets, "rows": [dict(r) for r in rows], "end": end}, out)
     finally:
         await pool.close()
 
