@@ -8,7 +8,7 @@ learned weight means the same thing in training and in ranking. A pair without a
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable
 from datetime import datetime
 
 import asyncpg
@@ -32,12 +32,14 @@ def topic_effect(member: str, post: str) -> str:
 async def replace(
     conn: asyncpg.Connection,
     *,
-    authors: Sequence[tuple[uuid.UUID, uuid.UUID, float]],
-    topics: Sequence[tuple[uuid.UUID, str, float]],
+    authors: Iterable[tuple[uuid.UUID, uuid.UUID, float]],
+    topics: Iterable[tuple[uuid.UUID, str, float]],
     log_until: datetime,
     rows: int,
+    counts: tuple[int, int],
 ) -> None:
-    """The refit's effects in place of the last ones (call inside a transaction: readers see either).
+    """The refit's effects in place of the last ones (call inside a transaction: readers see either);
+    `counts`: how many authors' and topics' rows the iterables yield.
     DELETE, not TRUNCATE, so For You pages ranking meanwhile read the old effects instead of waiting."""
     await conn.execute("DELETE FROM reader_author_effects")
     await conn.execute("DELETE FROM reader_topic_effects")
@@ -49,8 +51,7 @@ async def replace(
         "INSERT INTO reader_effect_fits (log_until, rows, authors, topics) VALUES ($1, $2, $3, $4)",
         log_until,
         rows,
-        len(authors),
-        len(topics),
+        *counts,
     )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from datetime import datetime
 
 import asyncpg
@@ -186,21 +186,30 @@ async def refit(pool: asyncpg.Pool, *, since: datetime | None, until: datetime) 
         tags = list(cells_reader.tags)
         keep_a = np.abs(fitted.author_effects) >= STORE_FROM
         keep_t = np.abs(fitted.topic_effects) >= STORE_FROM
-        author_rows = [
-            (members[r], authors[a], float(e))
+        # Generators: the rows are made as COPY sends them, not held as a list of millions of tuples.
+        author_rows = (
+            (members[r], authors[a], e)
             for (r, a), e in zip(
                 fitted.author_pairs[keep_a].tolist(), fitted.author_effects[keep_a].tolist(), strict=True
             )
-        ]
-        topic_rows = [
-            (members[r], tags[t], float(e))
+        )
+        topic_rows = (
+            (members[r], tags[t], e)
             for (r, t), e in zip(
                 fitted.topic_pairs[keep_t].tolist(), fitted.topic_effects[keep_t].tolist(), strict=True
             )
-        ]
+        )
         rows = int(cells.served.sum())
         async with conn.transaction():
             await conn.execute("SET LOCAL statement_timeout = 0")
-            await effects_db.replace(conn, authors=author_rows, topics=topic_rows, log_until=until, rows=rows)
-    log.info("reader effects refitted on %d rows: %d authors, %d topics", rows, len(author_rows), len(topic_rows))
-    return Refitted(rows, len(author_rows), len(topic_rows))
+            await effects_db.replace(
+                conn,
+                authors=author_rows,
+                topics=topic_rows,
+                log_until=until,
+                rows=rows,
+                counts=(int(keep_a.sum()), int(keep_t.sum())),
+            )
+    refitted = Refitted(rows, int(keep_a.sum()), int(keep_t.sum()))
+    log.info("reader effects refitted on %d rows: %d authors, %d topics", *astuple(refitted))
+    return refitted
