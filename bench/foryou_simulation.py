@@ -9,17 +9,22 @@ their author's usual topic and a synthetic 384-d vector near that topic's centro
 source and the similarity signal have something to find; a crowd of other members likes posts by
 their hidden quality (each like inserted when its time comes), which is what popularity sees.
 
-The run also prints each For You preset's expected rate (the mean hidden probability of what it
-served) and that of a tastes-aware ranking of the same candidates: the ceiling a ranker could reach.
+Every reading session serves one Following page (followed authors, newest first) and, after the
+reader's likes on it, one For You page whose preset is drawn at random (its own seeded stream) from
+NEWEST_FIRST, BALANCED and LEARNED, so all three are read by the same population and none always
+follows another. Pages go through the real ranking (feedfabric.feeds.foryou.signals and order) and
+the real feed log insert, at simulated times; the ranker is the real `feeds.ranker.train`, run once
+after the first days on the rows whose outcome is complete, then at the end of every later day, as
+the worker retrains daily (before the first training the worker's nightly refit of the per-reader
+effects runs alone). Newcomers (no follows, no favourite, no likes) join with the first model.
 
-Every reading session serves one Following page (followed authors, newest first) and one For You page
-whose preset rotates over NEWEST_FIRST, BALANCED and LEARNED, so all three presets are read by the
-same population. Pages go through the real ranking (feedfabric.feeds.foryou.rank) and the real feed
-log insert, at simulated times; the ranker is the real `feeds.ranker.train`, run once after the first
-days and then at the end of every later day, as the worker retrains daily.
+Besides the realised rates, the run prints the paired replay: every fixed preset's and LEARNED's
+ranking (the model active then) of the same later-day candidates of the same readers, scored by the
+readers' hidden chances, with the bound the logged signals allow (a gradient-boosted model fitted to
+the hidden chances themselves, cross-fitted by reader) and the oracle (the best page by the chances).
 
-    .venv/bin/python bench/foryou_simulation.py [--seed 22] [--readers 60] [--days 5] [--tastes 0.35,0.25,0.30,0.15]
-        [--database URL]
+    .venv/bin/python bench/foryou_simulation.py [--seed 22] [--readers 60] [--newcomers 10] [--days 5]
+        [--tastes 0.35,0.25,0.30,0.15] [--database URL] [--save FILE]
 """
 
 from __future__ import annotations
