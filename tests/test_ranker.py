@@ -194,3 +194,14 @@ def test_a_score_that_only_tells_the_feeds_apart_earns_no_auc() -> None:
     fitted = ranker.fit(np.arange(n, dtype=np.float64), rows, engaged, feeds)
     assert fitted.baseline_auc == pytest.approx(0.5)
     assert fitted.auc == pytest.approx(0.5)
+
+
+async def test_the_worker_refits_the_reader_effects_daily_when_the_model_is_not_due(pool: asyncpg.Pool) -> None:
+    """Too few rows for a model, but a refit of the effects is due once a day of outcomes has come in."""
+    await _seed(pool, 50, lambda s, rng: s["similarity"] > 0.5)
+    assert await ranker.retrain_if_due(pool, min_new_rows=10_000, now=NOW) is None
+    assert await pool.fetchval("SELECT count(*) FROM reader_effect_fits") == 1
+    await ranker.retrain_if_due(pool, min_new_rows=10_000, now=NOW + timedelta(hours=12))
+    assert await pool.fetchval("SELECT count(*) FROM reader_effect_fits") == 1
+    await ranker.retrain_if_due(pool, min_new_rows=10_000, now=NOW + timedelta(days=1))
+    assert await pool.fetchval("SELECT count(*) FROM reader_effect_fits") == 2

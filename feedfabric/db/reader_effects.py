@@ -56,7 +56,8 @@ async def replace(
 
 
 async def last_fit(conn: Executor) -> datetime | None:
-    return await conn.fetchval("SELECT max(fitted_at) FROM reader_effect_fits")
+    """The end of the log the last refit read (its rows were served before it)."""
+    return await conn.fetchval("SELECT max(log_until) FROM reader_effect_fits")
 
 
 async def of_member(conn: Executor, member_id: uuid.UUID) -> tuple[dict[uuid.UUID, float], dict[str, float]]:

@@ -222,8 +222,10 @@ async def retrain_if_due(
 
 
 async def refit_effects_if_due(pool: asyncpg.Pool, *, now: datetime) -> reader_effects.Refitted | None:
-    """Refits the per-reader effects when the last refit is a day old (or there is none)."""
+    """Refits the per-reader effects when a day of rows has got its outcome since the last refit read
+    the log (or there is none)."""
+    until = now - OUTCOME_WINDOW
     last = await reader_effects_db.last_fit(pool)
-    if last is not None and now - last < timedelta(days=1):
+    if last is not None and until - last < timedelta(days=1):
         return None
-    return await reader_effects.refit(pool, since=None, until=now - OUTCOME_WINDOW)
+    return await reader_effects.refit(pool, since=None, until=until)
