@@ -17,7 +17,8 @@ refits the per-reader effects (feeds.reader_effects), two of the signals.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -55,6 +56,8 @@ class Trained:
     baseline_auc: float
     active: bool
     weights: dict[str, float]
+    # Wall seconds of each step: refitting the effects, reading the rows, fitting and storing the model.
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -161,8 +164,11 @@ async def train(
     """Refits the per-reader effects (feeds.reader_effects), then fits the model on the log's rows
     with the effects they were served with."""
     until = (now or datetime.now(UTC)) - OUTCOME_WINDOW
+    started = time.monotonic()
     await reader_effects.refit(pool, since=since, until=until)
+    refitted = time.monotonic()
     table, count = await read_rows(pool, since, until, sample_rows)
+    read = time.monotonic()
     if count < min_rows:
         raise NotEnoughData(f"{count} rows with a known outcome; at least {min_rows} are needed")
     column = {name: table[:, n] for n, name in enumerate(feed_stats.TRAINING_COLUMNS)}
@@ -196,7 +202,8 @@ async def train(
         baseline,
         active,
     )
-    return Trained(model_id, count, auc, baseline, active, dict(zip(ranking.SIGNALS, weights, strict=True)))
+    seconds = {"effects": refitted - started, "read": read - refitted, "fit": time.monotonic() - read}
+    return Trained(model_id, count, auc, baseline, active, dict(zip(ranking.SIGNALS, weights, strict=True)), seconds)
 
 
 async def retrain_if_due(
