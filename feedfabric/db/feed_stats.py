@@ -123,25 +123,34 @@ TRAINING_COLUMNS = (
 FEEDS = ("following", "favourites", "for_you")
 
 
-async def copy_training_rows(
-    conn: asyncpg.Connection,
-    since: datetime | None,
-    until: datetime,
-    sink: Callable[[bytes], Awaitable[None]],
-    timeout: float,
-) -> None:
-    """The rows training learns from, unordered, streamed to `sink` as binary COPY data with every
-    column a non-null float8 (TRAINING_COLUMNS), so the reader parses fixed-size records and never
-    holds the log. One COPY: call it in a transaction that lifted statement_timeout, with a
-    `timeout` of its own (the pool's command timeout is a request's)."""
-    await conn.copy_from_query(
-        f"""SELECT extract(epoch FROM r.served_at)::float8, r.id::float8, r.affinity, r.interest,
-                   r.favourite::int::float8, r.age_seconds, r.similarity, r.popularity,
-                   r.affinity_rate, r.interest_rate, r.author_effect, r.topic_effect, r.engaged::int::float8,
-                   (array_position($3::text[], r.feed) - 1)::float8
+async def stage_training_rows(conn: asyncpg.Connection, since: datetime | None, until: datetime) -> None:
+    """The rows training learns from (first_servings), with what training reads of each, into the
+    temporary table `training_rows`, dropped at the end of the transaction: the log is scanned and
+    sorted once for both reads (copy_effect_cells, copy_training_rows). Call it in a transaction that
+    lifted statement_timeout: on a log of millions of rows it takes longer than a request may."""
+    await conn.execute(
+        f"""CREATE TEMPORARY TABLE training_rows ON COMMIT DROP AS
+            SELECT r.member_id, r.post_id, r.served_at, r.id, r.affinity, r.interest, r.favourite, r.age_seconds,
+                   r.similarity, r.popularity, r.affinity_rate, r.interest_rate, r.author_effect, r.topic_effect,
+                   r.engaged, r.feed
             FROM {first_servings("$1", "$2")} r""",
         since,
         until,
+    )
+
+
+async def copy_training_rows(
+    conn: asyncpg.Connection, sink: Callable[[bytes], Awaitable[None]], timeout: float
+) -> None:
+    """The staged rows, unordered, streamed to `sink` as binary COPY data with every column a non-null
+    float8 (TRAINING_COLUMNS), so the reader parses fixed-size records and never holds the log. The
+    COPY gets a `timeout` of its own (the pool's command timeout is a request's)."""
+    await conn.copy_from_query(
+        """SELECT extract(epoch FROM r.served_at)::float8, r.id::float8, r.affinity, r.interest,
+                  r.favourite::int::float8, r.age_seconds, r.similarity, r.popularity,
+                  r.affinity_rate, r.interest_rate, r.author_effect, r.topic_effect, r.engaged::int::float8,
+                  (array_position($1::text[], r.feed) - 1)::float8
+           FROM training_rows r""",
         list(FEEDS),
         output=sink,
         format="binary",
@@ -149,25 +158,17 @@ async def copy_training_rows(
     )
 
 
-async def copy_effect_cells(
-    conn: asyncpg.Connection,
-    since: datetime | None,
-    until: datetime,
-    sink: Callable[[bytes], Awaitable[None]],
-    timeout: float,
-) -> None:
-    """The same rows counted per reader, author and the post's tags: member, author, tags (each as hex
-    of its UTF-8, sorted, space-separated; empty for none), served, engaged as tab-separated text lines. What the per-reader effects are fitted on:
-    as many lines as cells, not rows."""
+async def copy_effect_cells(conn: asyncpg.Connection, sink: Callable[[bytes], Awaitable[None]], timeout: float) -> None:
+    """The staged rows counted per reader, author and the post's tags: member, author, tags (each as hex
+    of its UTF-8, sorted, space-separated; empty for none), served, engaged as tab-separated text lines.
+    What the per-reader effects are fitted on: as many lines as cells, not rows."""
     await conn.copy_from_query(
-        f"""SELECT r.member_id, p.author_id,
-                   COALESCE((SELECT string_agg(encode(convert_to(pt.tag, 'UTF8'), 'hex'), ' ' ORDER BY pt.tag)
-                             FROM post_tags pt WHERE pt.post_id = r.post_id), ''),
-                   count(*), count(*) FILTER (WHERE r.engaged)
-            FROM {first_servings("$1", "$2")} r JOIN posts p ON p.id = r.post_id
-            GROUP BY 1, 2, 3""",
-        since,
-        until,
+        """SELECT r.member_id, p.author_id,
+                  COALESCE((SELECT string_agg(encode(convert_to(pt.tag, 'UTF8'), 'hex'), ' ' ORDER BY pt.tag)
+                            FROM post_tags pt WHERE pt.post_id = r.post_id), ''),
+                  count(*), count(*) FILTER (WHERE r.engaged)
+           FROM training_rows r JOIN posts p ON p.id = r.post_id
+           GROUP BY 1, 2, 3""",
         output=sink,
         format="text",
         timeout=timeout,

@@ -174,42 +174,44 @@ class Refitted:
 async def refit(pool: asyncpg.Pool, *, since: datetime | None, until: datetime) -> Refitted:
     """Fits every reader's effects on the log's training rows served in [since, until) and stores
     them in place of the last fit's."""
-    cells_reader = CellReader()
+    cells = CellReader()
     async with pool.acquire() as conn:
-        async with conn.transaction(isolation="repeatable_read", readonly=True):
+        async with conn.transaction(isolation="repeatable_read"):
             await conn.execute("SET LOCAL statement_timeout = 0")
-            await feed_stats.copy_effect_cells(conn, since, until, cells_reader, COPY_TIMEOUT_S)
-        cells = cells_reader.cells()
-        fitted = fit(cells)
-        members = [uuid.UUID(m) for m in cells_reader.members]
-        authors = [uuid.UUID(a) for a in cells_reader.authors]
-        tags = list(cells_reader.tags)
-        keep_a = np.abs(fitted.author_effects) >= STORE_FROM
-        keep_t = np.abs(fitted.topic_effects) >= STORE_FROM
-        # Generators: the rows are made as COPY sends them, not held as a list of millions of tuples.
-        author_rows = (
-            (members[r], authors[a], e)
-            for (r, a), e in zip(
-                fitted.author_pairs[keep_a].tolist(), fitted.author_effects[keep_a].tolist(), strict=True
-            )
+            await feed_stats.stage_training_rows(conn, since, until)
+            await feed_stats.copy_effect_cells(conn, cells, COPY_TIMEOUT_S)
+    return await store(pool, cells, until)
+
+
+async def store(pool: asyncpg.Pool, read: CellReader, until: datetime) -> Refitted:
+    """Fits the effects on the cells read and stores them in place of the last fit's."""
+    cells = read.cells()
+    fitted = fit(cells)
+    members = [uuid.UUID(m) for m in read.members]
+    authors = [uuid.UUID(a) for a in read.authors]
+    tags = list(read.tags)
+    keep_a = np.abs(fitted.author_effects) >= STORE_FROM
+    keep_t = np.abs(fitted.topic_effects) >= STORE_FROM
+    # Generators: the rows are made as COPY sends them, not held as a list of millions of tuples.
+    author_rows = (
+        (members[r], authors[a], e)
+        for (r, a), e in zip(fitted.author_pairs[keep_a].tolist(), fitted.author_effects[keep_a].tolist(), strict=True)
+    )
+    topic_rows = (
+        (members[r], tags[t], e)
+        for (r, t), e in zip(fitted.topic_pairs[keep_t].tolist(), fitted.topic_effects[keep_t].tolist(), strict=True)
+    )
+    rows = int(cells.served.sum())
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SET LOCAL statement_timeout = 0")
+        await effects_db.replace(
+            conn,
+            authors=author_rows,
+            topics=topic_rows,
+            log_until=until,
+            rows=rows,
+            counts=(int(keep_a.sum()), int(keep_t.sum())),
         )
-        topic_rows = (
-            (members[r], tags[t], e)
-            for (r, t), e in zip(
-                fitted.topic_pairs[keep_t].tolist(), fitted.topic_effects[keep_t].tolist(), strict=True
-            )
-        )
-        rows = int(cells.served.sum())
-        async with conn.transaction():
-            await conn.execute("SET LOCAL statement_timeout = 0")
-            await effects_db.replace(
-                conn,
-                authors=author_rows,
-                topics=topic_rows,
-                log_until=until,
-                rows=rows,
-                counts=(int(keep_a.sum()), int(keep_t.sum())),
-            )
     refitted = Refitted(rows, int(keep_a.sum()), int(keep_t.sum()))
     log.info("reader effects refitted on %d rows: %d authors, %d topics", *astuple(refitted))
     return refitted
