@@ -123,11 +123,14 @@ TRAINING_COLUMNS = (
 FEEDS = ("following", "favourites", "for_you")
 
 
-async def stage_training_rows(conn: asyncpg.Connection, since: datetime | None, until: datetime) -> None:
+async def stage_training_rows(
+    conn: asyncpg.Connection, since: datetime | None, until: datetime, timeout: float
+) -> None:
     """The rows training learns from (first_servings), with what training reads of each, into the
     temporary table `training_rows`, dropped at the end of the transaction: the log is scanned and
     sorted once for both reads (copy_effect_cells, copy_training_rows). Call it in a transaction that
-    lifted statement_timeout: on a log of millions of rows it takes longer than a request may."""
+    lifted statement_timeout, with a `timeout` of its own: on a log of millions of rows it takes longer
+    than the pool's command timeout (a request's) allows."""
     await conn.execute(
         f"""CREATE TEMPORARY TABLE training_rows ON COMMIT DROP AS
             SELECT r.member_id, r.post_id, r.served_at, r.id, r.affinity, r.interest, r.favourite, r.age_seconds,
@@ -136,6 +139,7 @@ async def stage_training_rows(conn: asyncpg.Connection, since: datetime | None, 
             FROM {first_servings("$1", "$2")} r""",
         since,
         until,
+        timeout=timeout,
     )
 
 

@@ -153,7 +153,7 @@ async def read_rows(
     cells = reader_effects.CellReader()
     async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
         await conn.execute("SET LOCAL statement_timeout = 0")
-        await feed_stats.stage_training_rows(conn, since, until)
+        await feed_stats.stage_training_rows(conn, since, until, COPY_TIMEOUT_S)
         await feed_stats.copy_effect_cells(conn, cells, COPY_TIMEOUT_S)
         await feed_stats.copy_training_rows(conn, sink, COPY_TIMEOUT_S)
     rows = sample.rows()

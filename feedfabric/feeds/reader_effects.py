@@ -178,7 +178,7 @@ async def refit(pool: asyncpg.Pool, *, since: datetime | None, until: datetime) 
     async with pool.acquire() as conn:
         async with conn.transaction(isolation="repeatable_read"):
             await conn.execute("SET LOCAL statement_timeout = 0")
-            await feed_stats.stage_training_rows(conn, since, until)
+            await feed_stats.stage_training_rows(conn, since, until, COPY_TIMEOUT_S)
             await feed_stats.copy_effect_cells(conn, cells, COPY_TIMEOUT_S)
     return await store(pool, cells, until)
 
