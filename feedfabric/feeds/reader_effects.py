@@ -32,7 +32,7 @@ PENALTY = 1.0
 # The base rate is a reader's own, not a leaning: a prior 100 times as wide leaves it to the data.
 BASE_PENALTY = 0.01
 MAX_ITERATIONS = 50
-TOLERANCE = 1e-6
+TOLERANCE = 1e-4
 # Effects nearer 0 than this are not stored (0 is what an absent pair reads as).
 STORE_FROM = 1e-4
 COPY_TIMEOUT_S = 3600.0
@@ -64,6 +64,15 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
+def _pairs(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (first, second) pairs as an (n, 2) array, and each input's pair index."""
+    if not len(first):
+        return np.zeros((0, 2), np.int64), np.zeros(0, np.int64)
+    base = int(second.max()) + 1
+    keys, index = np.unique(first.astype(np.int64) * base + second, return_inverse=True)
+    return np.column_stack([keys // base, keys % base]), index.reshape(-1)
+
+
 def fit(cells: Cells, penalty: float = PENALTY) -> Effects:
     """The penalised maximum-likelihood effects, by block Newton steps (bases, authors, topics in
     turn; within a block each term's step is its own, every cell holding one author). Deterministic:
@@ -72,8 +81,7 @@ def fit(cells: Cells, penalty: float = PENALTY) -> Effects:
     if n == 0:
         return Effects(np.zeros((0, 2), np.int64), np.zeros(0), np.zeros((0, 2), np.int64), np.zeros(0))
     reader, served, engaged = cells.reader, cells.served.astype(np.float64), cells.engaged.astype(np.float64)
-    author_keys, author_of = np.unique(np.column_stack([reader, cells.author]), axis=0, return_inverse=True)
-    author_of = author_of.reshape(-1)
+    author_keys, author_of = _pairs(reader, cells.author)
     # One entry per tag of each cell's tag set: entry_cell, entry_tag.
     set_lengths = np.array([len(t) for t in cells.tagsets], dtype=np.int64)
     set_starts = np.cumsum(set_lengths) - set_lengths
@@ -82,37 +90,37 @@ def fit(cells: Cells, penalty: float = PENALTY) -> Effects:
     entry_cell = np.repeat(np.arange(n), lengths)
     within = np.arange(len(entry_cell)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     entry_tag = flat[set_starts[cells.tagset][entry_cell] + within]
-    topic_keys, topic_of = np.unique(np.column_stack([reader[entry_cell], entry_tag]), axis=0, return_inverse=True)
-    topic_of = topic_of.reshape(-1)
+    topic_keys, topic_of = _pairs(reader[entry_cell], entry_tag)
     readers = int(reader.max()) + 1
     base = np.zeros(readers)
     author = np.zeros(len(author_keys))
     topic = np.zeros(len(topic_keys))
 
-    def logits() -> np.ndarray:
-        topics = np.bincount(entry_cell, weights=topic[topic_of], minlength=n)
-        return base[reader] + author[author_of] + topics
+    # Every cell's log-odds, kept up to date as the terms move.
+    logit = np.zeros(n)
+    # A cell with several tags moves each of them: their steps are damped by the most tags a cell has.
+    topic_damping = 1.0 / max(1, int(lengths.max()))
 
-    def step(index: np.ndarray, terms: np.ndarray, size: int, prior: float, per: np.ndarray | None) -> float:
-        p = _sigmoid(logits())
+    def step(index: np.ndarray, terms: np.ndarray, prior: float, per: np.ndarray | None, damping: float) -> float:
+        p = _sigmoid(logit)
         residual, curvature = engaged - served * p, served * p * (1.0 - p)
         if per is not None:
             residual, curvature = residual[per], curvature[per]
-        gradient = np.bincount(index, weights=residual, minlength=size) - prior * terms
-        hessian = np.bincount(index, weights=curvature, minlength=size) + prior
-        change = gradient / hessian
+        gradient = np.bincount(index, weights=residual, minlength=len(terms)) - prior * terms
+        hessian = np.bincount(index, weights=curvature, minlength=len(terms)) + prior
+        change = damping * gradient / hessian
         terms += change
-        return float(np.abs(change).max()) if size else 0.0
+        if per is None:
+            logit[:] += change[index]
+        else:
+            logit[:] += np.bincount(per, weights=change[index], minlength=n)
+        return float(np.abs(change).max()) if len(terms) else 0.0
 
     for _ in range(MAX_ITERATIONS):
-        moved = step(reader, base, readers, BASE_PENALTY, None)
-        moved = max(moved, step(author_of, author, len(author), penalty, None))
+        moved = step(reader, base, BASE_PENALTY, None, 1.0)
+        moved = max(moved, step(author_of, author, penalty, None, 1.0))
         if len(topic):
-            # Damped: a cell with several tags moves each of them.
-            before = topic.copy()
-            step(topic_of, topic, len(topic), penalty, entry_cell)
-            topic[:] = before + (topic - before) / np.maximum(1, lengths.max())
-            moved = max(moved, float(np.abs(topic - before).max()))
+            moved = max(moved, step(topic_of, topic, penalty, entry_cell, topic_damping))
         if moved < TOLERANCE:
             break
     return Effects(author_keys, author, topic_keys, topic)
