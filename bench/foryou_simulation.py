@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import math
 import pickle
 import random
@@ -256,10 +257,12 @@ class Simulation:
             self.first_pages[reader.id] = [r.source for r in served]
         if measuring and candidates is not None:
             tastes = np.array([taste_terms(reader, self.posts[c.post_id], at) for c in candidates.found])
+            # Kept without the candidates' vectors (1.5 kB each): the replay needs only the signals.
+            kept = dataclasses.replace(candidates, found=[c._replace(vector=None) for c in candidates.found])
             self.candidate_sets.append(
                 CandidateSet(
                     self.phase,
-                    candidates,
+                    kept,
                     self.tastes.chances(tastes),
                     tastes,
                     self.readers.index(reader),
@@ -372,13 +375,31 @@ class Simulation:
         return rates
 
 
+def first_page(order: list[int], authors: list[uuid.UUID]) -> list[int]:
+    """The first PAGE positions ranking.spread would fill: each position takes the best remaining post
+    whose author holds fewer than MAX_PER_WINDOW of the positions before it in the window, so stopping
+    at PAGE changes none of them (the replay orders thousands of candidate sets)."""
+    placed: list[int] = []
+    waiting = list(order)
+    while waiting and len(placed) < PAGE:
+        recent = [authors[i] for i in placed[-(ranking.SPREAD_WINDOW - 1) :]]
+        for n, index in enumerate(waiting):
+            if recent.count(authors[index]) < ranking.MAX_PER_WINDOW:
+                placed.append(index)
+                del waiting[n]
+                break
+        else:
+            break
+    return placed
+
+
 def expected_rate(sets: list[CandidateSet], score: Callable[[CandidateSet], np.ndarray]) -> float:
     """The mean hidden chance of the first PAGE posts of each set ordered by `score`, the author-spread
     rule applied as For You applies it."""
     chances, served = 0.0, 0
     for s in sets:
         best_first = np.lexsort((-s.candidates.created, -score(s))).tolist()
-        placed = ranking.spread(best_first, [c.author_id for c in s.candidates.found])[:PAGE]
+        placed = first_page(best_first, [c.author_id for c in s.candidates.found])
         chances += float(s.chances[placed].sum())
         served += len(placed)
     return chances / served if served else 0.0
