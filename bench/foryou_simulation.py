@@ -9,24 +9,31 @@ their author's usual topic and a synthetic 384-d vector near that topic's centro
 source and the similarity signal have something to find; a crowd of other members likes posts by
 their hidden quality (each like inserted when its time comes), which is what popularity sees.
 
-The run also prints each For You preset's expected rate (the mean hidden probability of what it
-served) and that of a tastes-aware ranking of the same candidates: the ceiling a ranker could reach.
+Every reading session serves one Following page (followed authors, newest first) and, after the
+reader's likes on it, one For You page whose preset is drawn at random (its own seeded stream) from
+NEWEST_FIRST, BALANCED and LEARNED, so all three are read by the same population and none always
+follows another. Pages go through the real ranking (feedfabric.feeds.foryou.signals and order) and
+the real feed log insert, at simulated times; the ranker is the real `feeds.ranker.train`, run once
+after the first days on the rows whose outcome is complete, then at the end of every later day, as
+the worker retrains daily (before the first training the worker's nightly refit of the per-reader
+effects runs alone). Newcomers (no follows, no favourite, no likes) join with the first model.
 
-Every reading session serves one Following page (followed authors, newest first) and one For You page
-whose preset rotates over NEWEST_FIRST, BALANCED and LEARNED, so all three presets are read by the
-same population. Pages go through the real ranking (feedfabric.feeds.foryou.rank) and the real feed
-log insert, at simulated times; the ranker is the real `feeds.ranker.train`, run once after the first
-days and then at the end of every later day, as the worker retrains daily.
+Besides the realised rates, the run prints the paired replay: every fixed preset's and LEARNED's
+ranking (the model active then) of the same later-day candidates of the same readers, scored by the
+readers' hidden chances, with the bound the logged signals allow (a gradient-boosted model fitted to
+the hidden chances themselves, cross-fitted by reader) and the oracle (the best page by the chances).
 
-    .venv/bin/python bench/foryou_simulation.py [--seed 22] [--readers 60] [--days 5] [--tastes 0.35,0.25,0.30,0.15]
-        [--database URL]
+    .venv/bin/python bench/foryou_simulation.py [--seed 22] [--readers 60] [--newcomers 10] [--days 5]
+        [--tastes 0.35,0.25,0.30,0.15] [--database URL] [--save FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import math
+import pickle
 import random
 import uuid
 from collections import defaultdict
@@ -38,13 +45,13 @@ import asyncpg
 import numpy as np
 from feedfabric.core.ids import new_id
 from feedfabric.core.settings import Settings
-from feedfabric.db import affinity
+from feedfabric.db import affinity, feed_stats
 from feedfabric.db import feed_log as feed_log_db
+from feedfabric.db import foryou as foryou_db
 from feedfabric.db.feed_log import ServedPage
 from feedfabric.db.foryou import Profile
 from feedfabric.feeds import foryou, ranker, ranking
 from sklearn.ensemble import HistGradientBoostingRegressor
-from sklearn.linear_model import LogisticRegression
 
 from bench import _stack
 
@@ -52,6 +59,9 @@ TOPICS = ("running", "cooking", "jazz", "chess", "gardening", "physics", "cinema
 PRESETS = ("newest_first", "balanced", "learned")
 PAGE = 20
 SESSIONS = (9.0, 13.0, 17.0, 21.0)  # hours of the simulated day when every member reads
+# For You is read after the session's Following page and its likes.
+FOR_YOU_AFTER = timedelta(minutes=30)
+NEWCOMER_ENGAGEMENTS = 20
 
 
 @dataclass
@@ -63,6 +73,8 @@ class Reader:
     likes_new: float
     follows: list[int]
     liked: set[uuid.UUID] = field(default_factory=set)
+    # Joined when the first model was trained: no follows, no favourite, no likes.
+    newcomer: bool = False
 
 
 @dataclass
@@ -90,18 +102,6 @@ class TasteMix:
         return np.minimum(0.01 + tastes @ weights, 0.9)
 
 
-# Other mixes the sweep (taste_sweep) replays the later days' candidates with: each far from BALANCED's weights.
-OTHER_MIXES = (
-    TasteMix(popular=0.60),
-    TasteMix(favourite=0.25, topic=0.15, popular=0.60),
-    TasteMix(topic=0.10, popular=0.60, new=0.05),
-    TasteMix(popular=0.90, new=0.05),
-    TasteMix(favourite=0.20, topic=0.10, popular=0.90, new=0.05),
-    TasteMix(favourite=0.45, topic=0.05, new=0.05),
-    TasteMix(favourite=0.50, topic=0.10, popular=0.20, new=0.0),
-)
-
-
 @dataclass(frozen=True)
 class CandidateSet:
     """A For You ranking's candidates with their logged signals, their hidden chances and the hidden
@@ -111,6 +111,9 @@ class CandidateSet:
     candidates: foryou.Signals
     chances: np.ndarray
     tastes: np.ndarray
+    reader: int = 0  # index into Simulation.readers
+    learned: ranking.Weights | None = None  # LEARNED's weights when it was ranked
+    engagements: int = 0  # how many posts the reader had engaged with by then
 
 
 def taste_terms(reader: Reader, post: SimPost, at: datetime) -> tuple[float, float, float, float]:
@@ -149,6 +152,11 @@ class Simulation:
         # figures whatever day it runs on.
         self.days_read = 0
         self.candidate_sets: list[CandidateSet] = []
+        # Which preset each reader reads in each session: its own seeded stream, so drawing it moves
+        # nothing else.
+        self.assign = random.Random(seed + 1)
+        self.learned: ranking.Weights | None = None
+        self.first_pages: dict[uuid.UUID, list[str]] = {}
 
     async def _member(self, name: str) -> uuid.UUID:
         member_id = new_id()
@@ -228,45 +236,69 @@ class Simulation:
         return [r["id"] for r in rows]
 
     async def read(self, reader: Reader, at: datetime, preset: str, measuring: bool) -> None:
-        following = await self.following_page(reader, at)
+        """A session: the Following page and its engagement first, then For You ranked after it (so its
+        candidates leave out what the reader just liked there, as they would in the product)."""
+        if reader.follows:
+            following = await self.following_page(reader, at)
+            await feed_log_db.insert(
+                self.pool,
+                [ServedPage(reader.id, "following", tuple(following), "postgres", at)],
+                comment_weight=self.settings.comment_weight,
+            )
+            await self.engage(reader, "following", following, at, measuring)
+        at = at + FOR_YOU_AFTER
+        await self.likes_until(at)
         weights, _ = await foryou._weights(self.pool, preset, None)
         profile = Profile(preset, ranking.SOURCES, 48)
         candidates = await foryou.signals(self.pool, self.settings, reader.id, profile, at)
         ranked = foryou.order(candidates, weights) if candidates is not None else []
         served = ranked[:PAGE]
+        if reader.newcomer and reader.id not in self.first_pages:
+            self.first_pages[reader.id] = [r.source for r in served]
         if measuring and candidates is not None:
             tastes = np.array([taste_terms(reader, self.posts[c.post_id], at) for c in candidates.found])
-            self.candidate_sets.append(CandidateSet(self.phase, candidates, self.tastes.chances(tastes), tastes))
-        if measuring and ranked:
+            # Kept without the candidates' vectors (1.5 kB each): the replay needs only the signals.
+            kept = dataclasses.replace(candidates, found=[c._replace(vector=None) for c in candidates.found])
+            self.candidate_sets.append(
+                CandidateSet(
+                    self.phase,
+                    kept,
+                    self.tastes.chances(tastes),
+                    tastes,
+                    self.readers.index(reader),
+                    self.learned,
+                    len(reader.liked),
+                )
+            )
+        if measuring and ranked and not reader.newcomer:
             # The ceiling: what a ranker that knew the hidden tastes would serve from the same candidates.
             chances = sorted((self.chance(reader, self.posts[r.post_id], at) for r in ranked), reverse=True)
             self.expected[f"for_you/{preset}"][0] += sum(chances[:PAGE])
             self.expected[f"for_you/{preset}"][1] += sum(self.chance(reader, self.posts[r.post_id], at) for r in served)
             self.expected[f"for_you/{preset}"][2] += len(served)
-        pages = [ServedPage(reader.id, "following", tuple(following), "postgres", at)]
         if served:
-            pages.append(
-                ServedPage(
-                    reader.id,
-                    "for_you",
-                    tuple(r.post_id for r in served),
-                    "redis",
-                    at + timedelta(seconds=1),
-                    preset,
-                    tuple(r.source for r in served),
-                    tuple(r.similarity for r in served),
-                )
+            page = ServedPage(
+                reader.id,
+                "for_you",
+                tuple(r.post_id for r in served),
+                "redis",
+                at,
+                preset,
+                tuple(r.source for r in served),
+                tuple(r.similarity for r in served),
             )
-        await feed_log_db.insert(self.pool, pages, comment_weight=self.settings.comment_weight)
-        for feed, ids in (("following", following), (f"for_you/{preset}", [r.post_id for r in served])):
-            for position, post_id in enumerate(ids):
-                post = self.posts[post_id]
-                engaged = post_id not in reader.liked and self.rng.random() < self.chance(reader, post, at)
-                if measuring:
-                    self.counts[feed][0] += 1
-                    self.counts[feed][1] += engaged
-                if engaged:
-                    await self.like(reader, post, at + timedelta(minutes=2 + position))
+            await feed_log_db.insert(self.pool, [page], comment_weight=self.settings.comment_weight)
+        await self.engage(reader, f"for_you/{preset}", [r.post_id for r in served], at, measuring)
+
+    async def engage(self, reader: Reader, feed: str, ids: list[uuid.UUID], at: datetime, measuring: bool) -> None:
+        for position, post_id in enumerate(ids):
+            post = self.posts[post_id]
+            engaged = post_id not in reader.liked and self.rng.random() < self.chance(reader, post, at)
+            if measuring and not reader.newcomer:
+                self.counts[feed][0] += 1
+                self.counts[feed][1] += engaged
+            if engaged:
+                await self.like(reader, post, at + timedelta(minutes=2 + position))
 
     def chance(self, reader: Reader, post: SimPost, at: datetime) -> float:
         """The hidden taste: the only thing that decides whether a member engages."""
@@ -283,26 +315,50 @@ class Simulation:
             await affinity.add_interest(conn, reader.id, [post.topic], self.settings.like_weight)
 
     async def days(self, start: datetime, count: int, measuring: bool, retrain: bool = False) -> datetime:
-        """`retrain`: train again at the end of each day, as the worker does once a model exists."""
+        """`retrain`: train again at the end of each day, as the worker does once a model exists;
+        before that, the worker refits the per-reader effects nightly."""
         day = start
         for _ in range(count):
             previous = 0.0
-            for session_number, hour in enumerate(SESSIONS):
+            for hour in SESSIONS:
                 await self.publish(day + timedelta(hours=previous), hour - previous)
                 previous = hour
                 at = day + timedelta(hours=hour)
-                for n, reader in enumerate(self.readers):
-                    preset = PRESETS[(n + session_number + self.days_read) % len(PRESETS)]
-                    await self.read(reader, at, preset, measuring)
+                for reader in self.readers:
+                    # Which preset a reader reads is drawn afresh every session, so no preset always
+                    # follows another that took the best posts first.
+                    await self.read(reader, at, self.assign.choice(PRESETS), measuring)
             await self.publish(day + timedelta(hours=previous), 24 - previous)
             day += timedelta(days=1)
             self.days_read += 1
             if retrain:
                 trained = await ranker.train(self.pool, now=day)
+                await self.load_learned()
                 print(
                     f"  retrained at the end of the day: AUC {trained.auc:.4f} vs BALANCED {trained.baseline_auc:.4f}"
                 )
+            else:
+                await ranker.refit_effects_if_due(self.pool, now=day)
         return day
+
+    async def load_learned(self) -> None:
+        weights, model_id = await foryou._weights(self.pool, "learned", None)
+        self.learned = weights if model_id else None
+
+    async def add_newcomers(self, count: int) -> None:
+        """Readers who join now: no follows, no favourite, no likes; hidden tastes like everyone's."""
+        for n in range(count):
+            self.readers.append(
+                Reader(
+                    id=await self._member(f"newcomer{n}"),
+                    favourite_authors=set(self.rng.sample(range(self.n_authors), 3)),
+                    topics=set(self.rng.sample(TOPICS, 2)),
+                    likes_popular=self.rng.random(),
+                    likes_new=self.rng.random(),
+                    follows=[],
+                    newcomer=True,
+                )
+            )
 
     def report(self, title: str) -> dict[str, float]:
         print(f"\n{title}")
@@ -319,93 +375,107 @@ class Simulation:
         return rates
 
 
+def first_page(order: list[int], authors: list[uuid.UUID]) -> list[int]:
+    """The first PAGE positions ranking.spread would fill: each position takes the best remaining post
+    whose author holds fewer than MAX_PER_WINDOW of the positions before it in the window, so stopping
+    at PAGE changes none of them (the replay orders thousands of candidate sets)."""
+    placed: list[int] = []
+    waiting = list(order)
+    while waiting and len(placed) < PAGE:
+        recent = [authors[i] for i in placed[-(ranking.SPREAD_WINDOW - 1) :]]
+        for n, index in enumerate(waiting):
+            if recent.count(authors[index]) < ranking.MAX_PER_WINDOW:
+                placed.append(index)
+                del waiting[n]
+                break
+        else:
+            break
+    return placed
+
+
 def expected_rate(sets: list[CandidateSet], score: Callable[[CandidateSet], np.ndarray]) -> float:
     """The mean hidden chance of the first PAGE posts of each set ordered by `score`, the author-spread
     rule applied as For You applies it."""
     chances, served = 0.0, 0
     for s in sets:
         best_first = np.lexsort((-s.candidates.created, -score(s))).tolist()
-        placed = ranking.spread(best_first, [c.author_id for c in s.candidates.found])[:PAGE]
+        placed = first_page(best_first, [c.author_id for c in s.candidates.found])
         chances += float(s.chances[placed].sum())
         served += len(placed)
-    return chances / served
+    return chances / served if served else 0.0
 
 
-def by_phase(sets: list[CandidateSet]) -> tuple[list[CandidateSet], list[CandidateSet]]:
-    """The first days' sets (to fit on) and the later days' (to order)."""
-    return [s for s in sets if s.phase == "before"], [s for s in sets if s.phase == "after"]
+def by_weights(weights: ranking.Weights) -> Callable[[CandidateSet], np.ndarray]:
+    return lambda s: ranking.scores(weights, s.candidates.rows, s.candidates.followed)
 
 
-def preset_rate(sets: list[CandidateSet], preset: str) -> float:
-    return expected_rate(sets, lambda s: ranking.scores(ranking.FIXED_PRESETS[preset], s.candidates.rows))
+def learned(s: CandidateSet) -> np.ndarray:
+    """LEARNED as it ranked that set: the model active then (BALANCED before the first)."""
+    return ranking.scores(s.learned or ranking.FIXED_PRESETS["balanced"], s.candidates.rows, s.candidates.followed)
 
 
-def signals_bound(sets: list[CandidateSet]) -> None:
-    """How far a ranker could go on the logged signals alone: a gradient-boosted model fitted to the
-    hidden chances themselves (no learner from outcomes does better) on the first days' candidates,
-    ordering the later days' candidates; against BALANCED and a tastes-aware ranking on the same sets."""
-    before, after = by_phase(sets)
-    model = HistGradientBoostingRegressor(random_state=0).fit(
-        np.vstack([s.candidates.rows for s in before]), np.concatenate([s.chances for s in before])
-    )
-    balanced = preset_rate(after, "balanced")
-    best = expected_rate(after, lambda s: model.predict(s.candidates.rows))
-    ceiling = expected_rate(after, lambda s: s.chances)
-    print(
-        f"\nOn the later days' candidates: BALANCED {balanced:.3f}; the best on the logged signals {best:.3f}"
-        f" ({best / balanced:.2f}x BALANCED); tastes-aware {ceiling:.3f} ({ceiling / balanced:.2f}x)"
-    )
-
-
-def known_tastes_bound(sets: list[CandidateSet], seed: int) -> None:
-    """How far better signals could take a logistic regression: one fitted, as the sweep's are, on every
-    candidate of the first days, given besides the logged signals each reader's hidden favourite authors
-    (then their topics too) as if the product knew them exactly."""
-    rng = np.random.default_rng(seed)
-    before, after = by_phase(sets)
-    balanced = preset_rate(after, "balanced")
-    chances = np.concatenate([s.chances for s in before])
-    outcomes = rng.random(len(chances)) < chances
-    print("\nA logistic regression on every candidate of the first days, told hidden tastes as more signals:")
-    for known, name in ((1, "favourite authors"), (2, "favourite authors and topics")):
-
-        def with_tastes(s: CandidateSet, known: int = known) -> np.ndarray:
-            return np.hstack([s.candidates.rows, s.tastes[:, :known]])
-
-        model = LogisticRegression(max_iter=3000).fit(np.vstack([with_tastes(s) for s in before]), outcomes)
-        learned = expected_rate(after, lambda s, model=model: model.decision_function(with_tastes(s)))
-        print(f"  knowing the {name}: {learned / balanced:.3f}x BALANCED")
-
-
-def taste_sweep(sets: list[CandidateSet], tastes: TasteMix, seed: int) -> None:
-    """Is the gap to 1.2x this population's, or the learner's? For other taste mixes, replayed on the
-    same candidates: BALANCED, NEWEST_FIRST, the tastes-aware ranking, and a logistic regression (what
-    train-ranker fits) on the signals of every candidate of the first days (not only those served, so
-    no selection bias), with outcomes drawn from that mix's chances; each ordering the later days'."""
-    rng = np.random.default_rng(seed)
-    print("\nOther taste mixes on the same candidates (x BALANCED; favourite, topic, popular, new):")
-    print(f"  {'mix':<32}{'NEWEST':>8}{'logistic':>10}{'tastes-aware':>14}")
-    for mix in (tastes, *(m for m in OTHER_MIXES if m != tastes)):
-        replayed = [CandidateSet(s.phase, s.candidates, mix.chances(s.tastes), s.tastes) for s in sets]
-        early, late = by_phase(replayed)
-        chances = np.concatenate([s.chances for s in early])
-        model = LogisticRegression(max_iter=1000).fit(
-            np.vstack([s.candidates.rows for s in early]), rng.random(len(chances)) < chances
+def bound_scores(sets: list[CandidateSet]) -> dict[int, np.ndarray]:
+    """The bound the logged signals allow: a gradient-boosted model fitted to the hidden chances
+    themselves (no learner from outcomes has better information), cross-fitted by reader in two
+    halves, each half's sets scored by the model of the other's. Keyed by id(set)."""
+    scored: dict[int, np.ndarray] = {}
+    for half in (0, 1):
+        fit_on = [s for s in sets if s.reader % 2 != half]
+        model = HistGradientBoostingRegressor(random_state=0).fit(
+            np.vstack([s.candidates.rows for s in fit_on]), np.concatenate([s.chances for s in fit_on])
         )
-        balanced = preset_rate(late, "balanced")
-        newest = preset_rate(late, "newest_first")
-        learned = expected_rate(late, lambda s, model=model: model.decision_function(s.candidates.rows))
-        ceiling = expected_rate(late, lambda s: s.chances)
-        name = f"{mix.favourite:.2f} {mix.topic:.2f} {mix.popular:.2f} {mix.new:.2f}" + (
-            " (this run)" if mix is tastes else ""
-        )
-        print(f"  {name:<32}{newest / balanced:>8.2f}{learned / balanced:>10.2f}{ceiling / balanced:>14.2f}")
+        for s in sets:
+            if s.reader % 2 == half:
+                scored[id(s)] = model.predict(s.candidates.rows)
+    return scored
+
+
+def paired_replay(sets: list[CandidateSet], title: str, bound: dict[int, np.ndarray]) -> dict[str, float]:
+    """Every preset's and LEARNED's ranking of the same candidates of the same readers, scored by the
+    readers' hidden chances; beside them the bound on the logged signals and the oracle (the best
+    PAGE by the chances themselves). Prints each as x BALANCED, x NEWEST_FIRST and how far it goes
+    from BALANCED toward the oracle."""
+    rankings: dict[str, Callable[[CandidateSet], np.ndarray]] = {
+        name: by_weights(weights) for name, weights in ranking.FIXED_PRESETS.items()
+    }
+    rankings["learned"] = learned
+    rankings["bound (logged signals)"] = lambda s: bound[id(s)]
+    rankings["oracle"] = lambda s: s.chances
+    rates = {name: expected_rate(sets, score) for name, score in rankings.items()}
+    balanced, newest, oracle = rates["balanced"], rates["newest_first"], rates["oracle"]
+    print(f"\n{title}: {len(sets)} rankings")
+    print(f"  {'ranking':<24}{'rate':>8}{'x BALANCED':>12}{'x NEWEST':>10}{'toward oracle':>15}")
+    for name, rate in rates.items():
+        toward = (rate - balanced) / (oracle - balanced) if oracle > balanced else 0.0
+        print(f"  {name:<24}{rate:>8.4f}{rate / balanced:>12.3f}{rate / newest:>10.2f}{toward:>14.0%}")
+    return rates
+
+
+def newcomers_report(sim: Simulation, sets: list[CandidateSet], bound: dict[int, np.ndarray]) -> None:
+    """The readers who joined with the first model: their first page, and LEARNED against BALANCED on
+    their rankings from their 20th engagement on."""
+    pages = [sim.first_pages[r.id] for r in sim.readers if r.newcomer and r.id in sim.first_pages]
+    if not pages:
+        return
+    full = sum(len(p) == PAGE for p in pages)
+    sources = sorted({source for p in pages for source in p})
+    print(f"\nNewcomers: {full} of {len(pages)} first pages full ({PAGE} posts), from {', '.join(sources)}")
+    newcomers = {n for n, r in enumerate(sim.readers) if r.newcomer}
+    later = [s for s in sets if s.reader in newcomers and s.engagements >= NEWCOMER_ENGAGEMENTS]
+    if later:
+        paired_replay(later, f"Newcomers' rankings after {NEWCOMER_ENGAGEMENTS} engagements (paired replay)", bound)
+        for n in sorted(newcomers):
+            own = [s for s in later if s.reader == n]
+            if own:
+                ratio = expected_rate(own, learned) / expected_rate(own, by_weights(ranking.FIXED_PRESETS["balanced"]))
+                print(f"  {sim.readers[n].id}: {len(own)} rankings, LEARNED / BALANCED {ratio:.3f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seed", type=int, default=22)
     parser.add_argument("--readers", type=int, default=60)
+    parser.add_argument("--newcomers", type=int, default=10, help="readers joining when the first model is trained")
     parser.add_argument("--authors", type=int, default=40)
     parser.add_argument("--days", type=int, default=5, help="simulated days before training, and again after")
     parser.add_argument(
@@ -415,6 +485,7 @@ def main() -> None:
         help="what a favourite author, a topic, the liking for popular and for new posts add: 0.35,0.25,0.30,0.15",
     )
     parser.add_argument("--database", help="a Postgres server URL (a fresh database is made beside it)")
+    parser.add_argument("--save", help="pickle the candidate sets and the log's training rows here, for offline study")
     args = parser.parse_args()
     with _stack.services() as env:
         url = _stack.fresh_database(args.database or _stack.env_or(env, "DATABASE_URL"))
@@ -434,30 +505,48 @@ async def simulate(args: argparse.Namespace, url: str) -> None:
         await sim.publish(start - timedelta(days=1), 24)
         end = await sim.days(start, args.days, measuring=True)
         before = sim.report(f"Before training ({args.days} days; LEARNED has no model, so ranks as BALANCED)")
-        trained = await ranker.train(pool, now=end + timedelta(days=1))
+        # The clock is at `end`: only rows served a whole outcome window before it have a known outcome.
+        trained = await ranker.train(pool, now=end)
+        await sim.load_learned()
         print(
             f"\ntrain-ranker: {trained.rows} rows, AUC {trained.auc:.4f} vs BALANCED {trained.baseline_auc:.4f},"
             f" {'active' if trained.active else 'NOT active'}"
         )
         print("  weights: " + ", ".join(f"{k} {v:+.3f}" for k, v in trained.weights.items()))
         sim.phase = "after"
+        await sim.add_newcomers(args.newcomers)
         await sim.days(end, args.days, measuring=True, retrain=True)
-        after = sim.report(f"After training ({args.days} more days)")
-        learned, balanced, newest = (
+        after = sim.report(f"After training ({args.days} more days; newcomers not counted)")
+        final = await foryou_db.active_model(pool)
+        if final is not None:
+            print("  last model's weights: " + ", ".join(f"{k} {v:+.3f}" for k, v in zip(final.signals, final.weights)))
+        learned_rate, balanced, newest = (
             after["for_you/learned"],
             after["for_you/balanced"],
             after["for_you/newest_first"],
         )
         print(
-            f"\nLEARNED / BALANCED = {learned / balanced:.2f} (target >= 1.2);"
-            f" LEARNED / NEWEST_FIRST = {learned / newest:.2f} (target >= 1.5)"
+            f"\nRealised: LEARNED / BALANCED = {learned_rate / balanced:.3f};"
+            f" LEARNED / NEWEST_FIRST = {learned_rate / newest:.2f}"
         )
         print(
             f"  before training: BALANCED {before['for_you/balanced']:.3f}, NEWEST_FIRST {before['for_you/newest_first']:.3f}"
         )
-        signals_bound(sim.candidate_sets)
-        known_tastes_bound(sim.candidate_sets, args.seed)
-        taste_sweep(sim.candidate_sets, sim.tastes, args.seed)
+        after_sets = [s for s in sim.candidate_sets if s.phase == "after"]
+        bound = bound_scores(after_sets)
+        later = [s for s in after_sets if not sim.readers[s.reader].newcomer]
+        rates = paired_replay(later, "Paired replay of the later days (readers from the start)", bound)
+        fixed = max(rates[p] for p in ranking.FIXED_PRESETS)
+        print(
+            f"  LEARNED / BALANCED {rates['learned'] / rates['balanced']:.3f} (target >= 1.12),"
+            f" / NEWEST_FIRST {rates['learned'] / rates['newest_first']:.2f} (>= 1.5),"
+            f" / best fixed preset {rates['learned'] / fixed:.3f}"
+        )
+        newcomers_report(sim, after_sets, bound)
+        if args.save:
+            rows = await feed_stats.training_rows(pool, None, end + timedelta(days=args.days))
+            with open(args.save, "wb") as out:
+                pickle.dump({"sets": sim.candidate_sets, "rows": [dict(r) for r in rows], "end": end}, out)
     finally:
         await pool.close()
 

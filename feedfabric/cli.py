@@ -43,7 +43,8 @@ def cmd_train_ranker(args: argparse.Namespace) -> None:
         weights = ", ".join(f"{k} {v:+.3f}" for k, v in trained.weights.items())
         print(
             f"model {trained.model_id}: {trained.rows} rows, auc {trained.auc:.4f} vs balanced "
-            f"{trained.baseline_auc:.4f}, {'active' if trained.active else 'not active'}; weights: {weights}"
+            f"{trained.baseline_auc:.4f}, {'active' if trained.active else 'not active'}; weights: {weights}; "
+            + ", ".join(f"{step} {seconds:.1f} s" for step, seconds in trained.seconds.items())
         )
 
     asyncio.run(run())

@@ -14,7 +14,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import asyncpg
 
-from feedfabric.db import exposure
+from feedfabric.db import exposure, reader_effects
 
 _PARTITION = re.compile(r"^feed_log_(\d{8})$")
 
@@ -90,7 +90,7 @@ async def _insert(conn: asyncpg.Connection | asyncpg.Pool, pages: Sequence[Serve
            INSERT INTO feed_log (member_id, feed, post_id, position, source,
                                  affinity, interest, favourite, age_seconds, served_at,
                                  preset, reason, similarity, popularity,
-                                 affinity_rate, interest_rate)
+                                 affinity_rate, interest_rate, author_effect, topic_effect)
            SELECT e.member_id, e.feed, e.post_id, e.position, e.source,
                   COALESCE(a.score, 0),
                   COALESCE(t.interest, 0),
@@ -100,7 +100,9 @@ async def _insert(conn: asyncpg.Connection | asyncpg.Pool, pages: Sequence[Serve
                   e.served_at, e.preset, e.reason, e.similarity,
                   COALESCE(s.likes + $11 * s.comments, 0),
                   {exposure.affinity_rate("a", "ae")},
-                  COALESCE(t.interest_rate, 0)
+                  COALESCE(t.interest_rate, 0),
+                  {reader_effects.author_effect("e.member_id", "p.author_id")},
+                  {reader_effects.topic_effect("e.member_id", "e.post_id")}
            FROM served e
            JOIN posts p ON p.id = e.post_id
            LEFT JOIN author_affinity a ON a.member_id = e.member_id AND a.author_id = p.author_id

@@ -6,6 +6,7 @@ serving. Each test is a key lookup (likes' primary key, comments by author, a me
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -71,29 +72,112 @@ async def by_position(conn: Executor, days: int, positions: int = 20) -> list[Po
     return [PositionStats(r["position"], r["posts"], r["engaged"]) for r in rows]
 
 
-async def training_rows(conn: Executor, since: datetime | None, until: datetime) -> list[asyncpg.Record]:
-    """The first serving of each post to each reader in [since, until), with its feed, signals and
-    outcome, oldest first.
+def first_servings(since: str, until: str) -> str:
+    """A subquery of the feed log's rows (with `engaged`) that training learns from: the first serving
+    of each post to each reader in [since, until) (`since` NULL: from the start), as SQL expressions.
 
     Only the first: a post served again had been passed over, so its later rows are a sample of the
     posts a reader did not want, and one engagement would mark every serving of the day before it as
     engaged. Rows of a post its reader had already liked or commented on before serving are left out
     too (it cannot be engaged with again, so its row says nothing about what the reader wants served)."""
-    found: list[asyncpg.Record] = await conn.fetch(
-        f"""SELECT f.served_at, f.affinity, f.interest, f.favourite, f.age_seconds, f.similarity, f.popularity,
-                   f.affinity_rate, f.interest_rate, {ENGAGED} AS engaged, f.feed
+    return f"""(SELECT f.*, {ENGAGED} AS engaged
             FROM (SELECT g.*, row_number() OVER (PARTITION BY g.member_id, g.post_id ORDER BY g.served_at, g.id) AS nth
-                  FROM feed_log g WHERE g.served_at < $2) f
-            WHERE f.nth = 1 AND ($1::timestamptz IS NULL OR f.served_at >= $1)
+                  FROM feed_log g WHERE g.served_at < {until}) f
+            WHERE f.nth = 1 AND ({since}::timestamptz IS NULL OR f.served_at >= {since})
               AND NOT EXISTS (SELECT 1 FROM likes l WHERE l.post_id = f.post_id AND l.member_id = f.member_id
                                                       AND l.created_at < f.served_at)
               AND NOT EXISTS (SELECT 1 FROM comments c WHERE c.author_id = f.member_id AND c.post_id = f.post_id
-                                                         AND c.created_at < f.served_at)
-            ORDER BY f.served_at, f.id""",
+                                                         AND c.created_at < f.served_at))"""
+
+
+async def training_rows(conn: Executor, since: datetime | None, until: datetime) -> list[asyncpg.Record]:
+    """The rows training learns from (first_servings) with their feed, signals and outcome, oldest
+    first, in one statement: for a look at a small log; training itself streams them (copy_training_rows)."""
+    found: list[asyncpg.Record] = await conn.fetch(
+        f"""SELECT r.served_at, r.affinity, r.interest, r.favourite, r.age_seconds, r.similarity, r.popularity,
+                   r.affinity_rate, r.interest_rate, r.author_effect, r.topic_effect, r.engaged, r.feed
+            FROM {first_servings("$1", "$2")} r
+            ORDER BY r.served_at, r.id""",
         since,
         until,
     )
     return found
+
+
+# The columns copy_training_rows streams, each a float8, in this order (feed: its index in FEEDS).
+TRAINING_COLUMNS = (
+    "served_at",
+    "id",
+    "affinity",
+    "interest",
+    "favourite",
+    "age_seconds",
+    "similarity",
+    "popularity",
+    "affinity_rate",
+    "interest_rate",
+    "author_effect",
+    "topic_effect",
+    "engaged",
+    "feed",
+)
+FEEDS = ("following", "favourites", "for_you")
+
+
+async def stage_training_rows(
+    conn: asyncpg.Connection, since: datetime | None, until: datetime, timeout: float
+) -> None:
+    """The rows training learns from (first_servings), with what training reads of each, into the
+    temporary table `training_rows`, dropped at the end of the transaction: the log is scanned and
+    sorted once for both reads (copy_effect_cells, copy_training_rows). Call it in a transaction that
+    lifted statement_timeout, with a `timeout` of its own: on a log of millions of rows it takes longer
+    than the pool's command timeout (a request's) allows."""
+    await conn.execute(
+        f"""CREATE TEMPORARY TABLE training_rows ON COMMIT DROP AS
+            SELECT r.member_id, r.post_id, r.served_at, r.id, r.affinity, r.interest, r.favourite, r.age_seconds,
+                   r.similarity, r.popularity, r.affinity_rate, r.interest_rate, r.author_effect, r.topic_effect,
+                   r.engaged, r.feed
+            FROM {first_servings("$1", "$2")} r""",
+        since,
+        until,
+        timeout=timeout,
+    )
+
+
+async def copy_training_rows(
+    conn: asyncpg.Connection, sink: Callable[[bytes], Awaitable[None]], timeout: float
+) -> None:
+    """The staged rows, unordered, streamed to `sink` as binary COPY data with every column a non-null
+    float8 (TRAINING_COLUMNS), so the reader parses fixed-size records and never holds the log. The
+    COPY gets a `timeout` of its own (the pool's command timeout is a request's)."""
+    await conn.copy_from_query(
+        """SELECT extract(epoch FROM r.served_at)::float8, r.id::float8, r.affinity, r.interest,
+                  r.favourite::int::float8, r.age_seconds, r.similarity, r.popularity,
+                  r.affinity_rate, r.interest_rate, r.author_effect, r.topic_effect, r.engaged::int::float8,
+                  (array_position($1::text[], r.feed) - 1)::float8
+           FROM training_rows r""",
+        list(FEEDS),
+        output=sink,
+        format="binary",
+        timeout=timeout,
+    )
+
+
+async def copy_effect_cells(conn: asyncpg.Connection, sink: Callable[[bytes], Awaitable[None]], timeout: float) -> None:
+    """The staged rows counted per reader, author and the post's tags: member, author, tags (each as hex
+    of its UTF-8, sorted, space-separated; empty for none), served, engaged as tab-separated text lines.
+    What the per-reader effects are fitted on: as many lines as cells, not rows."""
+    await conn.copy_from_query(
+        """SELECT r.member_id, p.author_id,
+                  COALESCE((SELECT string_agg(encode(convert_to(pt.tag, 'UTF8'), 'hex'), ' ' ORDER BY pt.tag)
+                            FROM post_tags pt WHERE pt.post_id = r.post_id), ''),
+                  count(*), count(*) FILTER (WHERE r.engaged)
+           FROM training_rows r JOIN posts p ON p.id = r.post_id
+           GROUP BY 1, 2, 3""",
+        output=sink,
+        format="text",
+        timeout=timeout,
+    )
 
 
 async def rows_since(conn: Executor, since: datetime | None, until: datetime) -> int:

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import asyncpg
 
-from feedfabric.db import exposure
+from feedfabric.db import exposure, reader_effects
 from feedfabric.db.executor import Executor
 
 # How long For You's page records are kept (`feedfabric maintain`): a cursor older than this whose
@@ -43,6 +43,9 @@ class Candidate(NamedTuple):
     # Engagement per post served from the author / the best of the post's tags (db.exposure).
     affinity_rate: float = 0.0
     interest_rate: float = 0.0
+    # The reader's per-reader effects for the author and the post's best tag (db.reader_effects).
+    author_effect: float = 0.0
+    topic_effect: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -191,7 +194,9 @@ async def candidates(
                   COALESCE(s.likes + $9 * s.comments, 0) AS popularity,
                   e.vector,
                   {exposure.affinity_rate("a", "ae")} AS affinity_rate,
-                  COALESCE(t.interest_rate, 0) AS interest_rate
+                  COALESCE(t.interest_rate, 0) AS interest_rate,
+                  {reader_effects.author_effect("$1", "v.author_id")} AS author_effect,
+                  {reader_effects.topic_effect("$1", "v.id")} AS topic_effect
            FROM best b
            JOIN visible_posts($1) v ON v.id = b.post_id
            LEFT JOIN author_affinity a ON a.member_id = $1 AND a.author_id = v.author_id

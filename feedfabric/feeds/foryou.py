@@ -363,10 +363,21 @@ async def signals(
             if c.vector is not None:
                 similarity[n] = float(embeddings.from_bytes(c.vector) @ taste)
     # One pass over the candidates into columns: created, affinity, interest, favourite, followed,
-    # popularity, affinity_rate, interest_rate.
+    # popularity, affinity_rate, interest_rate, author_effect, topic_effect.
     columns = np.array(
         [
-            (c.created, c.affinity, c.interest, c.favourite, c.followed, c.popularity, c.affinity_rate, c.interest_rate)
+            (
+                c.created,
+                c.affinity,
+                c.interest,
+                c.favourite,
+                c.followed,
+                c.popularity,
+                c.affinity_rate,
+                c.interest_rate,
+                c.author_effect,
+                c.topic_effect,
+            )
             for c in found
         ],
         dtype=np.float64,

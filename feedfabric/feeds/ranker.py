@@ -8,12 +8,17 @@ Rows served in the last 24 hours are left out: their outcome (engaged within 24 
 The feed that served a row is a covariate of the fit but not of the model: the feeds differ in how
 often their posts are engaged with for reasons the signals do not carry (what each feed gathers, the
 signals only some feeds log), and without it the signals their rows differ in take the credit.
+
+The rows are streamed (one binary COPY, parsed block by block) into a uniform sample of at most
+SAMPLE_ROWS, so memory is bounded by the model's needs, not the log's length. Each training first
+refits the per-reader effects (feeds.reader_effects), two of the signals.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -21,9 +26,10 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
-from feedfabric.db import feed_stats
+from feedfabric.db import binary_copy, feed_stats
 from feedfabric.db import foryou as foryou_db
-from feedfabric.feeds import ranking
+from feedfabric.db import reader_effects as reader_effects_db
+from feedfabric.feeds import ranking, reader_effects
 
 log = logging.getLogger("feedfabric.ranker")
 
@@ -31,7 +37,11 @@ HOLDOUT = 0.2
 OUTCOME_WINDOW = timedelta(hours=24)
 MIN_ROWS = 100
 # The feeds a log row can come from (feed_log.feed); the first is the covariates' reference.
-FEEDS = ("following", "favourites", "for_you")
+FEEDS = feed_stats.FEEDS
+# At most this many rows are fitted on (a uniform sample of a longer log): memory stays the model's,
+# and 12 weights are as well determined by a million rows as by ten.
+SAMPLE_ROWS = 1_000_000
+COPY_TIMEOUT_S = 3600.0
 
 
 class NotEnoughData(Exception):
@@ -46,6 +56,8 @@ class Trained:
     baseline_auc: float
     active: bool
     weights: dict[str, float]
+    # Wall seconds of each step: reading the rows, refitting the effects, fitting and storing the model.
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -67,9 +79,12 @@ def fit(served_at: np.ndarray, rows: np.ndarray, engaged: np.ndarray, feeds: np.
     if len(set(train_y.tolist())) < 2 or len(set(test_y.tolist())) < 2:
         raise NotEnoughData("both the training rows and the held-out rows need engaged and unengaged posts")
     covariates = np.column_stack([feeds[:cut] == feed for feed in FEEDS[1:]]).astype(np.float64)
+    # Fitted on signals scaled to unit spread (lbfgs converges in far fewer steps), weights scaled back.
+    spread = rows[:cut].std(axis=0)
+    spread[spread == 0] = 1.0
     model = LogisticRegression(max_iter=1000)
-    model.fit(np.hstack([rows[:cut], covariates]), train_y)
-    weights = model.coef_[0][: rows.shape[1]]
+    model.fit(np.hstack([rows[:cut] / spread, covariates]), train_y)
+    weights = model.coef_[0][: rows.shape[1]] / spread
     test_feeds = feeds[cut:]
     auc = within_feeds_auc(test_y, test_x @ weights, test_feeds)
     baseline = within_feeds_auc(test_y, ranking.scores(ranking.FIXED_PRESETS["balanced"], test_x), test_feeds)
@@ -90,25 +105,95 @@ def within_feeds_auc(engaged: np.ndarray, scores: np.ndarray, feeds: np.ndarray)
     return total / rows
 
 
+class Sample:
+    """A uniform sample of at most `capacity` of the rows streamed through it (each row keeps a random
+    priority; the lowest `capacity` stay), so training holds a bounded number of rows however long the
+    log. A log no longer than `capacity` is kept whole."""
+
+    def __init__(self, capacity: int, seed: int = 0) -> None:
+        self.capacity = capacity
+        self.rng = np.random.default_rng(seed)
+        self.blocks: list[np.ndarray] = []
+        self.priorities: list[np.ndarray] = []
+        self.held = 0
+        self.seen = 0
+
+    def add(self, block: np.ndarray) -> None:
+        self.blocks.append(block)
+        self.priorities.append(self.rng.random(len(block)))
+        self.held += len(block)
+        self.seen += len(block)
+        if self.held >= 2 * self.capacity:
+            self._prune()
+
+    def _prune(self) -> None:
+        rows, priorities = np.vstack(self.blocks), np.concatenate(self.priorities)
+        if len(rows) > self.capacity:
+            keep = np.argpartition(priorities, self.capacity)[: self.capacity]
+            rows, priorities = rows[keep], priorities[keep]
+        self.blocks, self.priorities, self.held = [rows], [priorities], len(rows)
+
+    def rows(self) -> np.ndarray:
+        if not self.blocks:
+            return np.zeros((0, len(feed_stats.TRAINING_COLUMNS)))
+        self._prune()
+        return self.blocks[0]
+
+
+async def read_rows(
+    pool: asyncpg.Pool, since: datetime | None, until: datetime, capacity: int
+) -> tuple[np.ndarray, int, reader_effects.CellReader]:
+    """The training rows (db.feed_stats.TRAINING_COLUMNS), at most `capacity` of them sampled
+    uniformly, oldest first; how many there were; and the same rows' cells for the per-reader effects.
+    The log is scanned once (staged in a temporary table) and both reads stream by COPY, in a
+    transaction of their own with no statement timeout: a log of millions of rows takes longer than a
+    request may."""
+    sample = Sample(capacity)
+    sink = binary_copy.Float8Records(len(feed_stats.TRAINING_COLUMNS), sample.add)
+    cells = reader_effects.CellReader()
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
+        await conn.execute("SET LOCAL statement_timeout = 0")
+        await feed_stats.stage_training_rows(conn, since, until, COPY_TIMEOUT_S)
+        await feed_stats.copy_effect_cells(conn, cells, COPY_TIMEOUT_S)
+        await feed_stats.copy_training_rows(conn, sink, COPY_TIMEOUT_S)
+    rows = sample.rows()
+    order = np.lexsort((rows[:, 1], rows[:, 0]))  # served_at, then id
+    return rows[order], sample.seen, cells
+
+
 async def train(
-    pool: asyncpg.Pool, *, since: datetime | None = None, now: datetime | None = None, min_rows: int = MIN_ROWS
+    pool: asyncpg.Pool,
+    *,
+    since: datetime | None = None,
+    now: datetime | None = None,
+    min_rows: int = MIN_ROWS,
+    sample_rows: int = SAMPLE_ROWS,
 ) -> Trained:
+    """Refits the per-reader effects (feeds.reader_effects) and fits the model on the same rows, with
+    the effects they were served with (the refit's are for the rows to come)."""
     until = (now or datetime.now(UTC)) - OUTCOME_WINDOW
-    records = await feed_stats.training_rows(pool, since, until)
-    if len(records) < min_rows:
-        raise NotEnoughData(f"{len(records)} rows with a known outcome; at least {min_rows} are needed")
-    columns = list(zip(*records, strict=True))
-    served_at = np.array([t.timestamp() for t in columns[0]])
-    rows = ranking.features(*(np.array(c, dtype=np.float64) for c in columns[1:9]))
-    engaged = np.array(columns[9], dtype=np.int8)
-    fitted = fit(served_at, rows, engaged, np.array(columns[10]))
+    started = time.monotonic()
+    table, count, cells = await read_rows(pool, since, until, sample_rows)
+    read = time.monotonic()
+    await reader_effects.store(pool, cells, until)
+    refitted = time.monotonic()
+    if count < min_rows:
+        raise NotEnoughData(f"{count} rows with a known outcome; at least {min_rows} are needed")
+    column = {name: table[:, n] for n, name in enumerate(feed_stats.TRAINING_COLUMNS)}
+    rows = ranking.features(
+        *(column[name] for name in ("affinity", "interest", "favourite", "age_seconds", "similarity", "popularity")),
+        *(column[name] for name in ("affinity_rate", "interest_rate", "author_effect", "topic_effect")),
+    )
+    engaged = column["engaged"].astype(np.int8)
+    feeds = np.array(feed_stats.FEEDS)[column["feed"].astype(np.int64)]
+    fitted = fit(column["served_at"], rows, engaged, feeds)
     auc, baseline = fitted.auc, fitted.baseline_auc
     weights = [float(w) for w in fitted.weights]
     active = auc > baseline
     async with pool.acquire() as conn, conn.transaction():
         model_id = await foryou_db.store_model(
             conn,
-            training_rows=len(records),
+            training_rows=count,
             auc=auc,
             baseline_auc=baseline,
             signals=ranking.SIGNALS,
@@ -117,30 +202,45 @@ async def train(
             activate=active,
         )
     log.info(
-        "ranker %d trained on %d rows: auc %.4f, balanced %.4f, active %s",
+        "ranker %d trained on %d rows (%d sampled): auc %.4f, balanced %.4f, active %s",
         model_id,
-        len(records),
+        count,
+        len(table),
         auc,
         baseline,
         active,
     )
-    return Trained(model_id, len(records), auc, baseline, active, dict(zip(ranking.SIGNALS, weights, strict=True)))
+    seconds = {"read": read - started, "effects": refitted - read, "fit": time.monotonic() - refitted}
+    return Trained(model_id, count, auc, baseline, active, dict(zip(ranking.SIGNALS, weights, strict=True)), seconds)
 
 
 async def retrain_if_due(
     pool: asyncpg.Pool, *, min_new_rows: int = 10_000, now: datetime | None = None
 ) -> Trained | None:
     """The worker's daily retraining: when the last model is a day old (or there is none) and at least
-    `min_new_rows` rows with a known outcome were served since it was trained."""
+    `min_new_rows` rows with a known outcome were served since it was trained. The per-reader effects
+    are refitted with it, and on their own every day the model is not (so a young log's readers get
+    effects, and the model's first training finds them logged)."""
     now = now or datetime.now(UTC)
     latest = await foryou_db.models(pool, 1)
     last = latest[0].trained_at if latest else None
     if last is not None and now - last < timedelta(days=1):
         return None
     if await feed_stats.rows_since(pool, last - OUTCOME_WINDOW if last else None, now - OUTCOME_WINDOW) < min_new_rows:
+        await refit_effects_if_due(pool, now=now)
         return None
     try:
         return await train(pool, now=now)
     except NotEnoughData as reason:
         log.info("ranker not retrained: %s", reason)
         return None
+
+
+async def refit_effects_if_due(pool: asyncpg.Pool, *, now: datetime) -> reader_effects.Refitted | None:
+    """Refits the per-reader effects when a day of rows has got its outcome since the last refit read
+    the log (or there is none)."""
+    until = now - OUTCOME_WINDOW
+    last = await reader_effects_db.last_fit(pool)
+    if last is not None and until - last < timedelta(days=1):
+        return None
+    return await reader_effects.refit(pool, since=None, until=until)

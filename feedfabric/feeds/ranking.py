@@ -25,6 +25,10 @@ SIGNALS = (
     # running totals that grow with how often an author or tag is shown, these are not.
     "affinity_rate",
     "interest_rate",
+    # The reader's own leaning to the post's author and to its best tag, in log-odds, from the per-reader
+    # model refitted with the ranker (feeds.reader_effects); 0 for a reader or author it has not seen.
+    "author_effect",
+    "topic_effect",
 )
 PRESETS = ("newest_first", "balanced", "close_circle", "discover", "learned")
 # Strongest first: a post several sources brought keeps the first of these as its reason.
@@ -71,8 +75,11 @@ def features(
     popularity: np.ndarray,
     affinity_rate: np.ndarray,
     interest_rate: np.ndarray,
+    author_effect: np.ndarray,
+    topic_effect: np.ndarray,
 ) -> np.ndarray:
-    """Rows of SIGNALS: counts on a log scale (a tenth like matters less than the first), age as decay."""
+    """Rows of SIGNALS: counts on a log scale (a tenth like matters less than the first), age as decay;
+    the effects are log-odds already."""
     recency = np.exp(-np.maximum(np.asarray(age_seconds, dtype=np.float64), 0.0) / 3600.0 / RECENCY_HOURS)
     return np.column_stack(
         [
@@ -84,6 +91,8 @@ def features(
             np.log1p(np.maximum(np.asarray(popularity, dtype=np.float64), 0.0)),
             np.maximum(np.asarray(affinity_rate, dtype=np.float64), 0.0),
             np.maximum(np.asarray(interest_rate, dtype=np.float64), 0.0),
+            np.asarray(author_effect, dtype=np.float64),
+            np.asarray(topic_effect, dtype=np.float64),
         ]
     )
 

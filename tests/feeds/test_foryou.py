@@ -397,7 +397,7 @@ async def test_a_page_past_more_hidden_posts_than_it_reads_ahead_still_fills_in_
 
 async def test_ranking_reads_each_signal_as_the_feed_log_keeps_it_for_training(api: Api, pool: asyncpg.Pool) -> None:
     """The same post, viewer and moment give the same signals to the candidates statement (ranking) and
-    to the feed log's insert (training rows), the engagement rates included."""
+    to the feed log's insert (training rows), the engagement rates and the reader's effects included."""
     from datetime import UTC, datetime, timedelta
 
     from feedfabric.db import feed_log as feed_log_db
@@ -423,6 +423,10 @@ async def test_ranking_reads_each_signal_as_the_feed_log_keeps_it_for_training(a
     await pool.execute(
         "INSERT INTO topic_interest (member_id, tag, score) VALUES ($1, 'trail', 3) ON CONFLICT DO NOTHING", member_id
     )
+    await pool.execute(
+        "INSERT INTO reader_author_effects (member_id, author_id, effect) VALUES ($1, $2, 0.7)", member_id, author_id
+    )
+    await pool.execute("INSERT INTO reader_topic_effects (member_id, tag, effect) VALUES ($1, 'trail', 0.4)", member_id)
     served = tuple(uuid.UUID(p) for p in posts[2:])
     earlier = datetime.now(UTC)
     await feed_log_db.insert(pool, [ServedPage(member_id, "following", served, "redis", earlier)])
@@ -450,6 +454,7 @@ async def test_ranking_reads_each_signal_as_the_feed_log_keeps_it_for_training(a
         row = logged[c.post_id]
         assert (c.affinity, c.interest, c.popularity) == (row["affinity"], row["interest"], row["popularity"])
         assert (c.affinity_rate, c.interest_rate) == (row["affinity_rate"], row["interest_rate"])
+        assert (c.author_effect, c.topic_effect) == (row["author_effect"], row["topic_effect"]) == (0.7, 0.4)
     assert found[0].affinity_rate == pytest.approx(found[0].affinity / 3)  # two posts of the author served before
 
 
@@ -543,3 +548,18 @@ async def test_a_cursor_whose_page_records_are_past_retention_is_refused_once_re
     body = await api.raw(FOR_YOU, {"first": 5, "after": second["pageInfo"]["endCursor"]}, token=reader)
     assert [e["extensions"]["code"] for e in body["errors"]] == ["BAD_USER_INPUT"]
     assert "expired" in body["errors"][0]["message"]
+
+
+async def test_a_new_reader_gets_a_full_first_page_from_the_popular_posts(api: Api) -> None:
+    """No follows, no favourites, no likes, the default profile: POPULAR alone fills the page."""
+    fan = await api.member("fan")
+    liked = []
+    for n in range(25):
+        post = await api.post(await api.member(f"author{n}"), f"post {n}")
+        await _like(api, fan, post)
+        liked.append(post)
+    newcomer = await api.member("newcomer")
+    edges = (await _page(api, newcomer))["edges"]
+    assert len(edges) == 20
+    assert {e["reason"] for e in edges} == {"POPULAR"}
+    assert {e["node"]["id"] for e in edges} <= set(liked)

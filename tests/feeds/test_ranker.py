@@ -89,7 +89,7 @@ async def test_a_model_that_does_not_beat_balanced_is_stored_but_not_active(pool
                 np.array([float(s[k])])
                 for k in ("affinity", "interest", "favourite", "age_seconds", "similarity", "popularity")
             ),
-            *(np.zeros(1) for _ in range(2)),
+            *(np.zeros(1) for _ in range(4)),
         )
         return float(ranking.scores(ranking.FIXED_PRESETS["balanced"], x)[0]) > 4.0
 
@@ -168,6 +168,8 @@ def test_a_feeds_own_engagement_rate_is_not_credited_to_the_signals_its_rows_dif
         rng.uniform(0, 50, n),
         rng.random(n),
         rng.random(n),
+        np.zeros(n),
+        np.zeros(n),
     )
     engaged = (rng.random(n) < np.where(feeds == "for_you", 0.6, 0.2)).astype(np.int8)
     served_at = np.arange(n, dtype=np.float64)
@@ -185,8 +187,21 @@ def test_a_score_that_only_tells_the_feeds_apart_earns_no_auc() -> None:
     n = 6_000
     feeds = np.where(rng.random(n) < 0.5, "following", "for_you")
     zeros = np.zeros(n)
-    rows = ranking.features(zeros, zeros, zeros, zeros, (feeds == "for_you").astype(float), zeros, zeros, zeros)
+    rows = ranking.features(
+        zeros, zeros, zeros, zeros, (feeds == "for_you").astype(float), zeros, zeros, zeros, zeros, zeros
+    )
     engaged = (rng.random(n) < np.where(feeds == "for_you", 0.6, 0.2)).astype(np.int8)
     fitted = ranker.fit(np.arange(n, dtype=np.float64), rows, engaged, feeds)
     assert fitted.baseline_auc == pytest.approx(0.5)
     assert fitted.auc == pytest.approx(0.5)
+
+
+async def test_the_worker_refits_the_reader_effects_daily_when_the_model_is_not_due(pool: asyncpg.Pool) -> None:
+    """Too few rows for a model, but a refit of the effects is due once a day of outcomes has come in."""
+    await _seed(pool, 50, lambda s, rng: s["similarity"] > 0.5)
+    assert await ranker.retrain_if_due(pool, min_new_rows=10_000, now=NOW) is None
+    assert await pool.fetchval("SELECT count(*) FROM reader_effect_fits") == 1
+    await ranker.retrain_if_due(pool, min_new_rows=10_000, now=NOW + timedelta(hours=12))
+    assert await pool.fetchval("SELECT count(*) FROM reader_effect_fits") == 1
+    await ranker.retrain_if_due(pool, min_new_rows=10_000, now=NOW + timedelta(days=1))
+    assert await pool.fetchval("SELECT count(*) FROM reader_effect_fits") == 2
