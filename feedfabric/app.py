@@ -20,7 +20,7 @@ from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.types.unset import UNSET, UnsetType
 
-from feedfabric import dashboard, health, jsonwire, metrics, playground, vendor
+from feedfabric import dashboard, health, jsonwire, metrics, playground, tracing, vendor
 from feedfabric.breaker import CircuitBreaker
 from feedfabric.context import Context, Resources, build_context, route_reads
 from feedfabric.db.pool import create_pool
@@ -38,7 +38,7 @@ from feedfabric.realtime.hub import Hub
 from feedfabric.realtime.rights import Sessions
 from feedfabric.redisclient import create_redis
 from feedfabric.rest import routes as rest_routes
-from feedfabric.schema import schema
+from feedfabric.schema import build_schema, schema
 from feedfabric.settings import Settings, load_settings
 
 log = logging.getLogger("feedfabric.app")
@@ -148,9 +148,13 @@ async def readyz(request: Request) -> Response:
     return jsonwire.JSONResponse(body, status_code=200 if ready else 503)
 
 
-def create_app(settings: Settings | None = None) -> Starlette:
+def create_app(settings: Settings | None = None, traced: tracing.Tracing | None = None) -> Starlette:
+    """`traced`: this process's tracing, when the caller set it up (tests); else set up from the settings."""
     settings = settings or load_settings()
     configure_logging(settings)
+    traced = traced or tracing.setup(settings, "feedfabric-api")
+    if traced is not None:
+        traced.instrument_asyncpg()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -158,6 +162,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             raise RuntimeError("DATABASE_URL is not set")
         pool = await create_pool(settings.database_url, max_size=20, lean_reset=True, generic_plans=True)
         redis = create_redis(settings, timeout_ms=settings.redis_timeout_ms) if settings.redis_url else None
+        if redis is not None and traced is not None:
+            traced.instrument_redis(redis)
         # min_size 0: a replica down at start is a state the routing handles, not a reason not to serve.
         read_pool = (
             await create_pool(settings.database_read_url, min_size=0, max_size=20, lean_reset=True, generic_plans=True)
@@ -187,8 +193,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 redis=redis,
             ),
             hub=Hub(queue_size=settings.realtime_queue_size),
+            tracing=traced,
         )
-        realtime = start_realtime(settings, pool, app.state.resources.hub)
+        realtime = start_realtime(settings, pool, app.state.resources.hub, tracing.tracer_of(traced))
         app.state.resources.realtime_consumer = realtime
         app.state.resources.sessions.start(pool)
         try:
@@ -204,9 +211,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
             if redis is not None:
                 await redis.aclose()
             await pool.close()
+            if traced is not None:
+                traced.shutdown()
 
     graphql = FeedFabricGraphQL(
-        schema,
+        build_schema(traced.provider) if traced is not None else schema,
         graphql_ide=None if settings.feedfabric_production else "graphiql",
         multipart_uploads_enabled=True,
         allowed_origins=[o.strip() for o in settings.ws_allowed_origins.split(",") if o.strip()],
@@ -232,6 +241,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
     app.add_middleware(Idempotency)  # inside BodyLimit: what it reads is bounded
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, upload_bytes=settings.media_max_bytes)
     app.add_middleware(RequestIdMiddleware)
+    if traced is not None:
+        from opentelemetry.instrumentation.starlette import StarletteInstrumentor
+
+        StarletteInstrumentor.instrument_app(app, tracer_provider=traced.provider)
     origins = settings.cors_origins
     if origins:
         # Bearer tokens, not cookies: no credentials. Without origins there is no middleware at all:

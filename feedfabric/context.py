@@ -21,6 +21,7 @@ from feedfabric.settings import Settings
 
 if TYPE_CHECKING:
     from feedfabric.realtime.consumer import RealtimeConsumer
+    from feedfabric.tracing import Tracing
 
 
 # Persisted-query texts kept in each API process (and their hashes), in bytes.
@@ -47,6 +48,8 @@ class Resources:
     readiness: tuple[float, bool, dict[str, Any]] | None = None
     # Persisted queries by hash, most recently used last (feedfabric.schema.persisted).
     persisted_queries: ByteBoundedLRU = field(default_factory=lambda: ByteBoundedLRU(PERSISTED_QUERY_CACHE_BYTES))
+    # This process's tracing (feedfabric.tracing), None when off; the dashboard reads its recent traces.
+    tracing: Tracing | None = None
 
 
 @dataclass
