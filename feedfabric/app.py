@@ -152,6 +152,7 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
     """`traced`: this process's tracing, when the caller set it up (tests); else set up from the settings."""
     settings = settings or load_settings()
     configure_logging(settings)
+    owns_tracing = traced is None
     traced = traced or tracing.setup(settings, "feedfabric-api")
     if traced is not None:
         traced.instrument_asyncpg()
@@ -211,7 +212,7 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
             if redis is not None:
                 await redis.aclose()
             await pool.close()
-            if traced is not None:
+            if traced is not None and owns_tracing:
                 traced.shutdown()
 
     graphql = FeedFabricGraphQL(

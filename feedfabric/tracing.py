@@ -180,6 +180,7 @@ class Tracing:
     provider: TracerProvider
     service: str
     recent: RecentTraces | None = None
+    instrumented_asyncpg: bool = False
 
     def tracer(self) -> Tracer:
         return self.provider.get_tracer(TRACER_NAME)
@@ -191,6 +192,7 @@ class Tracing:
         instrumentor = AsyncPGInstrumentor()
         if not instrumentor.is_instrumented_by_opentelemetry:
             instrumentor.instrument(tracer_provider=self.provider)
+            self.instrumented_asyncpg = True
 
     def instrument_redis(self, client: Any) -> None:
         from opentelemetry.instrumentation.redis import RedisInstrumentor
@@ -198,6 +200,12 @@ class Tracing:
         RedisInstrumentor.instrument_client(client, tracer_provider=self.provider)
 
     def shutdown(self) -> None:
+        """Flushes what is left to export and, if this provider patched asyncpg, takes the patch back."""
+        if self.instrumented_asyncpg:
+            from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
+
+            AsyncPGInstrumentor().uninstrument()
+            self.instrumented_asyncpg = False
         self.provider.shutdown()
 
 

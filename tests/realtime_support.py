@@ -22,6 +22,7 @@ from feedfabric.realtime.consumer import RealtimeConsumer
 from feedfabric.realtime.hub import Hub
 from feedfabric.realtime.serving import serve_options
 from feedfabric.settings import Settings
+from feedfabric.tracing import Tracing
 from starlette.applications import Starlette
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
@@ -70,9 +71,9 @@ class Server:
 
 
 @contextlib.asynccontextmanager
-async def serve(settings: Settings) -> AsyncIterator[Server]:
+async def serve(settings: Settings, traced: Tracing | None = None) -> AsyncIterator[Server]:
     """The app under uvicorn on a free loopback port, in this event loop; ready once realtime is positioned."""
-    app = create_app(settings)
+    app = create_app(settings, traced)
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", **serve_options())
