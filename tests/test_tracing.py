@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
@@ -10,35 +10,16 @@ import pytest
 import redis.asyncio as aioredis
 from feedfabric import tracing
 from feedfabric.settings import Settings
-from feedfabric.workers import events
-from feedfabric.workers.base import WorkerContext
-from feedfabric.workers.runner import GroupRunner
 
-from tests.pipeline_support import eventually, quick_join_consumer, relay, running
+from tests.pipeline_support import eventually, relay, running
 from tests.realtime_support import HOME_SUB, TRANSPORT_WS, free_port, serve, wait_subscribed, ws_client
-
-
-def traced_settings(settings: Settings, **overrides: Any) -> Settings:
-    return settings.model_copy(
-        update={"tracing_sample_ratio_setting": 1.0, "tracing_recent_traces_setting": 300, **overrides}
-    )
+from tests.tracing_support import events_runner, traced_process
 
 
 @pytest.fixture
-async def traced(settings: Settings) -> AsyncIterator[tracing.Tracing]:
-    """One process's tracing with the in-memory ring, shared by the API, the relay and the runner here."""
-    made = tracing.setup(traced_settings(settings), "feedfabric-test", write_recent=False)
-    assert made is not None
-    made.instrument_asyncpg()
-    yield made
-    made.shutdown()
-
-
-def events_runner(
-    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis, traced: tracing.Tracing
-) -> GroupRunner:
-    ctx = WorkerContext(settings=settings, pool=pool, redis=redis, tracer=traced.tracer())
-    return GroupRunner(events.GROUP, ctx, poll_ms=50, consumer_factory=quick_join_consumer)
+def traced(settings: Settings) -> Iterator[tracing.Tracing]:
+    with traced_process(settings) as made:
+        yield made
 
 
 def spans_named(spans: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:

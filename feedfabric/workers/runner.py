@@ -247,6 +247,8 @@ class GroupRunner:
             "messaging.kafka.offset": record.offset,
             "messaging.consumer.group.name": self.spec.name,
         }
+        if "postId" in event.data:
+            attributes["feedfabric.post.id"] = str(event.data["postId"])
         if record.timestamp and self._polled_ns:
             broker = tracer.start_span(
                 "broker",
