@@ -99,6 +99,17 @@ DROPPED_SUBSCRIBERS = Counter(
     ["reason"],
 )
 
+REALTIME_SUBSCRIBERS = Gauge(
+    "feedfabric_realtime_subscribers", "Live subscriptions on this API process, all channels (read at scrape)."
+)
+REALTIME_DELIVERED = Counter(
+    "feedfabric_realtime_delivered_total", "Live items queued to subscribers by this process's realtime consumer."
+)
+
+# --- Redis (read at scrape by the API: memory against its bound, per node) ---------
+REDIS_USED_MEMORY = Gauge("feedfabric_redis_used_memory_bytes", "Redis used_memory, per node.", ["node"])
+REDIS_MAXMEMORY = Gauge("feedfabric_redis_maxmemory_bytes", "Redis maxmemory (0: unbounded), per node.", ["node"])
+
 _SCRAPE_TIMEOUT_S = 1.0
 
 _OUTBOX_SQL = """
@@ -124,11 +135,28 @@ async def refresh_from_postgres(pool: asyncpg.Pool) -> None:
         DEAD_LETTERS_STORED.labels(group=record["group_name"]).set(record["n"])
 
 
+async def refresh_from_redis(redis: Any) -> None:
+    """Reads used_memory and maxmemory of every node (INFO memory; a cluster client asks each master)."""
+    try:
+        async with asyncio.timeout(_SCRAPE_TIMEOUT_S):
+            info = await redis.info("memory")
+    except Exception:  # noqa: BLE001 - a scrape must still answer
+        log.warning("metrics: could not read Redis memory")
+        return
+    nodes = info if info and all(isinstance(v, dict) for v in info.values()) else {"default": info}
+    for node, memory in nodes.items():
+        REDIS_USED_MEMORY.labels(node=str(node)).set(float(memory.get("used_memory", 0)))
+        REDIS_MAXMEMORY.labels(node=str(node)).set(float(memory.get("maxmemory", 0)))
+
+
 async def metrics_endpoint(request: Request) -> Response:
-    """GET /metrics on the API: the default registry, after refreshing the Postgres-backed gauges."""
+    """GET /metrics on the API: the default registry, after refreshing the gauges read at scrape."""
     resources = getattr(request.app.state, "resources", None)
     if resources is not None:
         await refresh_from_postgres(resources.pool)
+        if resources.redis is not None:
+            await refresh_from_redis(resources.redis)
+        REALTIME_SUBSCRIBERS.set(resources.hub.subscriber_count())
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
 

@@ -219,8 +219,8 @@ def traces_path(settings: Settings, service: str) -> Path:
 
 def setup(settings: Settings, service: str, *, write_recent: bool = True) -> Tracing | None:
     """The process's tracing per the settings, or None when it is off (no ratio, or nowhere to send to)."""
-    ratio = settings.tracing_sample_ratio
-    recent_limit = settings.tracing_recent_traces
+    ratio = settings.trace_sample_ratio
+    recent_limit = settings.recent_traces_kept
     if settings.otel_sdk_disabled or ratio <= 0 or not (settings.otlp_endpoint or recent_limit):
         return None
     provider = TracerProvider(

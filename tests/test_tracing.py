@@ -88,8 +88,8 @@ async def test_an_exporter_that_is_down_costs_no_request(settings: Settings, mon
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", down)
     exporting = settings.model_copy(
         update={
-            "tracing_sample_ratio_setting": 1.0,
-            "tracing_recent_traces_setting": 0,
+            "tracing_sample_ratio": 1.0,
+            "tracing_recent_traces": 0,
             "otel_exporter_otlp_endpoint": down,
         }
     )

@@ -19,7 +19,7 @@ from tests.pipeline_support import quick_join_consumer
 
 def traced_settings(settings: Settings, **overrides: Any) -> Settings:
     return settings.model_copy(
-        update={"tracing_sample_ratio_setting": 1.0, "tracing_recent_traces_setting": 300, **overrides}
+        update={"tracing_sample_ratio": 1.0, "tracing_recent_traces": 300, **overrides}
     )
 
 

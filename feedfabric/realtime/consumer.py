@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Tracer
 
-from feedfabric import tracing
+from feedfabric import metrics, tracing
 from feedfabric.events import NOTIFICATIONS, POSTS, Event
 from feedfabric.realtime.delivery import deliver
 from feedfabric.realtime.hub import Hub
@@ -122,6 +122,7 @@ class RealtimeConsumer:
                     try:
                         delivered = await deliver(self.pool, self.hub, events)
                         span.set_attribute("feedfabric.realtime.delivered", delivered)
+                        metrics.REALTIME_DELIVERED.inc(delivered)
                     except Exception:  # noqa: BLE001 - best effort: skip the chunk, keep the consumer alive
                         log.exception("realtime: delivering %d events failed; skipped", len(events))
         finally:
