@@ -199,13 +199,17 @@ class Tracing:
 
         RedisInstrumentor.instrument_client(client, tracer_provider=self.provider)
 
-    def shutdown(self) -> None:
-        """Flushes what is left to export and, if this provider patched asyncpg, takes the patch back."""
+    def uninstrument_asyncpg(self) -> None:
+        """Takes back asyncpg's patch, if this provider made it."""
         if self.instrumented_asyncpg:
             from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
 
             AsyncPGInstrumentor().uninstrument()
             self.instrumented_asyncpg = False
+
+    def shutdown(self) -> None:
+        """Flushes what is left to export and takes back asyncpg's patch."""
+        self.uninstrument_asyncpg()
         self.provider.shutdown()
 
 
