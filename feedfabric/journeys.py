@@ -107,6 +107,12 @@ def _journey(trace_id: str, spans: list[dict[str, Any]]) -> Journey | None:
     stepped = [s for s in spans if (s.get("attributes") or {}).get("feedfabric.step") in STEPS]
     if not stepped:
         return None
+    if not any(s["attributes"]["feedfabric.step"] == "mutation" for s in stepped):
+        # A post made over REST has no GraphQL root field: its request's server span is the mutation.
+        roots = [s for s in spans if s.get("parentId") is None and s not in stepped]
+        if roots:
+            root = min(roots, key=lambda s: s["start"])
+            stepped.append({**root, "attributes": {**(root.get("attributes") or {}), "feedfabric.step": "mutation"}})
     origin = min(s["start"] for s in spans)
     stepped.sort(key=lambda s: (STEPS.index(s["attributes"]["feedfabric.step"]), s["start"]))
     # An outbox row's created_at is its transaction's start: its wait is counted from the mutation's end.

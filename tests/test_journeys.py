@@ -60,3 +60,13 @@ def test_traces_of_anything_but_a_new_post_are_no_journeys() -> None:
         span("c", "c-r", "relay", 6, 7, **{"feedfabric.event.type": "PostLiked"}),
     ]
     assert journeys(like) == []
+
+
+def test_a_post_made_over_rest_has_its_request_as_the_mutation() -> None:
+    request = span("d", "d-h", "", 0, 15)
+    del request["attributes"]["feedfabric.step"]
+    request["name"] = "POST /posts"
+    trace = [request, span("d", "d-r", "relay", 20, 22, **{"feedfabric.event.type": "PostCreated"})]
+    trace[1]["parentId"] = "d-h"
+    [journey] = journeys(trace)
+    assert [(b.step, b.label) for b in journey.bars] == [("mutation", "mutation POST /posts"), ("relay", "relay")]
