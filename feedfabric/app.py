@@ -243,9 +243,16 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, upload_bytes=settings.media_max_bytes)
     app.add_middleware(RequestIdMiddleware)
     if traced is not None:
-        from opentelemetry.instrumentation.starlette import StarletteInstrumentor
+        from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 
-        StarletteInstrumentor.instrument_app(app, tracer_provider=traced.provider)
+        # One server span per request or socket; not one per ASGI message (they would double a page's spans),
+        # and none for probes and scrapes.
+        app.add_middleware(
+            OpenTelemetryMiddleware,
+            tracer_provider=traced.provider,
+            excluded_urls="/healthz,/readyz,/metrics",
+            exclude_spans=["receive", "send"],
+        )
     origins = settings.cors_origins
     if origins:
         # Bearer tokens, not cookies: no credentials. Without origins there is no middleware at all:

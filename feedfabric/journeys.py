@@ -59,9 +59,8 @@ def _label(span: dict[str, Any]) -> str:
     attributes = span.get("attributes") or {}
     step = attributes.get("feedfabric.step", "")
     if step == "mutation":
-        return (
-            f"mutation {attributes.get('graphql.operation.name') or span['name'].removeprefix('GraphQL Resolving: ')}"
-        )
+        name = attributes.get("graphql.operation.name") or attributes.get("graphql.operation.fields") or span["name"]
+        return f"mutation {name}"
     if step == "broker":
         return f"broker → {attributes.get('messaging.consumer.group.name', '?')}"
     if step in ("fan-out batch", "timeline write"):

@@ -123,7 +123,7 @@ class RecentTraces(SpanProcessor):
         self.service = service
         self.path = path
         self.write_after_s = write_after_s
-        self._traces: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        self._traces: OrderedDict[int, list[ReadableSpan]] = OrderedDict()
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
 
@@ -131,12 +131,15 @@ class RecentTraces(SpanProcessor):
         return None
 
     def on_end(self, span: ReadableSpan) -> None:
-        record = span_record(span, self.service)
+        """On the request's path: only a dictionary update; spans are turned into records when read."""
+        ctx = span.get_span_context()
+        if ctx is None:
+            return
         with self._lock:
-            spans = self._traces.pop(record["traceId"], None) or []
-            spans.append(record)
-            self._traces[record["traceId"]] = spans
-            while len(self._traces) > self.limit:
+            spans = self._traces.pop(ctx.trace_id, None) or []
+            spans.append(span)
+            self._traces[ctx.trace_id] = spans
+            if len(self._traces) > self.limit:
                 self._traces.popitem(last=False)
             if self.path is not None and self._timer is None:
                 self._timer = threading.Timer(self.write_after_s, self.write)
@@ -145,14 +148,15 @@ class RecentTraces(SpanProcessor):
 
     def spans(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [s for spans in self._traces.values() for s in spans]
+            held = [s for spans in self._traces.values() for s in spans]
+        return [span_record(s, self.service) for s in held]
 
     def write(self) -> None:
         if self.path is None:
             return
         with self._lock:
             self._timer = None
-            body = json.dumps([s for spans in self._traces.values() for s in spans], separators=(",", ":"))
+        body = json.dumps(self.spans(), separators=(",", ":"))
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             scratch = self.path.with_suffix(".tmp")

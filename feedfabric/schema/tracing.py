@@ -1,48 +1,61 @@
 """GraphQL operations as spans: Strawberry's OpenTelemetry extension, with the operation's name, type and cost.
 
-Only root fields get a span of their own: a span per resolved field would cost
-more than the operation it measures (a home page resolves hundreds), and what
-an operator asks of a trace is which operation ran, at what cost, and what it
-waited on (the asyncpg and Redis client spans under it). The name, type and
-cost go on the root field's span, where they are known.
+Strawberry's extension gives each operation a span. Its per-field spans are
+switched off (its `resolve` hook is not used): a hook on every field wraps
+every resolver of a page, hundreds, in a coroutine, and costs more than the
+operation it measures; parsing and validation are cached (ParseCache,
+ValidationCache), so their spans would time a dictionary lookup. Instead one
+span covers execution, current while resolvers run (the outbox's traceparent
+is taken from it, and the asyncpg and Redis spans hang under it), carrying
+the operation's name, type and cost, and for a mutation the journey step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from inspect import isawaitable
-from typing import Any
+from collections.abc import Generator
 
-from graphql import GraphQLResolveInfo
+from graphql import FieldNode, get_operation_ast
 from opentelemetry import trace
+from strawberry.extensions import SchemaExtension
 from strawberry.extensions.tracing import OpenTelemetryExtension
+from strawberry.types.execution import ExecutionContext
 
 from feedfabric.schema.cost import cached_cost
 from feedfabric.schema.served import graphql_schema
 
 
 class TracedOperation(OpenTelemetryExtension):
-    async def resolve(
-        self, _next: Callable[..., Any], root: Any, info: GraphQLResolveInfo, *args: str, **kwargs: Any
-    ) -> Any:
-        if info.path.prev is not None:
-            result = _next(root, info, *args, **kwargs)
-            return await result if isawaitable(result) else result
+    resolve = SchemaExtension.resolve  # type: ignore[assignment]
 
-        def annotated(root: Any, info: GraphQLResolveInfo, *args: str, **kwargs: Any) -> Any:
-            self._annotate(trace.get_current_span())
-            return _next(root, info, *args, **kwargs)
+    def __init__(
+        self,
+        *,
+        execution_context: ExecutionContext | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+    ) -> None:
+        super().__init__(execution_context=execution_context, tracer_provider=tracer_provider)
+        self.tracer = trace.get_tracer("feedfabric.graphql", tracer_provider=tracer_provider)
 
-        return await super().resolve(annotated, root, info, *args, **kwargs)
+    def on_parse(self) -> Generator[None, None, None]:
+        yield
 
-    def _annotate(self, span: trace.Span) -> None:
-        if not span.is_recording():
-            return
+    def on_validate(self) -> Generator[None, None, None]:
+        yield
+
+    def on_execute(self) -> Generator[None, None, None]:
         ec = self.execution_context
-        span.set_attribute("graphql.operation.name", ec.operation_name or "")
-        span.set_attribute("graphql.operation.type", ec.operation_type.value)
-        if ec.graphql_document is not None:
-            cost = cached_cost(graphql_schema(ec.schema), ec.graphql_document, ec.operation_name, ec.variables)
-            span.set_attribute("feedfabric.graphql.cost", cost)
-        if ec.operation_type.value == "mutation":
-            span.set_attribute("feedfabric.step", "mutation")
+        kind = ec.operation_type.value
+        with self.tracer.start_as_current_span(f"GraphQL {kind} {ec.operation_name or ''}".rstrip()) as span:
+            if span.is_recording():
+                span.set_attribute("graphql.operation.name", ec.operation_name or "")
+                span.set_attribute("graphql.operation.type", kind)
+                if ec.graphql_document is not None:
+                    operation = get_operation_ast(ec.graphql_document, ec.operation_name)
+                    selections = operation.selection_set.selections if operation is not None else ()
+                    fields = [f.name.value for f in selections if isinstance(f, FieldNode)]
+                    span.set_attribute("graphql.operation.fields", ",".join(fields))
+                    cost = cached_cost(graphql_schema(ec.schema), ec.graphql_document, ec.operation_name, ec.variables)
+                    span.set_attribute("feedfabric.graphql.cost", cost)
+                if kind == "mutation":
+                    span.set_attribute("feedfabric.step", "mutation")
+            yield
