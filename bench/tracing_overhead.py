@@ -1,4 +1,4 @@
-"""The API CPU a home-feed page costs with tracing on (ratio 1.0) against off, side by side.
+"""The API CPU a home-feed page costs with tracing on (ratio 1.0, or --ratio) against off, side by side.
 
 Two apps in this process, made from the same settings but one with tracing
 (every trace sampled, spans kept in the in-memory ring as `feedfabric dev`
@@ -13,7 +13,7 @@ the whole process, so it is put on for each traced phase and taken off after.
 Data (defaults, smaller than bench/home_feed.py's: the page is the same shape):
 2,000 members following 50 each, 40,000 posts, 20,000 likes.
 
-    .venv/bin/python bench/tracing_overhead.py [--rounds 8] [--pages 300] [--kind graphql]
+    .venv/bin/python bench/tracing_overhead.py [--rounds 8] [--pages 300] [--kind graphql] [--ratio 1.0]
                                                [--database URL]
 """
 
@@ -84,30 +84,32 @@ async def run(database_url: str, redis_url: str, args: argparse.Namespace) -> No
         rate_limit_cost=10**12,
         log_level="WARNING",
     )
-    traced_settings = settings.model_copy(update={"tracing_sample_ratio": 1.0, "tracing_recent_traces": 300})
+    traced_settings = settings.model_copy(update={"tracing_sample_ratio": args.ratio, "tracing_recent_traces": 300})
+    # --ratio 0: the second app is untraced too, an A/A run that shows what the order of the phases alone costs.
     traced = tracing.setup(traced_settings, "feedfabric-api", write_recent=False)
-    assert traced is not None and traced.recent is not None
     off_ms: list[float] = []
     on_ms: list[float] = []
     async with pages(settings, None, viewers, args.kind) as off, pages(settings, traced, viewers, args.kind) as on:
-        traced.instrument_asyncpg()
-        await cpu_per_page(on, 50, 0)  # caches, prepared statements, the pools
-        traced.uninstrument_asyncpg()
-        await cpu_per_page(off, 50, 0)
-        for round_ in range(args.rounds):
-            offset = round_ * args.pages
-            off_ms.append(await cpu_per_page(off, args.pages, offset))
-            traced.instrument_asyncpg()
-            on_ms.append(await cpu_per_page(on, args.pages, offset))
-            traced.uninstrument_asyncpg()
-            print(f"round {round_ + 1}: off {off_ms[-1]:.2f} ms/page, on {on_ms[-1]:.2f} ms/page", flush=True)
-    spans = traced.recent.spans()
+        for round_ in range(-1, args.rounds):
+            count, offset = (50, 0) if round_ < 0 else (args.pages, round_ * args.pages)  # round -1 warms both
+            off_cpu = await cpu_per_page(off, count, offset)
+            if traced is not None:
+                traced.instrument_asyncpg()
+            on_cpu = await cpu_per_page(on, count, offset)
+            if traced is not None:
+                traced.uninstrument_asyncpg()
+            if round_ >= 0:
+                off_ms.append(off_cpu)
+                on_ms.append(on_cpu)
+                print(f"round {round_ + 1}: off {off_cpu:.2f} ms/page, on {on_cpu:.2f} ms/page", flush=True)
+    spans = traced.recent.spans() if traced is not None and traced.recent is not None else []
     per_trace = len(spans) / max(1, len({s["traceId"] for s in spans}))
-    traced.shutdown()
+    if traced is not None:
+        traced.shutdown()
     off_median, on_median = statistics.median(off_ms), statistics.median(on_ms)
     print(
         f"{args.kind} home page, {args.rounds} alternating rounds of {args.pages} pages: API CPU off "
-        f"{off_median:.2f} ms/page, on (ratio 1.0) {on_median:.2f} ms/page, overhead "
+        f"{off_median:.2f} ms/page, on (ratio {args.ratio:g}) {on_median:.2f} ms/page, overhead "
         f"{(on_median / off_median - 1) * 100:+.1f}% (median of rounds; {per_trace:.0f} spans a traced page)"
     )
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
@@ -118,6 +120,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--pages", type=int, default=300)
     parser.add_argument("--kind", choices=["graphql", "rest"], default="graphql")
+    parser.add_argument("--ratio", type=float, default=1.0, help="TRACING_SAMPLE_RATIO of the traced app")
     parser.add_argument("--database", help="reuse a database a home-feed benchmark loaded (REDIS_URL still filled)")
     parser.add_argument("--members", type=int, default=2_000)
     parser.add_argument("--follows-each", type=int, default=50)
