@@ -225,6 +225,14 @@ def traces_path(settings: Settings, service: str) -> Path:
     return settings.feedfabric_data_dir / TRACES_DIR / f"{service}-{os.getpid()}.json"
 
 
+def traces_url(settings: Settings) -> str:
+    """Where OTLP/HTTP spans go, as the SDK reads its variables: the traces endpoint as given, or the base
+    endpoint with the signal's path."""
+    if settings.otel_exporter_otlp_traces_endpoint:
+        return settings.otel_exporter_otlp_traces_endpoint
+    return (settings.otel_exporter_otlp_endpoint or "").rstrip("/") + "/v1/traces"
+
+
 def setup(settings: Settings, service: str, *, write_recent: bool = True) -> Tracing | None:
     """The process's tracing per the settings, or None when it is off (no ratio, or nowhere to send to)."""
     ratio = settings.trace_sample_ratio
@@ -238,7 +246,7 @@ def setup(settings: Settings, service: str, *, write_recent: bool = True) -> Tra
     if settings.otlp_endpoint:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_url(settings))))
     recent = None
     if recent_limit:
         recent = RecentTraces(recent_limit, service, traces_path(settings, service) if write_recent else None)

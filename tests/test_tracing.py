@@ -85,7 +85,6 @@ async def test_a_post_is_one_trace_from_the_mutation_through_relay_and_fan_out_t
 async def test_an_exporter_that_is_down_costs_no_request(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
     down = f"http://127.0.0.1:{free_port()}"
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", down)
     exporting = settings.model_copy(
         update={
             "tracing_sample_ratio": 1.0,
@@ -133,3 +132,10 @@ async def test_the_dev_ring_writes_its_traces_where_the_dashboard_reads_them(set
     made.shutdown()
     written = tracing.read_recent(dev.feedfabric_data_dir / tracing.TRACES_DIR)
     assert [(s["name"], s["service"]) for s in written] == [("relay publish PostCreated", "feedfabric-relay")]
+
+
+def test_spans_go_to_the_traces_path_of_the_otlp_endpoint(settings: Settings) -> None:
+    base = settings.model_copy(update={"otel_exporter_otlp_endpoint": "http://collector:4318/"})
+    assert tracing.traces_url(base) == "http://collector:4318/v1/traces"
+    own = base.model_copy(update={"otel_exporter_otlp_traces_endpoint": "http://elsewhere:4318/spans"})
+    assert tracing.traces_url(own) == "http://elsewhere:4318/spans"
