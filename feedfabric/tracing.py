@@ -32,9 +32,10 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
-from opentelemetry.trace import Tracer
+from opentelemetry.sdk.trace.sampling import Decision, ParentBased, Sampler, SamplingResult, TraceIdRatioBased
+from opentelemetry.trace import Link, SpanKind, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import Attributes
 
 from feedfabric.settings import Settings
 
@@ -177,6 +178,36 @@ class RecentTraces(SpanProcessor):
         return True
 
 
+class NoOrphanClients(Sampler):
+    """Parent-based ratio sampling that never starts a trace with a client span.
+
+    A query or Redis command outside any traced work (the relay's polling, the
+    feed log's background writes, a worker's sweep) would otherwise be a trace
+    of its own: most of what a process records, and it would push post journeys
+    out of the ring.
+    """
+
+    def __init__(self, ratio: float) -> None:
+        self.delegate = ParentBased(TraceIdRatioBased(ratio))
+
+    def should_sample(
+        self,
+        parent_context: Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        trace_state: trace.TraceState | None = None,
+    ) -> SamplingResult:
+        if kind is SpanKind.CLIENT and not trace.get_current_span(parent_context).get_span_context().is_valid:
+            return SamplingResult(Decision.DROP)
+        return self.delegate.should_sample(parent_context, trace_id, name, kind, attributes, links, trace_state)
+
+    def get_description(self) -> str:
+        return f"NoOrphanClients{{{self.delegate.get_description()}}}"
+
+
 @dataclass
 class Tracing:
     """One process's tracing: its provider and, in dev, its ring of recent traces."""
@@ -240,7 +271,7 @@ def setup(settings: Settings, service: str, *, write_recent: bool = True) -> Tra
     if settings.otel_sdk_disabled or ratio <= 0 or not (settings.otlp_endpoint or recent_limit):
         return None
     provider = TracerProvider(
-        sampler=ParentBased(TraceIdRatioBased(ratio)),
+        sampler=NoOrphanClients(ratio),
         resource=Resource.create({SERVICE_NAME: settings.otel_service_name or service}),
     )
     if settings.otlp_endpoint:

@@ -10,10 +10,11 @@ import pytest
 import redis.asyncio as aioredis
 from feedfabric import tracing
 from feedfabric.settings import Settings
+from opentelemetry.trace import SpanKind
 
 from tests.pipeline_support import eventually, relay, running
 from tests.realtime_support import HOME_SUB, TRANSPORT_WS, free_port, serve, wait_subscribed, ws_client
-from tests.tracing_support import events_runner, traced_process
+from tests.tracing_support import events_runner, traced_process, traced_settings
 
 
 @pytest.fixture
@@ -139,3 +140,16 @@ def test_spans_go_to_the_traces_path_of_the_otlp_endpoint(settings: Settings) ->
     assert tracing.traces_url(base) == "http://collector:4318/v1/traces"
     own = base.model_copy(update={"otel_exporter_otlp_traces_endpoint": "http://elsewhere:4318/spans"})
     assert tracing.traces_url(own) == "http://elsewhere:4318/spans"
+
+
+def test_a_query_outside_traced_work_starts_no_trace(settings: Settings) -> None:
+    made = tracing.setup(traced_settings(settings), "feedfabric-relay", write_recent=False)
+    assert made is not None and made.recent is not None
+    tracer = made.tracer()
+    with tracer.start_as_current_span("SELECT", kind=SpanKind.CLIENT):
+        pass
+    with tracer.start_as_current_span("relay publish PostCreated", kind=SpanKind.PRODUCER):
+        with tracer.start_as_current_span("UPDATE", kind=SpanKind.CLIENT):
+            pass
+    made.shutdown()
+    assert sorted(s["name"] for s in made.recent.spans()) == ["UPDATE", "relay publish PostCreated"]
