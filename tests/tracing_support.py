@@ -18,9 +18,7 @@ from tests.pipeline_support import quick_join_consumer
 
 
 def traced_settings(settings: Settings, **overrides: Any) -> Settings:
-    return settings.model_copy(
-        update={"tracing_sample_ratio": 1.0, "tracing_recent_traces": 300, **overrides}
-    )
+    return settings.model_copy(update={"tracing_sample_ratio": 1.0, "tracing_recent_traces": 300, **overrides})
 
 
 @contextlib.contextmanager
