@@ -20,7 +20,7 @@ from strawberry.asgi import GraphQL
 from strawberry.types.unset import UNSET, UnsetType
 
 from feedfabric.adapter.graphql_http import GRAPHQL_PATH, GraphQLOverHTTP
-from feedfabric.core import jsonwire
+from feedfabric.core import jsonwire, tracing
 from feedfabric.core.errors import RequestTooLarge
 from feedfabric.core.logging import configure_logging
 from feedfabric.core.settings import Settings, load_settings
@@ -44,7 +44,7 @@ from feedfabric.realtime.rights import Sessions
 from feedfabric.resolvers.context import Context, Resources, build_context, route_reads
 from feedfabric.rest import routes as rest_routes
 from feedfabric.rest.responses import JSONResponse
-from feedfabric.schema import schema
+from feedfabric.schema import build_schema, schema
 
 log = logging.getLogger("feedfabric.app")
 
@@ -153,9 +153,14 @@ async def readyz(request: Request) -> Response:
     return JSONResponse(body, status_code=200 if ready else 503)
 
 
-def create_app(settings: Settings | None = None) -> Starlette:
+def create_app(settings: Settings | None = None, traced: tracing.Tracing | None = None) -> Starlette:
+    """`traced`: this process's tracing, when the caller set it up (tests); else set up from the settings."""
     settings = settings or load_settings()
     configure_logging(settings)
+    owns_tracing = traced is None
+    traced = traced or tracing.setup(settings, "feedfabric-api")
+    if traced is not None:
+        traced.instrument_asyncpg()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -163,6 +168,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             raise RuntimeError("DATABASE_URL is not set")
         pool = await create_pool(settings.database_url, max_size=20, lean_reset=True, generic_plans=True)
         redis = create_redis(settings, timeout_ms=settings.redis_timeout_ms) if settings.redis_url else None
+        if redis is not None and traced is not None:
+            traced.instrument_redis(redis)
         # min_size 0: a replica down at start is a state the routing handles, not a reason not to serve.
         read_pool = (
             await create_pool(settings.database_read_url, min_size=0, max_size=20, lean_reset=True, generic_plans=True)
@@ -192,8 +199,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 redis=redis,
             ),
             hub=Hub(queue_size=settings.realtime_queue_size),
+            tracing=traced,
         )
-        realtime = start_realtime(settings, pool, app.state.resources.hub)
+        realtime = start_realtime(settings, pool, app.state.resources.hub, tracing.tracer_of(traced))
         app.state.resources.realtime_consumer = realtime
         app.state.resources.sessions.start(pool)
         watchdog = LoopWatchdog(threshold_s=settings.loop_stall_seconds, grace_s=settings.shutdown_grace_seconds)
@@ -212,9 +220,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
             if redis is not None:
                 await redis.aclose()
             await pool.close()
+            if traced is not None and owns_tracing:
+                traced.shutdown()
 
     graphql = FeedFabricGraphQL(
-        schema,
+        build_schema(traced.provider) if traced is not None else schema,
         graphql_ide=None if settings.feedfabric_production else "graphiql",
         multipart_uploads_enabled=True,
         allowed_origins=[o.strip() for o in settings.ws_allowed_origins.split(",") if o.strip()],
@@ -240,6 +250,17 @@ def create_app(settings: Settings | None = None) -> Starlette:
     app.add_middleware(Idempotency)  # inside BodyLimit: what it reads is bounded
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, upload_bytes=settings.media_max_bytes)
     app.add_middleware(RequestIdMiddleware)
+    if traced is not None:
+        from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
+
+        # One server span per request or socket; not one per ASGI message (they would double a page's spans),
+        # and none for probes and scrapes.
+        app.add_middleware(
+            OpenTelemetryMiddleware,
+            tracer_provider=traced.provider,
+            excluded_urls="/healthz,/readyz,/metrics",
+            exclude_spans=["receive", "send"],
+        )
     origins = settings.cors_origins
     if origins:
         # Bearer tokens, not cookies: no credentials. Without origins there is no middleware at all:

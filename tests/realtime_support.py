@@ -19,6 +19,7 @@ from feedfabric.adapter.serving import serve_options
 from feedfabric.app import create_app
 from feedfabric.core.ids import id_millis, new_id
 from feedfabric.core.settings import Settings
+from feedfabric.core.tracing import Tracing
 from feedfabric.db.outbox import add_event
 from feedfabric.realtime.consumer import RealtimeConsumer
 from feedfabric.realtime.hub import Hub
@@ -70,9 +71,9 @@ class Server:
 
 
 @contextlib.asynccontextmanager
-async def serve(settings: Settings) -> AsyncIterator[Server]:
+async def serve(settings: Settings, traced: Tracing | None = None) -> AsyncIterator[Server]:
     """The app under uvicorn on a free loopback port, in this event loop; ready once realtime is positioned."""
-    app = create_app(settings)
+    app = create_app(settings, traced)
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", **serve_options())

@@ -40,6 +40,7 @@ LONG_RUNNING = (
     "relay",
     "worker",
     "prometheus",
+    "grafana",
 )
 # The environment table of OPERATIONS.md (the contract); checked against the document when it is beside the repo.
 CONTRACT_ENV = (
@@ -334,3 +335,17 @@ def test_the_api_instances_take_the_client_address_from_the_balancer_alone(compo
         assert interpolated_default(all_services[name]["environment"]["FORWARDED_ALLOW_IPS"]) == str(balancer)
     nginx = (ROOT / "deploy" / "nginx.conf").read_text()
     assert "X-Forwarded-For $proxy_add_x_forwarded_for" in nginx  # uvicorn takes the rightmost untrusted address
+
+
+def test_traces_go_from_every_process_to_the_collector_and_on_to_jaeger(compose: dict[str, Any]) -> None:
+    all_services = services(compose)
+    collector_mount = next(v for v in all_services["otel-collector"]["volumes"] if "otel-collector" in v)
+    config = yaml.safe_load((ROOT / collector_mount.split(":")[0]).read_text())
+    http = config["receivers"]["otlp"]["protocols"]["http"]["endpoint"]
+    for name in ("api-1", "api-2", "relay", "worker"):
+        endpoint = all_services[name]["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"]
+        assert endpoint == f"http://otel-collector:{http.rsplit(':', 1)[1]}", name
+        assert "otel-collector" in all_services[name]["depends_on"], name
+    exporters = config["service"]["pipelines"]["traces"]["exporters"]
+    assert [_host("grpc://" + config["exporters"][e]["endpoint"]) for e in exporters] == ["jaeger"]
+    assert "jaeger" in all_services

@@ -99,6 +99,17 @@ DROPPED_SUBSCRIBERS = Counter(
     ["reason"],
 )
 
+REALTIME_SUBSCRIBERS = Gauge(
+    "feedfabric_realtime_subscribers", "Live subscriptions on this API process, all channels (read at scrape)."
+)
+REALTIME_DELIVERED = Counter(
+    "feedfabric_realtime_delivered_total", "Live items queued to subscribers by this process's realtime consumer."
+)
+
+# --- Redis (read at scrape by the API: memory against its bound, per node) ---------
+REDIS_USED_MEMORY = Gauge("feedfabric_redis_used_memory_bytes", "Redis used_memory, per node.", ["node"])
+REDIS_MAXMEMORY = Gauge("feedfabric_redis_maxmemory_bytes", "Redis maxmemory (0: unbounded), per node.", ["node"])
+
 
 def serve(settings: Settings) -> None:
     """Exposes this process's metrics on METRICS_PORT (relay and worker processes; 0 turns it off).

@@ -127,6 +127,17 @@ class Settings(BaseSettings):
     shutdown_grace_seconds: float = Field(10.0, gt=0, le=300)
     # Observability: relay and worker processes serve /metrics on this port.
     metrics_port: int = Field(9100, ge=0)
+    # Tracing (feedfabric.core.tracing): the share of new traces kept (parent-based: a continued trace follows
+    # its parent's choice); unset: 1.0 in dev, 0.1 otherwise; 0: off.
+    tracing_sample_ratio: float | None = Field(None, ge=0, le=1)
+    # Recent traces each process keeps in memory (and, in dev, in FEEDFABRIC_DATA_DIR/traces) for the
+    # dashboard's Journeys view; unset: 300 in dev, 0 otherwise.
+    tracing_recent_traces: int | None = Field(None, ge=0)
+    # The OpenTelemetry SDK's standard variables: OTLP export goes where they say (the exporter reads them).
+    otel_exporter_otlp_endpoint: str | None = None
+    otel_exporter_otlp_traces_endpoint: str | None = None
+    otel_service_name: str | None = None
+    otel_sdk_disabled: bool = False
     log_level: str = "INFO"
     log_format: str = "json"  # or "text"
 
@@ -135,6 +146,24 @@ class Settings(BaseSettings):
         if not self.feedfabric_jwt_secret:
             raise RuntimeError("FEEDFABRIC_JWT_SECRET is not set")
         return self.feedfabric_jwt_secret
+
+    @property
+    def trace_sample_ratio(self) -> float:
+        """TRACING_SAMPLE_RATIO, or its default: every trace in dev, one in ten otherwise."""
+        if self.tracing_sample_ratio is not None:
+            return self.tracing_sample_ratio
+        return 1.0 if self.feedfabric_dev_mode else 0.1
+
+    @property
+    def recent_traces_kept(self) -> int:
+        """TRACING_RECENT_TRACES, or its default: 300 in dev, none otherwise."""
+        if self.tracing_recent_traces is not None:
+            return self.tracing_recent_traces
+        return 300 if self.feedfabric_dev_mode else 0
+
+    @property
+    def otlp_endpoint(self) -> str | None:
+        return self.otel_exporter_otlp_traces_endpoint or self.otel_exporter_otlp_endpoint
 
     @property
     def cors_origins(self) -> list[str]:

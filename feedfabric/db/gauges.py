@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import asyncpg
 
-from feedfabric.core.metrics import DEAD_LETTERS_STORED, OUTBOX_BACKLOG, OUTBOX_OLDEST_AGE
+from feedfabric.core.metrics import (
+    DEAD_LETTERS_STORED,
+    OUTBOX_BACKLOG,
+    OUTBOX_OLDEST_AGE,
+    REDIS_MAXMEMORY,
+    REDIS_USED_MEMORY,
+)
 
 log = logging.getLogger("feedfabric.metrics")
 
@@ -35,3 +42,17 @@ async def refresh_from_postgres(pool: asyncpg.Pool) -> None:
     OUTBOX_OLDEST_AGE.set(row["oldest"])
     for record in dead:
         DEAD_LETTERS_STORED.labels(group=record["group_name"]).set(record["n"])
+
+
+async def refresh_from_redis(redis: Any) -> None:
+    """Reads used_memory and maxmemory of every node (INFO memory; a cluster client asks each master)."""
+    try:
+        async with asyncio.timeout(_SCRAPE_TIMEOUT_S):
+            info = await redis.info("memory")
+    except Exception:  # noqa: BLE001 - a scrape must still answer
+        log.warning("metrics: could not read Redis memory")
+        return
+    nodes = info if info and all(isinstance(v, dict) for v in info.values()) else {"default": info}
+    for node, memory in nodes.items():
+        REDIS_USED_MEMORY.labels(node=str(node)).set(float(memory.get("used_memory", 0)))
+        REDIS_MAXMEMORY.labels(node=str(node)).set(float(memory.get("maxmemory", 0)))

@@ -24,6 +24,9 @@ class OutboxRow:
     event_type: str
     version: int
     payload: Any
+    # The writer's trace and commit time, for the relay's spans (read by `claim` only).
+    traceparent: str | None = None
+    created_at: dt.datetime | None = None
 
     def event(self) -> Event:
         data = json.loads(self.payload) if isinstance(self.payload, str) else self.payload
@@ -33,14 +36,24 @@ class OutboxRow:
 async def claim(conn: asyncpg.Connection, shards: list[int], limit: int) -> list[OutboxRow]:
     """The oldest unpublished rows of the given shards, locked until the caller's transaction ends."""
     rows = await conn.fetch(
-        "SELECT id, topic, key, event_type, aggregate_version, payload::text AS payload FROM outbox"
-        " WHERE published_at IS NULL AND shard = ANY($1::int[])"
+        "SELECT id, topic, key, event_type, aggregate_version, payload::text AS payload, traceparent, created_at"
+        " FROM outbox WHERE published_at IS NULL AND shard = ANY($1::int[])"
         " ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
         shards,
         limit,
     )
     return [
-        OutboxRow(r["id"], r["topic"], r["key"], r["event_type"], r["aggregate_version"], r["payload"]) for r in rows
+        OutboxRow(
+            r["id"],
+            r["topic"],
+            r["key"],
+            r["event_type"],
+            r["aggregate_version"],
+            r["payload"],
+            r["traceparent"],
+            r["created_at"],
+        )
+        for r in rows
     ]
 
 

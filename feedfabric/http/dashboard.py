@@ -18,14 +18,17 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from feedfabric.core import tracing
 from feedfabric.core.errors import FeedFabricError
 from feedfabric.db import feed_stats
 from feedfabric.db import foryou as foryou_db
 from feedfabric.feeds.viewer import resolve_viewer
+from feedfabric.http import journeys
 from feedfabric.resolvers.context import Resources
 
 DAYS = 14
 STATIC = Path(__file__).resolve().parents[1] / "static" / "dashboard"
+JOURNEYS = 10
 _SECURITY = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:",
     "X-Content-Type-Options": "nosniff",
@@ -45,6 +48,14 @@ def _refused(status: int, message: str) -> Response:
 <link rel="stylesheet" href="/static/dashboard/dashboard.css"></head>
 <body><main class="refused"><h1>{status}</h1><p>{html.escape(message)}</p></main></body></html>"""
     return HTMLResponse(page, status, headers=_SECURITY)
+
+
+def recent_journeys(resources: Resources) -> list[dict[str, Any]]:
+    """The newest post journeys from this process's ring and the traces the other processes wrote
+    (FEEDFABRIC_DATA_DIR/traces, in dev); empty when tracing keeps no recent traces."""
+    own = resources.tracing.recent.spans() if resources.tracing and resources.tracing.recent else []
+    written = tracing.read_recent(resources.settings.feedfabric_data_dir / tracing.TRACES_DIR)
+    return [j.to_json() for j in journeys.journeys([*own, *written], JOURNEYS)]
 
 
 async def data(resources: Resources) -> dict[str, Any]:
@@ -79,6 +90,7 @@ async def data(resources: Resources) -> dict[str, Any]:
             }
             for m in models
         ],
+        "journeys": recent_journeys(resources),
     }
 
 
@@ -105,6 +117,10 @@ commented on or reposted it within 24 hours.</p></header>
 <section><h2>Ranker models: AUC against BALANCED</h2><canvas id="model-auc" role="img" aria-label="model AUC"></canvas></section>
 <section><h2>Weights of the newest model</h2><canvas id="model-weights" role="img" aria-label="model weights"></canvas></section>
 <section><h2>Per day, feed and preset</h2><table id="days-table"></table></section>
+<section id="journeys" class="wide"><h2>Journeys: recent posts from the mutation to the last socket</h2>
+<p class="note">Each post's trace, step by step (milliseconds from the request's start); the slowest step is
+highlighted. Empty unless tracing keeps recent traces (on in <code>feedfabric dev</code>).</p>
+<div id="journey-list"></div></section>
 </main>
 <script type="application/json" id="dashboard-data">{payload}</script>
 <script src="/static/vendor/chart.js/dist/chart.umd.min.js"></script>

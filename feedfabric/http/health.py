@@ -18,7 +18,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.requests import Request
 from starlette.responses import Response
 
-from feedfabric.db.gauges import refresh_from_postgres
+from feedfabric.core import metrics
+from feedfabric.db.gauges import refresh_from_postgres, refresh_from_redis
 from feedfabric.resolvers.context import Resources
 
 CACHE_SECONDS = 1.0
@@ -90,8 +91,11 @@ async def check(resources: Resources) -> tuple[bool, dict[str, Any]]:
 
 
 async def metrics_endpoint(request: Request) -> Response:
-    """GET /metrics on the API: the default registry, after refreshing the Postgres-backed gauges."""
+    """GET /metrics on the API: the default registry, after refreshing the gauges read at scrape."""
     resources = getattr(request.app.state, "resources", None)
     if resources is not None:
         await refresh_from_postgres(resources.pool)
+        if resources.redis is not None:
+            await refresh_from_redis(resources.redis)
+        metrics.REALTIME_SUBSCRIBERS.set(resources.hub.subscriber_count())
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

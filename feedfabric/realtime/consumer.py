@@ -14,11 +14,15 @@ import contextlib
 import json
 import logging
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
+from opentelemetry import trace
+from opentelemetry.trace import Link, SpanKind, Tracer
 
+from feedfabric.core import metrics, tracing
 from feedfabric.core.events import NOTIFICATIONS, POSTS, Event
 from feedfabric.core.settings import Settings
 from feedfabric.realtime.delivery import deliver
@@ -41,6 +45,7 @@ class RealtimeConsumer:
     hub: Hub
     instance: str = field(default="")
     poll_ms: int = 200
+    tracer: Tracer = tracing.NO_TRACER
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     events_seen: int = 0
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -108,16 +113,41 @@ class RealtimeConsumer:
             self.ready.set()
             while not self._stop.is_set():
                 batch = await consumer.getmany(timeout_ms=self.poll_ms)
-                events = [e for records in batch.values() for r in records if (e := _decode(r)) is not None]
-                if not events:
+                decoded = [(e, r) for records in batch.values() for r in records if (e := _decode(r)) is not None]
+                if not decoded:
                     continue
+                events = [e for e, _ in decoded]
                 self.events_seen += len(events)
-                try:
-                    await deliver(self.pool, self.hub, events)
-                except Exception:  # noqa: BLE001 - best effort: skip the chunk, keep the consumer alive
-                    log.exception("realtime: delivering %d events failed; skipped", len(events))
+                with self._delivery_span([r for _, r in decoded]) as span:
+                    try:
+                        delivered = await deliver(self.pool, self.hub, events)
+                        span.set_attribute("feedfabric.realtime.delivered", delivered)
+                        metrics.REALTIME_DELIVERED.inc(delivered)
+                    except Exception:  # noqa: BLE001 - best effort: skip the chunk, keep the consumer alive
+                        log.exception("realtime: delivering %d events failed; skipped", len(events))
         finally:
             await consumer.stop()
+
+    @contextlib.contextmanager
+    def _delivery_span(self, records: list[ConsumerRecord]) -> Iterator[trace.Span]:
+        """One span per delivered chunk, in the trace of its first traced event and linked to the others'."""
+        contexts = [c for r in records if (c := tracing.context_of(tracing.header_of(r.headers))) is not None]
+        if not contexts:
+            yield trace.INVALID_SPAN
+            return
+        with self.tracer.start_as_current_span(
+            "realtime deliver",
+            context=contexts[0],
+            kind=SpanKind.CONSUMER,
+            links=[Link(trace.get_current_span(c).get_span_context()) for c in contexts[1:]],
+            attributes={
+                "feedfabric.step": "delivery",
+                "feedfabric.realtime.events": len(records),
+                "feedfabric.realtime.subscribers": self.hub.subscriber_count(),
+                "messaging.consumer.group.name": group_id(self.settings, self.instance),
+            },
+        ) as span:
+            yield span
 
 
 def _decode(record: ConsumerRecord) -> Event | None:
@@ -128,12 +158,14 @@ def _decode(record: ConsumerRecord) -> Event | None:
     return event if event.type in WANTED else None
 
 
-def start_realtime(settings: Settings, pool: asyncpg.Pool, hub: Hub) -> RealtimeConsumer | None:
+def start_realtime(
+    settings: Settings, pool: asyncpg.Pool, hub: Hub, tracer: Tracer = tracing.NO_TRACER
+) -> RealtimeConsumer | None:
     """Called from the app lifespan: the consumer that feeds `hub`, when Kafka is set (without it
     subscriptions still replay from Postgres, but get no live items)."""
     if not settings.kafka_bootstrap_servers:
         log.warning("KAFKA_BOOTSTRAP_SERVERS is not set: subscriptions get no live items from this process")
         return None
-    consumer = RealtimeConsumer(settings, pool, hub)
+    consumer = RealtimeConsumer(settings, pool, hub, tracer=tracer)
     consumer.start()
     return consumer

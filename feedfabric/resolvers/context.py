@@ -20,6 +20,7 @@ from feedfabric.realtime.hub import Hub
 from feedfabric.realtime.rights import Sessions
 
 if TYPE_CHECKING:
+    from feedfabric.core.tracing import Tracing
     from feedfabric.realtime.consumer import RealtimeConsumer
 
 
@@ -47,6 +48,8 @@ class Resources:
     readiness: tuple[float, bool, dict[str, Any]] | None = None
     # Persisted queries by hash, most recently used last (feedfabric.schema.persisted).
     persisted_queries: ByteBoundedLRU = field(default_factory=lambda: ByteBoundedLRU(PERSISTED_QUERY_CACHE_BYTES))
+    # This process's tracing (feedfabric.core.tracing), None when off; the dashboard reads its recent traces.
+    tracing: Tracing | None = None
 
 
 @dataclass

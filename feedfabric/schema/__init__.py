@@ -8,6 +8,7 @@ from functools import partial
 
 import strawberry
 from graphql import GraphQLError
+from opentelemetry.trace import TracerProvider
 from strawberry.extensions import (
     MaxAliasesLimiter,
     QueryDepthLimiter,
@@ -24,6 +25,7 @@ from feedfabric.schema.query import Query
 from feedfabric.schema.ratelimit import OperationRateLimit
 from feedfabric.schema.shared import SharedRenderingExecutionContext
 from feedfabric.schema.subscription import Subscription
+from feedfabric.schema.tracing import TracedOperation
 
 MAX_DEPTH = 10
 MAX_ALIASES = 30
@@ -60,7 +62,10 @@ class FeedFabricSchema(strawberry.Schema):
         (feedfabric.schema.errors, from OperationHooks)."""
 
 
-def build_schema() -> strawberry.Schema:
+def build_schema(tracer_provider: TracerProvider | None = None) -> strawberry.Schema:
+    """The schema; with a tracer provider (tracing on, feedfabric.core.tracing), every operation is a span too.
+    Without one the schema carries no tracing extension at all: tracing off costs nothing per field."""
+    traced = [partial(TracedOperation, tracer_provider=tracer_provider)] if tracer_provider is not None else []
     return FeedFabricSchema(
         query=Query,
         mutation=Mutation,
@@ -80,6 +85,7 @@ def build_schema() -> strawberry.Schema:
             lambda: ValidationCache(maxsize=256),
             QueryCost,
             OperationRateLimit,
+            *traced,
         ],
     )
 

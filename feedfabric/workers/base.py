@@ -16,7 +16,9 @@ from typing import Any
 
 import asyncpg
 import redis.asyncio as aioredis
+from opentelemetry.trace import Tracer
 
+from feedfabric.core import tracing
 from feedfabric.core.events import Event
 from feedfabric.core.settings import Settings
 
@@ -32,6 +34,8 @@ class WorkerContext:
     redis: aioredis.Redis
     # Per-group lifespan resources (a loaded model, a client), set up by `GroupSpec.setup`.
     resources: dict[str, Any] = field(default_factory=dict)
+    # Spans of the group's work, continuing each event's trace (feedfabric.core.tracing); no-op when off.
+    tracer: Tracer = tracing.NO_TRACER
 
 
 Handle = Callable[[WorkerContext, asyncpg.Connection, Event], Awaitable[None]]

@@ -9,9 +9,12 @@ import re
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from feedfabric.core.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from feedfabric.core.tracing import Tracing
 
 _RELATIVE = re.compile(r"^(\d+)\s*([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -38,7 +41,7 @@ def _settings(*needed: str) -> Settings:
     return settings
 
 
-def _run_until_signal(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+def _run_until_signal(main: Callable[[asyncio.Event], Awaitable[None]], traced: Tracing | None = None) -> None:
     from feedfabric.core import metrics
     from feedfabric.core.logging import configure_logging
 
@@ -53,17 +56,26 @@ def _run_until_signal(main: Callable[[asyncio.Event], Awaitable[None]]) -> None:
             loop.add_signal_handler(sig, stop.set)
         await main(stop)
 
-    asyncio.run(runner())
+    if traced is not None:
+        traced.instrument_asyncpg()
+    try:
+        asyncio.run(runner())
+    finally:
+        if traced is not None:
+            traced.shutdown()
 
 
 def cmd_relay(args: argparse.Namespace) -> None:
+    from feedfabric.core import tracing
     from feedfabric.workers.relay import Relay
 
     settings = _settings("database_url", "kafka_bootstrap_servers")
-    _run_until_signal(Relay(settings).run)
+    traced = tracing.setup(settings, "feedfabric-relay")
+    _run_until_signal(Relay(settings, tracer=tracing.tracer_of(traced)).run, traced)
 
 
 def cmd_worker(args: argparse.Namespace) -> None:
+    from feedfabric.core import tracing
     from feedfabric.workers.groups import all_groups
     from feedfabric.workers.runner import run_groups
 
@@ -73,7 +85,8 @@ def cmd_worker(args: argparse.Namespace) -> None:
     unknown = [n for n in names if n not in groups]
     if unknown:
         sys.exit(f"feedfabric: unknown group {', '.join(unknown)}; known: {', '.join(groups)}")
-    _run_until_signal(lambda stop: run_groups(settings, [groups[n] for n in names], stop))
+    traced = tracing.setup(settings, "feedfabric-worker")
+    _run_until_signal(lambda stop: run_groups(settings, [groups[n] for n in names], stop, traced), traced)
 
 
 def cmd_replay(args: argparse.Namespace) -> None:

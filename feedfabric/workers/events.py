@@ -29,7 +29,7 @@ async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> 
     await timelines.serving_floor(ctx.pool, ctx.redis)
     if event.type == "PostCreated":
         started = time.perf_counter()
-        result = await timelines.fan_out(conn, ctx.redis, ctx.settings, _uuid(event, "postId"))
+        result = await timelines.fan_out(conn, ctx.redis, ctx.settings, _uuid(event, "postId"), ctx.tracer)
         if result is None:
             raise PermanentError(f"PostCreated {event.event_id}: post {event.key} does not exist")
         metrics.observe_fanout(started, result.pushed)

@@ -40,8 +40,9 @@ from typing import Any
 import asyncpg
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
-from feedfabric.core import failpoints, metrics
+from feedfabric.core import failpoints, metrics, tracing
 from feedfabric.core.settings import Settings
 from feedfabric.db import pipeline as db
 from feedfabric.db.outbox import NOTIFY_CHANNEL
@@ -83,6 +84,7 @@ class Relay:
     settings: Settings
     after_produce: AfterProduce | None = None
     timings: RelayTimings = field(default_factory=RelayTimings)
+    tracer: Tracer = tracing.NO_TRACER
     owned: set[int] = field(default_factory=set)
     published: int = 0
     replays: int = 0
@@ -141,12 +143,19 @@ class Relay:
             producer = await kafka.producer()
             blocked: set[str] = set()
             pending: list[tuple[db.OutboxRow, asyncio.Future[object] | None]] = []
+            spans: dict[int, Span] = {}
             for row in rows:
                 if row.key in blocked:
                     pending.append((row, None))
                     continue
+                header = self._trace_row(row, spans)
                 try:
-                    fut = await producer.send(topic_name(self.settings, row.topic), encode(row), key=row.key.encode())
+                    fut = await producer.send(
+                        topic_name(self.settings, row.topic),
+                        encode(row),
+                        key=row.key.encode(),
+                        headers=tracing.kafka_headers(header),
+                    )
                 except Exception as exc:
                     log.warning("relay: send of outbox row %d failed: %s", row.id, exc)
                     blocked.add(row.key)
@@ -159,11 +168,20 @@ class Relay:
                 if row.key in failed:
                     continue
                 failure = fut.exception() if fut is not None else None
+                span = spans.pop(row.id, None)
                 if fut is None or failure is not None:
                     if failure is not None:
                         log.warning("relay: outbox row %d not acknowledged: %s", row.id, failure)
+                    if span is not None:
+                        span.set_status(Status(StatusCode.ERROR, "not acknowledged; sent again later"))
+                        span.end()
                     failed.add(row.key)
                     continue
+                if span is not None:
+                    acked: Any = fut.result()
+                    span.set_attribute("messaging.destination.partition.id", str(acked.partition))
+                    span.set_attribute("messaging.kafka.offset", acked.offset)
+                    span.end()
                 stamped.append(row.id)
                 if failpoints.logging_effects() and fut is not None:
                     meta: Any = fut.result()
@@ -177,6 +195,8 @@ class Relay:
                         partition=meta.partition,
                         offset=meta.offset,
                     )
+            for span in spans.values():
+                span.end()
             if self.after_produce is not None:
                 await self.after_produce(rows)
             failpoints.crash_point("relay-after-produce")
@@ -186,6 +206,39 @@ class Relay:
         if failed:
             await kafka.reset_producer()
         return len(rows)
+
+    def _trace_row(self, row: db.OutboxRow, spans: dict[int, Span]) -> str | None:
+        """The traceparent the record carries: its writer's trace, continued by a span for the time the row
+        waited in the outbox and one for its publication (ended at the ack). Nothing when the writer was not
+        traced; the writer's own traceparent, passed on, when this relay does not trace."""
+        parent = tracing.context_of(row.traceparent)
+        if parent is None:
+            return None
+        claimed_ns = time.time_ns()
+        attributes: dict[str, str | int] = {"feedfabric.event.type": row.event_type, "feedfabric.event.id": row.id}
+        if row.created_at is not None:
+            waited = self.tracer.start_span(
+                "outbox wait",
+                context=parent,
+                start_time=tracing.ns_of(row.created_at),
+                attributes={**attributes, "feedfabric.step": "outbox wait"},
+            )
+            waited.end(end_time=claimed_ns)
+        span = self.tracer.start_span(
+            f"relay publish {row.event_type}",
+            context=parent,
+            kind=SpanKind.PRODUCER,
+            start_time=claimed_ns,
+            attributes={
+                **attributes,
+                "feedfabric.step": "relay",
+                "messaging.system": "kafka",
+                "messaging.destination.name": topic_name(self.settings, row.topic),
+            },
+        )
+        if span.get_span_context().is_valid:
+            spans[row.id] = span
+        return tracing.traceparent_of(span, fallback=row.traceparent)
 
     async def _balance_shards(self, conn: asyncpg.Connection) -> None:
         """Holds about shards / live relays: takes free shards up to that, gives back the excess."""

@@ -24,14 +24,16 @@ import datetime as dt
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from feedfabric.core import failpoints, metrics
+from feedfabric.core import failpoints, metrics, tracing
 from feedfabric.core.events import Event
 from feedfabric.core.settings import Settings
 from feedfabric.db import pipeline as db
@@ -107,6 +109,7 @@ class GroupRunner:
         self.sweep_every_s = 5.0
         self._next_sweep = time.monotonic() + self.sweep_every_s
         self.swept_to: dt.datetime | None = None
+        self._polled_ns = 0
 
     async def run(self, stop: asyncio.Event) -> None:
         topics = [topic_name(self.ctx.settings, t) for t in self.spec.topics]
@@ -166,6 +169,7 @@ class GroupRunner:
             self.consumer.resume(*[tp for tp in due if tp in assigned])
 
     async def _handle_batch(self, batch: dict[TopicPartition, list[ConsumerRecord]], stop: asyncio.Event) -> None:
+        self._polled_ns = time.time_ns()
         if self.spec.prepare is not None:
             wanted = [
                 e for recs in batch.values() for r in recs if (e := _decode(r)) and e.type in self.spec.event_types
@@ -197,7 +201,8 @@ class GroupRunner:
             if event is None:
                 await self._dead_letter(record, "undecodable payload", None)
             elif event.type in self.spec.event_types:
-                applied = await applying.apply_in_order(self.spec, self.ctx, event)
+                with self._continued(tp, record, event):
+                    applied = await applying.apply_in_order(self.spec, self.ctx, event)
                 failpoints.log_effect(
                     "apply",
                     at_ns=applied.at_ns,
@@ -223,6 +228,47 @@ class GroupRunner:
         self.retries.pop(tp, None)
         metrics.CONSUMER_HANDLED.labels(group=self.spec.name).inc()
         return True
+
+    @contextlib.contextmanager
+    def _continued(self, tp: TopicPartition, record: ConsumerRecord, event: Event) -> Iterator[None]:
+        """The event's trace goes on here: a span for its time in the broker (from the record's produce
+        time to this poll) and the group's span around applying it, current while the handler runs."""
+        parent = tracing.context_of(tracing.header_of(record.headers))
+        if parent is None:
+            yield
+            return
+        tracer = self.ctx.tracer
+        attributes = {
+            "feedfabric.event.type": event.type,
+            "feedfabric.event.id": event.event_id,
+            "messaging.system": "kafka",
+            "messaging.destination.name": tp.topic,
+            "messaging.destination.partition.id": str(tp.partition),
+            "messaging.kafka.offset": record.offset,
+            "messaging.consumer.group.name": self.spec.name,
+        }
+        if "postId" in event.data:
+            attributes["feedfabric.post.id"] = str(event.data["postId"])
+        if record.timestamp and self._polled_ns:
+            broker = tracer.start_span(
+                "broker",
+                context=parent,
+                start_time=record.timestamp * 1_000_000,
+                attributes={**attributes, "feedfabric.step": "broker"},
+            )
+            broker.end(end_time=max(self._polled_ns, record.timestamp * 1_000_000))
+        span = tracer.start_span(
+            f"{self.spec.name} {event.type}",
+            context=parent,
+            kind=SpanKind.CONSUMER,
+            attributes={**attributes, "feedfabric.step": self.spec.name},
+        )
+        with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+            try:
+                yield
+            except Exception as exc:
+                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+                raise
 
     async def _sweep(self) -> None:
         now = time.monotonic()
@@ -295,7 +341,9 @@ def _decode(record: ConsumerRecord) -> Event | None:
         return None
 
 
-async def run_groups(settings: Settings, specs: Sequence[GroupSpec], stop: asyncio.Event) -> None:
+async def run_groups(
+    settings: Settings, specs: Sequence[GroupSpec], stop: asyncio.Event, traced: tracing.Tracing | None = None
+) -> None:
     """Runs each group in its own consumer until `stop`; one Postgres pool and Redis client are shared."""
     from feedfabric.db.pool import create_pool
     from feedfabric.db.redisclient import create_redis
@@ -304,10 +352,12 @@ async def run_groups(settings: Settings, specs: Sequence[GroupSpec], stop: async
     await ensure_topics(settings)
     pool = await create_pool(settings.database_url or "", min_size=1, max_size=max(4, 2 * len(specs)))
     redis = create_redis(settings)
+    if traced is not None:
+        traced.instrument_redis(redis)
     try:
         runners = []
         for spec in specs:
-            ctx = WorkerContext(settings=settings, pool=pool, redis=redis)
+            ctx = WorkerContext(settings=settings, pool=pool, redis=redis, tracer=tracing.tracer_of(traced))
             if spec.setup is not None:
                 await spec.setup(ctx)
             runners.append(GroupRunner(spec, ctx))

@@ -9,14 +9,18 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+import redis.asyncio as aioredis
 from feedfabric.core.settings import Settings
 from feedfabric.db import feed_log as feed_log_db
+from feedfabric.http import dashboard
 from playwright.async_api import Browser, expect
 
 from tests import factories
 from tests.browser_support import launched_chromium
-from tests.realtime_support import serve
+from tests.pipeline_support import eventually, relay, running
+from tests.realtime_support import HOME_SUB, TRANSPORT_WS, serve, wait_subscribed, ws_client
 from tests.support import Api
+from tests.tracing_support import events_runner, traced_process
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 STATS = """{ feedStats(days: 3) { feed preset day pagesServed postsServed postsEngaged engagementRate } }"""
@@ -151,3 +155,54 @@ async def test_an_admin_sees_the_feeds_compared_as_charts(
         await page.screenshot(path=str(DOCS / "dashboard.png"), full_page=True)
         assert errors == []
         await context.close()
+
+
+async def test_an_admin_sees_a_real_posts_journey_as_a_waterfall_with_its_slowest_step_highlighted(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis, browser: Browser
+) -> None:
+    with traced_process(settings) as traced:
+        async with (
+            serve(settings, traced) as server,
+            running(relay(settings, tracer=traced.tracer()).run, events_runner(settings, pool, redis, traced).run),
+        ):
+            api = server.api
+            admin = await api.member("admin", admin=True)
+            alice, bob = await api.member("alice"), await api.member("bob")
+            await api.follow(bob, "alice")
+            async with ws_client(server, TRANSPORT_WS, bob) as ws:
+                await ws.subscribe(HOME_SUB)
+                await wait_subscribed(server, 1)
+                post_id = await api.post(alice, "watch me travel")
+                await ws.next_data(timeout=10)
+
+            async def delivered() -> bool:
+                journeys = dashboard.recent_journeys(server.app.state.resources)
+                return any(j["postId"] == post_id and j["bars"][-1]["step"] == "delivery" for j in journeys)
+
+            await eventually(delivered, timeout=10)
+            context = await browser.new_context(
+                viewport={"width": 1280, "height": 1100}, extra_http_headers={"Authorization": f"Bearer {admin}"}
+            )
+            page = await context.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            await page.goto(f"{server.url}/dashboard")
+            await expect(page.locator("body")).to_have_attribute("data-ready", "true")
+            await expect(page.locator("#journey-0")).to_have_attribute("data-rendered", "true")
+            drawn = await page.evaluate(
+                """() => { const c = window.dashboardCharts['journey-0'];
+                           return {labels: c.data.labels, bars: c.data.datasets[0].data,
+                                   colours: c.data.datasets[0].backgroundColor}; }"""
+            )
+            steps = [label.split(" (")[0].split(" →")[0].split(" to ")[0] for label in drawn["labels"]]
+            assert steps[0].startswith("mutation")
+            assert steps[1:] == ["outbox wait", "relay", "broker", "fan-out batch", "timeline write", "delivery"]
+            assert "fan-out batch (1 followers, 1 inserts)" in drawn["labels"]
+            durations = [end - start for start, end in drawn["bars"]]
+            slowest = durations.index(max(durations))
+            assert [i for i, c in enumerate(drawn["colours"]) if c == "#c0392b"] == [slowest]
+            heading = await page.locator(".journey h3").first.text_content()
+            assert post_id in (heading or "") and f"slowest: {drawn['labels'][slowest]}" in (heading or "")
+            await page.locator("#journeys").screenshot(path=str(DOCS / "journeys.png"))
+            assert errors == []
+            await context.close()

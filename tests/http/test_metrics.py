@@ -114,6 +114,10 @@ async def test_every_metric_is_exported(api: Api) -> None:
         "feedfabric_dead_letters_stored",
         "feedfabric_websocket_connections",
         "feedfabric_realtime_dropped_subscribers",
+        "feedfabric_realtime_subscribers",
+        "feedfabric_realtime_delivered",
+        "feedfabric_redis_used_memory_bytes",
+        "feedfabric_redis_maxmemory_bytes",
     ):
         assert expected in names, expected
 
@@ -234,3 +238,22 @@ def test_relay_and_worker_processes_serve_metrics(settings: Settings) -> None:
     response = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
     assert response.status_code == 200 and "feedfabric_consumer_lag" in response.text
     metrics.serve(settings.model_copy(update={"metrics_port": port}))  # a taken port is logged, not fatal
+
+
+async def test_metrics_endpoint_reads_redis_memory_against_its_bound(api: Api, redis: aioredis.Redis) -> None:
+    samples = scrape((await api.client.get("/metrics")).text)
+    used = {labels: v for (name, labels), v in samples.items() if name == "feedfabric_redis_used_memory_bytes"}
+    bounds = {labels: v for (name, labels), v in samples.items() if name == "feedfabric_redis_maxmemory_bytes"}
+    assert used and set(used) == set(bounds)
+    assert all(v > 0 for v in used.values())
+    info = await redis.info("memory")
+    expected_bounds = sorted(
+        float(m["maxmemory"]) for m in (info.values() if all(isinstance(v, dict) for v in info.values()) else [info])
+    )
+    assert sorted(bounds.values()) == expected_bounds
+
+
+async def test_live_subscribers_are_read_at_scrape(api: Api) -> None:
+    samples = scrape((await api.client.get("/metrics")).text)
+    assert samples[("feedfabric_realtime_subscribers", ())] == 0
+    assert ("feedfabric_realtime_delivered_total", ()) in samples

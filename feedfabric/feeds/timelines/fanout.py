@@ -10,10 +10,12 @@ from typing import Any
 
 import asyncpg
 import redis.asyncio as aioredis
+from opentelemetry import trace
+from opentelemetry.trace import Span, Tracer
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError, ResponseError
 
-from feedfabric.core import failpoints
+from feedfabric.core import failpoints, tracing
 from feedfabric.core.settings import Settings
 from feedfabric.db import timeline_queries as q
 from feedfabric.db.redisclient import Script
@@ -116,7 +118,11 @@ class FanoutResult:
 
 
 async def fan_out(
-    conn: asyncpg.Connection, redis: aioredis.Redis, settings: Settings, post_id: uuid.UUID
+    conn: asyncpg.Connection,
+    redis: aioredis.Redis,
+    settings: Settings,
+    post_id: uuid.UUID,
+    tracer: Tracer = tracing.NO_TRACER,
 ) -> FanoutResult | None:
     """Pushes a post to its author and audience; None when the post does not exist.
 
@@ -136,7 +142,10 @@ async def fan_out(
         return FanoutResult(1, True)
     author = None if celebrity else post.author_id
 
+    spans: list[Span] = []
+
     def page(after: uuid.UUID) -> asyncio.Task[q.AudiencePage]:
+        spans.append(tracer.start_span("fan-out batch", attributes={"feedfabric.step": "fan-out batch"}))
         return asyncio.ensure_future(
             q.audience_page(
                 conn,
@@ -150,6 +159,7 @@ async def fan_out(
         )
 
     pushed = 1
+    pages_read = 0
     current: asyncio.Task[q.AudiencePage] | None = page(_FIRST_ID)
     writing: asyncio.Task[int] | None = None
     try:
@@ -158,7 +168,8 @@ async def fan_out(
             current = None
             if batch.scanned >= settings.fanout_batch_size and batch.last is not None:
                 current = page(batch.last)
-            sent = asyncio.ensure_future(push_packed(redis, batch.active, post.id, settings.feed_max_length))
+            sent = asyncio.ensure_future(_write_batch(tracer, spans[pages_read], redis, batch, post.id, settings))
+            pages_read += 1
             if writing is not None:
                 pushed += await writing
                 failpoints.crash_point("fanout-batch")
@@ -174,7 +185,24 @@ async def fan_out(
         for task in in_flight:
             if task is not None and not task.done():
                 await asyncio.gather(task, return_exceptions=True)
+        for span in spans:
+            if span.is_recording():
+                span.end()  # a batch a failure left unwritten (ending an ended span is a no-op)
     return FanoutResult(pushed, celebrity)
+
+
+async def _write_batch(
+    tracer: Tracer, span: Span, redis: aioredis.Redis, batch: q.AudiencePage, post_id: uuid.UUID, settings: Settings
+) -> int:
+    """One fan-out batch's push; its span (begun when its page was asked for) ends with the write."""
+    with trace.use_span(span, end_on_exit=True):
+        span.set_attribute("feedfabric.fanout.followers", len(batch.active) // ID_TEXT_LENGTH)
+        span.set_attribute("feedfabric.fanout.scanned", batch.scanned)
+        with tracer.start_as_current_span("timeline write", attributes={"feedfabric.step": "timeline write"}) as write:
+            inserts = await push_packed(redis, batch.active, post_id, settings.feed_max_length)
+            write.set_attribute("feedfabric.fanout.inserts", inserts)
+        span.set_attribute("feedfabric.fanout.inserts", inserts)
+        return inserts
 
 
 async def rebuild(conn: asyncpg.Connection, redis: aioredis.Redis, settings: Settings, member_id: uuid.UUID) -> int:

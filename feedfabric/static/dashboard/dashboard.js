@@ -113,6 +113,71 @@
       if (num) td.className = "num";
     }
   }
+  // Journeys: one waterfall per post, each step a floating bar from its start to its end.
+  const STEP_COLOURS = {
+    mutation: "#2f6fdf", "outbox wait": "#bdc3c7", relay: "#9b59b6", broker: "#7f8c8d",
+    "fan-out batch": "#2a9d6f", "timeline write": "#16a085", delivery: "#d4a017",
+  };
+  const SLOWEST = "#c0392b";
+  const ms = (v) => `${v.toFixed(1)} ms`;
+  const list = document.getElementById("journey-list");
+  if (!data.journeys.length) {
+    const p = document.createElement("p");
+    p.className = "note";
+    p.id = "no-journeys";
+    p.textContent = "No traced posts yet.";
+    list.appendChild(p);
+  }
+  data.journeys.forEach((journey, n) => {
+    const box = document.createElement("div");
+    box.className = "journey";
+    const title = document.createElement("h3");
+    const slowest = journey.bars[journey.slowest];
+    title.append(
+      `${new Date(journey.startedAtMs).toISOString().replace("T", " ").slice(0, 19)} · post ${journey.postId || "?"}` +
+        ` · trace ${journey.traceId} · ${ms(journey.totalMs)} · `,
+    );
+    const hot = document.createElement("span");
+    hot.className = "slowest";
+    hot.textContent = `slowest: ${slowest.label} (${ms(slowest.durationMs)})`;
+    title.appendChild(hot);
+    const holder = document.createElement("div");
+    const canvas = document.createElement("canvas");
+    canvas.id = `journey-${n}`;
+    canvas.setAttribute("role", "img");
+    canvas.setAttribute("aria-label", `journey of post ${journey.postId || journey.traceId}`);
+    holder.appendChild(canvas);
+    box.append(title, holder);
+    list.appendChild(box);
+    const config = {
+      type: "bar",
+      data: {
+        labels: journey.bars.map((b) => b.label),
+        datasets: [
+          {
+            label: "step (ms from the request's start)",
+            data: journey.bars.map((b) => [b.startMs, b.startMs + b.durationMs]),
+            backgroundColor: journey.bars.map((b, i) => (i === journey.slowest ? SLOWEST : STEP_COLOURS[b.step] || "#999")),
+          },
+        ],
+      },
+      options: {
+        indexAxis: "y",
+        animation: false,
+        responsive: true,
+        maintainAspectRatio: false,
+        plugins: {
+          legend: { display: false },
+          tooltip: { callbacks: { label: (c) => `${journey.bars[c.dataIndex].service}: ${ms(journey.bars[c.dataIndex].durationMs)}` } },
+        },
+        scales: { x: { min: 0, title: { display: true, text: "ms" } } },
+      },
+    };
+    holder.style.height = `${40 + 22 * journey.bars.length}px`;
+    charts[canvas.id] = new Chart(canvas, config);
+    canvas.dataset.rendered = "true";
+  });
+
   window.dashboardCharts = charts;
   document.body.dataset.ready = "true";
 })();
