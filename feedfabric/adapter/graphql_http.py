@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cross_web import HTTPException
-from graphql import GraphQLError
+from graphql import DocumentNode, GraphQLError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
@@ -40,6 +40,7 @@ from feedfabric.core import jsonwire
 from feedfabric.core.errors import FeedFabricError, RequestTooLarge
 from feedfabric.schema import persisted
 from feedfabric.schema.documents import UNNAMED_OF_SEVERAL, parse_document, several_operations, too_long
+from feedfabric.schema.ratelimit import spend_refused_document
 
 GRAPHQL_PATH = "/graphql"
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
@@ -163,7 +164,12 @@ class GraphQLOverHTTP:
                 raise RequestRefused(error.status, error.message, code=error.code) from None
             if isinstance(request_data.query, str) and (refusal := too_long(request_data.query)) is not None:
                 raise RequestRefused(400, refusal.message, code="BAD_USER_INPUT")
-            if context.operation_unnamed and _several_operations(request_data.query):
+            if context.operation_unnamed and (several := _several_operations(request_data.query)) is not None:
+                # Refused as any refused document is: its parse spends from the rate limit.
+                allowance = await spend_refused_document(context, request_data.query, several)
+                if allowance is not None and allowance.refusal is not None:
+                    retry = {"Retry-After": str(allowance.reset_seconds)}
+                    raise RequestRefused(429, allowance.refusal.message, retry, code=allowance.refusal.code)
                 raise RequestRefused(400, UNNAMED_OF_SEVERAL, code="BAD_USER_INPUT")
         return await super().execute_operation(  # type: ignore[misc]
             request, request_adapter, request_data, context, root_value, sub_response
@@ -198,15 +204,16 @@ class GraphQLOverHTTP:
         return HTMLResponse(GRAPHIQL_HTML.read_text(encoding="utf-8"))
 
 
-def _several_operations(query: object) -> bool:
-    """Whether the text parses (through the shared cache) into more than one operation; a text that
-    does not parse is left to Strawberry, which reports it."""
+def _several_operations(query: object) -> DocumentNode | None:
+    """The document when the text parses (through the shared cache) into more than one operation; a text
+    that does not parse is left to Strawberry, which reports it."""
     if not isinstance(query, str):
-        return False
+        return None
     try:
-        return several_operations(parse_document(query))
+        document = parse_document(query)
     except GraphQLError:
-        return False
+        return None
+    return document if several_operations(document) else None
 
 
 def _json_null(key: str, value: object) -> bool:

@@ -95,13 +95,14 @@ async def join(
              INSERT INTO notification_group_actors (group_id, actor_id, latest_at)
              SELECT group_id, actor_id, at FROM a
              ON CONFLICT (group_id, actor_id) DO NOTHING
-             RETURNING group_id
+             RETURNING group_id, actor_id
            ), seen AS (
              UPDATE notification_group_actors x SET latest_at = greatest(x.latest_at, a.at)
              FROM a WHERE x.group_id = a.group_id AND x.actor_id = a.actor_id
            )
            UPDATE notification_groups g SET actor_count = g.actor_count + f.n
-           FROM (SELECT group_id, count(*)::int AS n FROM fresh GROUP BY group_id) f
+           FROM (SELECT f.group_id, count(*)::int AS n FROM fresh f
+                 JOIN members m ON m.id = f.actor_id AND m.status = 'active' GROUP BY f.group_id) f
            WHERE g.id = f.group_id""",
         [r["group_id"] for r in joined],
         [r["actor_id"] for r in joined],
@@ -238,6 +239,7 @@ async def _shrink(
            UPDATE notification_groups g
            SET notification_count = g.notification_count - c.n,
                actor_count = g.actor_count - (SELECT count(*) FROM left_group l WHERE l.group_id = g.id)::int
+                   * (SELECT (status = 'active')::int FROM members WHERE id = $3)
            FROM c WHERE g.id = c.group_id
            RETURNING g.id, g.recipient_id, g.notification_count""",
         [r["group_id"] for r in gone],
@@ -298,13 +300,15 @@ async def by_ids(
 
 
 async def sample_actors(conn: Executor, group_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[uuid.UUID]]:
-    """Each group's most recent actors, at most SAMPLE_ACTORS, for a whole page in one statement."""
+    """Each group's most recent active actors, at most SAMPLE_ACTORS, for a whole page in one statement.
+    A suspended actor is left out, as actor_count leaves them out (migration 293)."""
     rows = await conn.fetch(
         """SELECT g.id AS group_id, a.actor_id
            FROM unnest($1::uuid[]) AS g(id)
            CROSS JOIN LATERAL (
-             SELECT actor_id FROM notification_group_actors
-             WHERE group_id = g.id ORDER BY latest_at DESC, actor_id DESC LIMIT $2
+             SELECT x.actor_id FROM notification_group_actors x
+             JOIN members m ON m.id = x.actor_id AND m.status = 'active'
+             WHERE x.group_id = g.id ORDER BY x.latest_at DESC, x.actor_id DESC LIMIT $2
            ) a""",
         list(group_ids),
         SAMPLE_ACTORS,

@@ -86,10 +86,17 @@ async def spend_refused(ec: Any) -> ratelimit.Allowance | None:
     context = app_context(ec)
     if context is None:
         return None
-    document = ec.graphql_document
-    operations = root_field_count(document, ec.operation_name) if document is not None else 1
+    return await spend_refused_document(context, ec.query, ec.graphql_document, ec.operation_name)
+
+
+async def spend_refused_document(
+    context: Any, query: str | None, document: DocumentNode | None, operation_name: str | None = None
+) -> ratelimit.Allowance | None:
+    """The same charge for a document a transport refuses before the schema runs it (the HTTP view's
+    several operations with none named)."""
+    operations = root_field_count(document, operation_name) if document is not None else 1
     return await ratelimit.spend(
-        context.resources.redis, context.settings, _client(context), operations, refused_work(ec.query, document)
+        context.resources.redis, context.settings, _client(context), operations, refused_work(query, document)
     )
 
 

@@ -141,6 +141,16 @@ async def test_several_operations_without_an_operation_name_are_a_400_whatever_t
     assert "operationName" in response.json()["errors"][0]["message"]
 
 
+async def test_several_operations_without_an_operation_name_spend_the_rate_limit(settings: Settings) -> None:
+    async with api_with(
+        settings, rate_limit_operations=2, rate_limit_window_seconds=1_000_000_000, redis_timeout_ms=10_000
+    ) as limited:
+        document = {"query": "query A { viewer { id } } query B { viewer { id } }"}
+        answers = [await limited.client.post("/graphql", json=document) for _ in range(3)]
+        assert [a.status_code for a in answers] == [400, 400, 429]
+        assert coded(answers[2], 429) == ["RATE_LIMITED"] and int(answers[2].headers["retry-after"]) >= 1
+
+
 async def test_a_mutation_over_get_is_405_allowing_post(api: Api) -> None:
     response = await api.client.get("/graphql", params={"query": 'mutation { follow(externalUserId: "x") { id } }'})
     assert coded(response, 405) == ["BAD_USER_INPUT"]

@@ -100,6 +100,27 @@ async def test_sample_actors_stop_at_eight_while_actor_count_counts_all(api: Api
     assert [a["username"] for a in group["sampleActors"]] == [f"liker{i}" for i in range(9, 1, -1)]
 
 
+SUSPEND = "mutation($e: String!) { suspendMember(externalUserId: $e) { status } }"
+UNSUSPEND = "mutation($e: String!) { unsuspendMember(externalUserId: $e) { status } }"
+
+
+async def test_a_suspended_actor_leaves_sample_actors_and_actor_count_until_unsuspended(
+    api: Api, worker: InlineGroup
+) -> None:
+    ava, bob, cal = await api.member("ava"), await api.member("bob"), await api.member("cal")
+    admin = await api.member("mod", admin=True)
+    post = await api.post(ava, "liked by two")
+    for token in (bob, cal):
+        await api.gql(LIKE, {"p": post}, token=token)
+    await worker.catch_up()
+    await api.gql(SUSPEND, {"e": "cal"}, token=admin)
+    [group] = nodes(await groups(api, ava))
+    assert (group["actorCount"], [a["username"] for a in group["sampleActors"]]) == (1, ["bob"])
+    await api.gql(UNSUSPEND, {"e": "cal"}, token=admin)
+    [group] = nodes(await groups(api, ava))
+    assert (group["actorCount"], [a["username"] for a in group["sampleActors"]]) == (2, ["cal", "bob"])
+
+
 async def test_an_unlike_removes_its_actor_and_the_group_with_its_last_actor(api: Api, worker: InlineGroup) -> None:
     ava, bob, cal = await api.member("ava"), await api.member("bob"), await api.member("cal")
     post = await api.post(ava, "like me")

@@ -213,6 +213,22 @@ async def test_errors_over_a_socket_are_coded_and_suggest_fields_only_in_develop
     assert ("Did you mean" in json.dumps(message)) is not production
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_documents_refused_over_a_socket_spend_the_rate_limit(settings: Settings, protocol: str) -> None:
+    limited = settings.model_copy(
+        update={"rate_limit_operations": 3, "rate_limit_window_seconds": 1_000_000_000, "redis_timeout_ms": 10_000}
+    )
+    async with serve(limited) as server:
+        bob = server.api.token("bob")  # no profile: nothing spent before the socket
+        async with ws_client(server, protocol, bob) as ws:
+            answers = []
+            for document in ("subscription { homeTimeline(", "subscription { nope }", "{ a: nope b: nope }"):
+                await ws.subscribe(document)
+                answers.append(_error_codes(await ws.next_message()))
+    # 1 (does not parse), then 1 root field, then 2: the third is past the budget of 3.
+    assert answers == [["BAD_USER_INPUT"], ["BAD_USER_INPUT"], ["RATE_LIMITED"]]
+
+
 def _operation(protocol: str, payload: Any, **fields: Any) -> dict[str, Any]:
     """A subscribe (graphql-transport-ws) or start (graphql-ws) message, with id "1" unless given."""
     kind = "subscribe" if protocol == TRANSPORT_WS else "start"
