@@ -9,7 +9,7 @@ import strawberry
 from feedfabric.core import models
 from feedfabric.core.models import SAMPLE_ACTORS
 from feedfabric.feeds.notifications import group_cursor
-from feedfabric.resolvers import reads, writes
+from feedfabric.resolvers import fields, reads, writes
 from feedfabric.schema.cost import MAX_ITEMS
 from feedfabric.schema.types import (
     Comment,
@@ -42,10 +42,7 @@ class NotificationGroup:
 
     @strawberry.field(description="Most recent actors first, at most 8.", metadata={MAX_ITEMS: SAMPLE_ACTORS})
     async def sample_actors(self, info: ContextInfo) -> list[Member]:
-        loaders = info.context.loaders
-        ids = await loaders.group_actors.load(self.row.id)
-        rows = await loaders.member.load_many(ids)
-        return [Member(row=row) for row in rows if row is not None]
+        return [Member(row=m) for m in await fields.group_actors(info.context, self.row.id)]
 
     @strawberry.field
     def actor_count(self) -> int:

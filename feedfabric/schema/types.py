@@ -15,10 +15,9 @@ from strawberry.types import Info
 from feedfabric.core import models
 from feedfabric.core.errors import NotFound
 from feedfabric.feeds.posts import MAX_MEDIA_PER_POST, MAX_MENTIONS_PER_POST
+from feedfabric.resolvers import fields, reads
 from feedfabric.resolvers import playlists as resolve_playlists
-from feedfabric.resolvers import reads
 from feedfabric.resolvers.context import Context
-from feedfabric.resolvers.pages import feed_post_of
 from feedfabric.schema.sharing import SAME_FOR_EVERY_VIEWER
 
 ContextInfo = Info[Context, None]
@@ -125,19 +124,19 @@ class Member:
 
     @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     async def follower_count(self, info: ContextInfo) -> int:
-        return (await info.context.loaders.member_stats.load(self.row.id))[0]
+        return (await fields.member_counts(info.context, self.row.id))[0]
 
     @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     async def following_count(self, info: ContextInfo) -> int:
-        return (await info.context.loaders.member_stats.load(self.row.id))[1]
+        return (await fields.member_counts(info.context, self.row.id))[1]
 
     @strawberry.field(description="Whether the signed-in viewer follows this member (false when signed out).")
     async def viewer_follows(self, info: ContextInfo) -> bool:
-        return bool(await info.context.loaders.viewer_follows.load(self.row.id))
+        return await fields.viewer_follows(info.context, self.row.id)
 
     @strawberry.field(description="Whether this member is one of the viewer's favourites.")
     async def is_favourite(self, info: ContextInfo) -> bool:
-        return bool(await info.context.loaders.viewer_favourite.load(self.row.id))
+        return await fields.is_favourite(info.context, self.row.id)
 
     @strawberry.field(description="The member's own posts: GET /userfeed. Bounds are post IDs.")
     async def posts(
@@ -203,28 +202,26 @@ class MemberConnection:
 
 async def visible_post(info: ContextInfo, post_id: uuid.UUID) -> Post:
     """A non-null Post field's value: the one visibility rule (visible_posts), NOT_FOUND when it hides the post."""
-    row = await info.context.loaders.visible_post.load(post_id)
-    if row is None:
+    post = await fields.visible_post(info.context, post_id)
+    if post is None:
         raise NotFound("post not found")
-    return await post_of(info.context, row)
+    return Post.of(post)
 
 
 async def post_if_visible(info: ContextInfo, post_id: uuid.UUID | None) -> Post | None:
     """A nullable Post field's value: null when the one visibility rule hides the post."""
     if post_id is None:
         return None
-    row = await info.context.loaders.visible_post.load(post_id)
-    return await post_of(info.context, row) if row is not None else None
+    post = await fields.visible_post(info.context, post_id)
+    return Post.of(post) if post is not None else None
 
 
 async def comment_if_visible(info: ContextInfo, comment_id: uuid.UUID | None) -> Comment | None:
     """Null when the comment, or the post it is on, is not visible to the viewer."""
     if comment_id is None:
         return None
-    row = await info.context.loaders.comment.load(comment_id)
-    if row is None or await info.context.loaders.visible_post.load(row.post_id) is None:
-        return None
-    return Comment(row=row)
+    row = await fields.visible_comment(info.context, comment_id)
+    return Comment(row=row) if row is not None else None
 
 
 def member_or_none(row: models.Member | None) -> Member | None:
@@ -325,9 +322,7 @@ class Post:
         metadata={**SAME_FOR_EVERY_VIEWER, "max_items": MAX_MENTIONS_PER_POST}
     )  # the bound: schema/cost.py
     async def mentions(self, info: ContextInfo) -> list[Member]:
-        ids = await info.context.loaders.mentions.load(self.row.id)
-        rows = await info.context.loaders.member.load_many(ids)
-        return [Member(row=r) for r in rows if r is not None]
+        return [Member(row=m) for m in await fields.mentioned(info.context, self.row.id)]
 
     @strawberry.field(description="Set when this post is a repost; feeds show the shared post.")
     def repost_of(self) -> Post | None:
@@ -357,9 +352,7 @@ class Comment:
 
     @strawberry.field
     async def author(self, info: ContextInfo) -> Member:
-        row = await info.context.loaders.member.load(self.row.author_id)
-        assert row is not None
-        return Member(row=row)
+        return Member(row=await fields.existing_member(info.context, self.row.author_id))
 
     @strawberry.field
     def content(self) -> str:
@@ -431,9 +424,7 @@ class Notification:
 
     @strawberry.field
     async def actor(self, info: ContextInfo) -> Member:
-        row = await info.context.loaders.member.load(self.row.actor_id)
-        assert row is not None
-        return Member(row=row)
+        return Member(row=await fields.existing_member(info.context, self.row.actor_id))
 
     @strawberry.field
     async def post(self, info: ContextInfo) -> Post | None:
@@ -467,7 +458,7 @@ class NotificationConnection:
 
 async def post_of(ctx: Context, row: models.Post) -> Post:
     """The Post of a row reached outside a feed page; concurrent ones share one statement."""
-    return Post.of(await feed_post_of(ctx, row))
+    return Post.of(await fields.feed_post(ctx, row))
 
 
 async def posts_of(ctx: Context, rows: Iterable[models.Post]) -> list[Post]:
@@ -527,9 +518,7 @@ class Playlist:
 
     @strawberry.field
     async def owner(self, info: ContextInfo) -> Member:
-        row = await info.context.loaders.member.load(self.row.owner_id)
-        assert row is not None
-        return Member(row=row)
+        return Member(row=await fields.existing_member(info.context, self.row.owner_id))
 
     @strawberry.field
     def name(self) -> str:
@@ -541,11 +530,11 @@ class Playlist:
 
     @strawberry.field
     async def follower_count(self, info: ContextInfo) -> int:
-        return int(await info.context.loaders.playlist_followers.load(self.row.id))
+        return await fields.playlist_followers(info.context, self.row.id)
 
     @strawberry.field
     async def viewer_follows(self, info: ContextInfo) -> bool:
-        return bool(await info.context.loaders.viewer_follows_playlist.load(self.row.id))
+        return await fields.viewer_follows_playlist(info.context, self.row.id)
 
     @strawberry.field(description="In playlist order (fractional rank), first to last.")
     async def items(
@@ -579,7 +568,4 @@ def _cursor(item: models.PlaylistItem) -> str:
 
 async def liked_playlist_of(info: ContextInfo, member: models.Member) -> Playlist:
     """Member.likedPlaylist: batched per request, created on first use."""
-    info.context.viewer  # a refused token is an error even here
-    row = await info.context.loaders.liked_playlist.load(member.id)
-    assert row is not None
-    return Playlist(row=row)
+    return Playlist(row=await fields.liked_playlist(info.context, member))
