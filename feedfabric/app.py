@@ -17,9 +17,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
-from strawberry.types.unset import UNSET, UnsetType
 
 from feedfabric.adapter.graphql_http import GRAPHQL_PATH, GraphQLOverHTTP
+from feedfabric.adapter.websocket.endpoint import GraphQLSockets
 from feedfabric.core import jsonwire, tracing
 from feedfabric.core.errors import RequestTooLarge
 from feedfabric.core.logging import configure_logging
@@ -37,7 +37,6 @@ from feedfabric.http.refusal import refusal
 from feedfabric.http.request_id import RequestIdMiddleware
 from feedfabric.http.watchdog import LoopWatchdog
 from feedfabric.ops import vendor
-from feedfabric.realtime import sockets
 from feedfabric.realtime.consumer import start_realtime
 from feedfabric.realtime.hub import Hub
 from feedfabric.realtime.rights import Sessions
@@ -50,8 +49,7 @@ log = logging.getLogger("feedfabric.app")
 
 
 class FeedFabricGraphQL(GraphQLOverHTTP, GraphQL[Context, None]):
-    graphql_transport_ws_handler_class = sockets.TransportWSHandler
-    graphql_ws_handler_class = sockets.LegacyGraphQLWSHandler
+    """GraphQL over HTTP; its WebSockets are served by feedfabric.adapter.websocket."""
 
     def encode_json(self, data: object) -> str:
         return jsonwire.dumps_text(data)
@@ -59,23 +57,11 @@ class FeedFabricGraphQL(GraphQLOverHTTP, GraphQL[Context, None]):
     def decode_json(self, data: str | bytes) -> object:
         return jsonwire.loads(data)
 
-    async def on_ws_connect(self, context: Context) -> UnsetType | dict[str, object] | None:
-        """A socket without a valid token is closed (4403) before it can run anything."""
-        await sockets.authenticate(context)
-        return UNSET
-
     async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> Context:
         resources: Resources = request.app.state.resources
-        header = request.headers.get("authorization")
-        params: dict[str, Any] | None = None
-        if isinstance(request, WebSocket):
-            params = getattr(request.state, "connection_params", None)
-            if params and isinstance(params.get("authorization"), str):
-                header = params["authorization"]
-        viewer = await resolve_viewer(resources.pool, resources.settings, header)
-        context = build_context(resources, viewer, request=request, response=response, connection_params=params)
-        if not isinstance(request, WebSocket):  # live events are read from the primary: the replica may lag them
-            await route_reads(context)
+        viewer = await resolve_viewer(resources.pool, resources.settings, request.headers.get("authorization"))
+        context = build_context(resources, viewer, request=request, response=response)
+        await route_reads(context)
         return context
 
 
@@ -223,13 +209,18 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
             if traced is not None and owns_tracing:
                 traced.shutdown()
 
+    served = build_schema(traced.provider) if traced is not None else schema
     graphql = FeedFabricGraphQL(
-        build_schema(traced.provider) if traced is not None else schema,
+        served,
         graphql_ide=None if settings.feedfabric_production else "graphiql",
         multipart_uploads_enabled=True,
-        allowed_origins=[o.strip() for o in settings.ws_allowed_origins.split(",") if o.strip()],
-        max_subscriptions_per_connection=settings.max_subscriptions_per_connection,
-        connection_init_wait_timeout=timedelta(seconds=settings.ws_init_timeout_seconds),
+        subscription_protocols=(),
+    )
+    sockets = GraphQLSockets(
+        served,
+        allowed_origins=settings.ws_allowed_origins.split(","),
+        init_timeout=timedelta(seconds=settings.ws_init_timeout_seconds),
+        max_operations=settings.max_subscriptions_per_connection,
     )
     app = Starlette(
         routes=[
@@ -238,7 +229,7 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
             Route("/metrics", health.metrics_endpoint),
             *rest_routes.routes(),
             Route(GRAPHQL_PATH, graphql),
-            WebSocketRoute(GRAPHQL_PATH, graphql),
+            WebSocketRoute(GRAPHQL_PATH, sockets),
             *playground.routes(settings),
             # GraphiQL's scripts and styles, from the package (feedfabric.ops.vendor): no CDN.
             Mount("/static/vendor", StaticFiles(directory=vendor.STATIC, check_dir=False), name="vendor"),

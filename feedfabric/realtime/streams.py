@@ -46,8 +46,8 @@ TOO_FAR_BACK = (
     "subscription replays. Reload the feed with `homeFeed`, then subscribe with the newest cursor it returned."
 )
 RECENT_IDS = 512
-# Policy violation: the client read too slowly. The close reason says so and how to resume.
-SLOW_CLOSE_CODE = 1008
+# Try Again Later: the client read too slowly. The close reason says so and how to resume with `since`.
+SLOW_CLOSE_CODE = 1013
 
 
 def hub_of(resources: Resources) -> Hub:

@@ -1,8 +1,8 @@
 """GraphQL documents as every transport reads them: one cached parse within the token cap, and the
 spec's rule for a document of several operations.
 
-Below both the schema (feedfabric.schema, whose ParseCache parses through here) and the WebSocket
-handlers (feedfabric.realtime.sockets, which look at an operation before Strawberry runs it), so a
+Shared by the schema (feedfabric.schema, whose ParseCache parses through here) and the WebSocket
+handlers (feedfabric.adapter.websocket, which look at an operation before the schema runs it), so a
 socket's document is parsed once between them and neither reaches into the other.
 """
 

@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 from feedfabric.adapter.serving import WS_MAX_MESSAGE_BYTES
 from feedfabric.core.settings import Settings
-from feedfabric.realtime.sockets import MessageBudget
+from feedfabric.adapter.websocket.frames import MessageBudget
 from feedfabric.schema.documents import MAX_DOCUMENT_CHARS
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
@@ -383,7 +383,7 @@ async def test_a_slow_subscriber_is_cut_off_while_a_fast_one_keeps_receiving(
             # The slow one, reading at last, finds what was in flight and then the close with its reason.
             code, reason = await slow.drain_until_closed()
             slow.close()
-            assert code == 1008
+            assert code == 1013
             assert "too slow" in reason
             assert 0 < slow.received < len(posted)
 

@@ -1,0 +1,63 @@
+"""graphql-transport-ws (the `graphql-ws` library's protocol, github.com/enisdenjo/graphql-ws PROTOCOL.md).
+
+`connection_init` → `connection_ack`; `ping` → `pong`; `subscribe` runs an operation of any type, its
+results as `next`, then `complete`, or one `error` for an operation refused before it ran; the client's
+`complete` ends an operation. The protocol's closes: 4400 an invalid message, 4401 a `subscribe` before
+the ack, 4403 no valid token, 4408 no init in time, 4409 an id already running, 4429 a second init.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphql import GraphQLError
+
+from feedfabric.adapter.websocket import frames
+from feedfabric.adapter.websocket.frames import DUPLICATE_OPERATION, INVALID_MESSAGE, UNAUTHORIZED
+from feedfabric.adapter.websocket.protocol import Operation, Protocol
+
+PROTOCOL = "graphql-transport-ws"
+
+
+class TransportProtocol(Protocol):
+    name = PROTOCOL
+
+    async def handle(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        if kind == "subscribe":
+            await self._subscribe(message)
+        elif kind == "complete":
+            await self.stop(message["id"])
+        elif kind == "ping":
+            await self.conn.send('{"type":"pong"}')
+        elif kind == "pong":
+            return
+        elif kind == "connection_init":
+            await self.initialise(message)
+        else:
+            self.conn.close_soon(INVALID_MESSAGE, f"Unknown message type: {kind}"[:120])
+
+    async def _subscribe(self, message: dict[str, Any]) -> None:
+        operation_id: str = message["id"]
+        if self.context is None:
+            self.conn.close_soon(UNAUTHORIZED, "Unauthorized")
+            return
+        if operation_id in self.operations:
+            self.conn.close_soon(DUPLICATE_OPERATION, f"Subscriber for {operation_id} already exists"[:120])
+            return
+        if self.full(operation_id):
+            await self.send_errors(Operation(operation_id), [self.limit_error()])
+            return
+        if (refused := await self.refusal(message["payload"])) is not None:
+            await self.send_errors(Operation(operation_id), [refused])
+            return
+        self.start(operation_id, message["payload"])
+
+    def next_frame(self, operation: Operation, payload: str) -> str:
+        return '{"id":' + operation.id_json + ',"type":"next","payload":' + payload + "}"
+
+    async def send_errors(self, operation: Operation, errors: list[GraphQLError]) -> None:
+        await self.conn.send(frames.encode({"id": operation.id, "type": "error", "payload": [e.formatted for e in errors]}))
+
+    async def send_complete(self, operation: Operation) -> None:
+        await self.conn.send('{"id":' + operation.id_json + ',"type":"complete"}')
