@@ -685,11 +685,13 @@ async def test_rate_limit_fails_open_without_redis(api: Api, settings: Settings)
 # --- WebSocket origin and subscriptions per connection -------------------------------------
 
 
-def _graphql_view(app: Any) -> Any:
-    return next(r.endpoint for r in app.routes if getattr(r, "path", None) == "/graphql")
+def _graphql_sockets(app: Any) -> Any:
+    from starlette.routing import WebSocketRoute
+
+    return next(r.app for r in app.routes if isinstance(r, WebSocketRoute) and r.path == "/graphql")
 
 
-def test_websocket_settings_reach_the_view(settings: Settings) -> None:
+def test_websocket_settings_reach_the_sockets(settings: Settings) -> None:
     app = create_app(
         settings.model_copy(
             update={
@@ -698,9 +700,9 @@ def test_websocket_settings_reach_the_view(settings: Settings) -> None:
             }
         )
     )
-    view = _graphql_view(app)
-    assert view.max_subscriptions_per_connection == 3
-    assert set(view.allowed_origins) == {"https://app.example", "https://m.example"}
+    sockets = _graphql_sockets(app)
+    assert sockets.max_operations == 3
+    assert sockets.origins.allowed == {"https://app.example", "https://m.example"}
 
 
 @pytest.mark.parametrize(
