@@ -1,23 +1,29 @@
-"""Realtime delivery: mutation response → receipt at every subscriber, and memory per idle subscription.
+"""Realtime delivery: mutation response → receipt at every subscriber, and memory per idle subscription,
+each beside the WebSocket floor (bench/ws_floor.py) measured in the same run.
 
 One API process (`feedfabric api`, its own process so its memory is its own),
 the outbox relay in this process, and real WebSocket clients here speaking
 graphql-transport-ws (websockets' sans-I/O client on bare asyncio transports,
-bench/_wsclient.py). Part 1: SUBSCRIBERS members follow a poster and
-subscribe to homeTimeline; the poster creates POSTS posts one after another
-and each subscriber's receipt time minus the createPost response time is one
-sample (p50/p99 over all samples). Part 2: IDLE more sockets each hold one
-idle subscription; the API process's RSS growth over the count is the cost
-per subscriber. Clients and server share the machine's cores, so the figures
-include the clients' own scheduling (their CPU per message is printed).
-Runs on a private devstack unless DATABASE_URL / REDIS_URL /
-KAFKA_BOOTSTRAP_SERVERS are set.
+bench/_wsclient.py). First the floor: a bare Starlette WebSocket endpoint
+under the same uvicorn, its CPU per send_text and RSS per idle connection.
+Then, in the API's fresh process, idle subscriptions up to each count of
+IDLE: the RSS growth over the count is the cost per subscription. Then
+delivery: SUBSCRIBERS members follow a poster and subscribe to homeTimeline;
+the poster creates POSTS posts one after another and each subscriber's
+receipt time minus the createPost response time is one sample (p50/p99 over
+all samples); API CPU over the posts per delivered event. Delivery runs
+twice: a selection that reads nothing about the viewer (rendered once for
+all) and the same selection with `viewerHasLiked` (executed per viewer).
+Clients and server share the machine's cores, so the figures include the
+clients' own scheduling (their CPU per message is printed). Runs on a
+private devstack unless DATABASE_URL / REDIS_URL / KAFKA_BOOTSTRAP_SERVERS
+are set.
 
-    .venv/bin/python bench/realtime.py [--subscribers 1000] [--posts 20] [--idle 10000]
+    .venv/bin/python bench/realtime.py [--subscribers 1000] [--posts 20] [--idle 1000 10000]
 
-Targets (issue 21): at most 150 us of API CPU per delivered event and p99 < 200 ms
-at 1,000 subscribers; 10,000 idle subscriptions < 500 MB. The latest figures
-are in docs/benchmarks.md.
+Targets (issue 37): at most 60 us of API CPU per delivered event and at most 1.5x the floor's CPU per
+send, p99 < 250 ms at 1,000 subscribers; an idle subscription at most 1.2x the floor's idle connection.
+The latest figures are in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
@@ -45,10 +52,13 @@ from feedfabric.core.ids import new_id  # noqa: E402
 from feedfabric.core.settings import Settings  # noqa: E402
 from feedfabric.workers.relay import Relay  # noqa: E402
 
+from bench import ws_floor  # noqa: E402
 from bench._stack import env_or, fresh_database, services  # noqa: E402
 from bench._wsclient import OnMessage, Subscriber, connect  # noqa: E402
+from bench.ws_floor import idle_growth  # noqa: E402
 
 SUB = "subscription { homeTimeline { cursor post { id content author { username } } } }"
+VIEWER_SUB = "subscription { homeTimeline { cursor post { id content viewerHasLiked author { username } } } }"
 CREATE = "mutation($c: String!) { createPost(input: {content: $c}) { id } }"
 SECRET = "bench-secret-" + uuid.uuid4().hex
 
@@ -85,20 +95,20 @@ async def make_members(pool: asyncpg.Pool, count: int, follow: uuid.UUID | None)
     return names
 
 
-async def open_sub(port: int, name: str) -> Subscriber:
+async def open_sub(port: int, name: str, query: str = SUB) -> Subscriber:
     conn = await connect(f"ws://127.0.0.1:{port}/graphql", "graphql-transport-ws", "127.0.0.1", port)
     token = issue_token(SECRET, name, ttl=7200)
     conn.send_text(json.dumps({"type": "connection_init", "payload": {"authorization": f"Bearer {token}"}}))
     ack = json.loads(await asyncio.wait_for(conn.messages.get(), 30))
     assert ack["type"] == "connection_ack", ack
-    conn.send_text(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": SUB}}))
+    conn.send_text(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": query}}))
     return conn
 
 
-async def open_many(port: int, names: list[str], parallel: int = 100) -> list[Subscriber]:
+async def open_many(port: int, names: list[str], parallel: int = 100, query: str = SUB) -> list[Subscriber]:
     conns: list[Subscriber] = []
     for i in range(0, len(names), parallel):
-        conns += await asyncio.gather(*(open_sub(port, n) for n in names[i : i + parallel]))
+        conns += await asyncio.gather(*(open_sub(port, n, query) for n in names[i : i + parallel]))
     return conns
 
 
@@ -156,6 +166,7 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
         kafka_topic_prefix=prefix,
         outbox_idle_ms=50,
     )
+    floor = await ws_floor.measure(args.subscribers, args.posts, tuple(args.idle))
     port = free_port()
     api_env = {
         **os.environ,
@@ -188,89 +199,136 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
             poster = {"Authorization": f"Bearer {issue_token(SECRET, poster_name, ttl=7200)}"}
             idle_rss = rss_bytes(api.pid)
 
-            # Part 1: latency to SUBSCRIBERS followers.
-            names = await make_members(pool, args.subscribers, poster_id)
-            conns = await open_many(port, names)
-            seen: dict[str, list[float]] = {}
-            raw_messages: list[bytes] = []
-            on_message = receiver(seen, raw_messages)
-            for c in conns:
-                c.on_message = on_message
-            await asyncio.sleep(2)
-            samples: list[float] = []
-            firsts: list[float] = []  # per post, its first receipt: the fixed part (relay, broker, consumer)
-            missing = 0
-            api_cpu = psutil.Process(api.pid)
-            cpu_before = api_cpu.cpu_times()
-            bench_cpu = psutil.Process()
-            bench_before = bench_cpu.cpu_times()
-            for i in range(args.posts + 1):
-                if i == 1:
-                    cpu_before, bench_before = api_cpu.cpu_times(), bench_cpu.cpu_times()
-                response = await http.post(
-                    "/graphql", json={"query": CREATE, "variables": {"c": f"bench post {i}"}}, headers=poster
-                )
-                responded = time.monotonic()
-                post_id = response.json()["data"]["createPost"]["id"]
-                deadline = time.monotonic() + 10
-                while len(seen.get(post_id, [])) < len(conns) and time.monotonic() < deadline:
-                    await asyncio.sleep(0.005)
-                got = seen.get(post_id, [])
-                if i == 0:
-                    continue  # warm-up: first execution of the query, caches, connections
-                missing += len(conns) - len(got)
-                samples += [(t - responded) * 1000 for t in got]
-                firsts.append((min(got) - responded) * 1000 if got else float("nan"))
-                await asyncio.sleep(0.2)
-            # The idle gaps cost next to nothing, so this is the work of creating and delivering the posts.
-            cpu_after, bench_after = api_cpu.cpu_times(), bench_cpu.cpu_times()
-            per = 1e6 / max(len(samples), 1)
-            api_user, api_sys = (cpu_after.user - cpu_before.user) * per, (cpu_after.system - cpu_before.system) * per
-            clients = (bench_after.user + bench_after.system - bench_before.user - bench_before.system) * per
-            check_messages(raw_messages)
-            print(
-                f"latency, mutation response -> receipt, {len(conns)} subscribers x {args.posts} posts: "
-                f"min {min(samples):.1f} ms, p50 {pct(samples, 0.5):.1f} ms, p99 {pct(samples, 0.99):.1f} ms, "
-                f"max {max(samples):.1f} ms, "
-                f"mean {statistics.mean(samples):.1f} ms, missing {missing}; "
-                f"API CPU {api_user + api_sys:.0f} us per delivered event ({api_user:.0f} user + {api_sys:.0f} system); "
-                f"this process (clients and relay) {clients:.0f} us per received event; "
-                f"first receipt of each post: median {statistics.median(firsts):.1f} ms, max {max(firsts):.1f} ms"
-            )
-            await close_all(conns)
-            await asyncio.sleep(2)
-            if not args.idle:
-                return
+            # Idle subscriptions first, in the fresh process (as the floor measures its idle connections).
+            idle_names = await make_members(pool, max(args.idle), None)
+            opened: list[Subscriber] = []
 
-            # Part 2: memory of IDLE idle subscriptions in the API process.
-            before = rss_bytes(api.pid)
-            idle_names = await make_members(pool, args.idle, None)
-            t0 = time.monotonic()
-            idle = await open_many(port, idle_names, parallel=200)
-            opened = time.monotonic() - t0
-            await asyncio.sleep(3)
-            after = rss_bytes(api.pid)
-            print(
-                f"memory, {len(idle)} idle subscriptions (opened in {opened:.1f} s): API RSS {before / 2**20:.0f} MB"
-                f" -> {after / 2**20:.0f} MB (process at start {idle_rss / 2**20:.0f} MB), "
-                f"{(after - before) / len(idle):.0f} bytes per subscriber"
-            )
-            await close_all(idle)
-            load = os.getloadavg()[0]
-            print(f"load average {load:.2f} on {os.cpu_count()} cores")
+            async def open_idle(count: int) -> list[Subscriber]:
+                more = await open_many(port, idle_names[len(opened) : len(opened) + count], parallel=200)
+                opened.extend(more)
+                return more
+
+            per_idle = await idle_growth(api.pid, open_idle, tuple(args.idle)) if args.idle else {}
+
+            names = await make_members(pool, args.subscribers, poster_id)
+            runs = []
+            for label, query in (("shared selection", SUB), ("per-viewer selection (viewerHasLiked)", VIEWER_SUB)):
+                runs.append((label, await deliver(args, http, pool, api.pid, port, names, poster, query)))
     finally:
         stop.set()
         await asyncio.wait_for(relay_task, 30)
         await pool.close()
         api.terminate()
         api.wait(30)
+    print(floor)
+    for label, figures in runs:
+        print(f"{label}: {figures} -> {figures.cpu_us / floor.us_per_send:.2f}x the floor's CPU per send")
+    for count, per in per_idle.items():
+        ratio = per / floor.bytes_per_idle[count] if floor.bytes_per_idle.get(count) else float("nan")
+        print(
+            f"memory, {count:,} idle subscriptions: {per / 1000:.1f} kB RSS per subscription "
+            f"(process at start {idle_rss / 2**20:.0f} MB) -> {ratio:.2f}x the floor's idle connection"
+        )
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+
+
+@dataclass
+class Delivery:
+    subscribers: int
+    posts: int
+    samples: list[float]
+    firsts: list[float]
+    spreads: list[float]
+    missing: int
+    api_user: float
+    api_sys: float
+    clients: float
+
+    @property
+    def cpu_us(self) -> float:
+        return self.api_user + self.api_sys
+
+    def __str__(self) -> str:
+        samples = self.samples
+        return (
+            f"{self.subscribers} subscribers x {self.posts} posts, mutation response -> receipt: "
+            f"p50 {pct(samples, 0.5):.1f} ms, p99 {pct(samples, 0.99):.1f} ms, max {max(samples):.1f} ms, "
+            f"first receipt of each post median {statistics.median(self.firsts):.1f} ms, "
+            f"first-to-last receipt spread median {statistics.median(self.spreads):.1f} ms, missing {self.missing}; "
+            f"API CPU {self.cpu_us:.1f} us per delivered event ({self.api_user:.1f} user + {self.api_sys:.1f} system); "
+            f"clients and relay {self.clients:.0f} us per received event"
+        )
+
+
+async def deliver(
+    args: argparse.Namespace,
+    http: httpx.AsyncClient,
+    pool: asyncpg.Pool,
+    pid: int,
+    port: int,
+    names: list[str],
+    poster: dict[str, str],
+    query: str,
+) -> Delivery:
+    """POSTS posts, one after another, to SUBSCRIBERS followers subscribed with `query`."""
+    conns = await open_many(port, names, query=query)
+    seen: dict[str, list[float]] = {}
+    raw_messages: list[bytes] = []
+    on_message = receiver(seen, raw_messages)
+    for c in conns:
+        c.on_message = on_message
+    await asyncio.sleep(2)
+    samples: list[float] = []
+    firsts: list[float] = []  # per post, its first receipt: the fixed part (relay, broker, consumer)
+    spreads: list[float] = []
+    missing = 0
+    api_cpu = psutil.Process(pid)
+    cpu_before = api_cpu.cpu_times()
+    bench_cpu = psutil.Process()
+    bench_before = bench_cpu.cpu_times()
+    for i in range(args.posts + 1):
+        if i == 1:
+            cpu_before, bench_before = api_cpu.cpu_times(), bench_cpu.cpu_times()
+        response = await http.post(
+            "/graphql", json={"query": CREATE, "variables": {"c": f"bench post {i}"}}, headers=poster
+        )
+        responded = time.monotonic()
+        post_id = response.json()["data"]["createPost"]["id"]
+        deadline = time.monotonic() + 10
+        while len(seen.get(post_id, [])) < len(conns) and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        got = seen.get(post_id, [])
+        if i == 0:
+            continue  # warm-up: first execution of the query, caches, connections
+        missing += len(conns) - len(got)
+        samples += [(t - responded) * 1000 for t in got]
+        firsts.append((min(got) - responded) * 1000 if got else float("nan"))
+        spreads.append((max(got) - min(got)) * 1000 if got else float("nan"))
+        await asyncio.sleep(0.2)
+    # The idle gaps cost next to nothing, so this is the work of creating and delivering the posts.
+    cpu_after, bench_after = api_cpu.cpu_times(), bench_cpu.cpu_times()
+    per = 1e6 / max(len(samples), 1)
+    check_messages(raw_messages)
+    await close_all(conns)
+    await asyncio.sleep(2)
+    return Delivery(
+        subscribers=len(conns),
+        posts=args.posts,
+        samples=samples,
+        firsts=firsts,
+        spreads=spreads,
+        missing=missing,
+        api_user=(cpu_after.user - cpu_before.user) * per,
+        api_sys=(cpu_after.system - cpu_before.system) * per,
+        clients=(bench_after.user + bench_after.system - bench_before.user - bench_before.system) * per,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--subscribers", type=int, default=1000)
     parser.add_argument("--posts", type=int, default=20)
-    parser.add_argument("--idle", type=int, default=10_000)
+    parser.add_argument("--idle", type=int, nargs="*", default=[1000, 10_000])
     args = parser.parse_args()
     with services() as env:
         asyncio.run(run(args, env, fresh_database(env_or(env, "DATABASE_URL"))))

@@ -68,7 +68,9 @@ def app() -> object:
     async def healthz(request: Request) -> PlainTextResponse:
         return PlainTextResponse("ok")
 
-    return Starlette(routes=[Route("/blast", blast, methods=["POST"]), Route("/healthz", healthz), WebSocketRoute("/ws", endpoint)])
+    return Starlette(
+        routes=[Route("/blast", blast, methods=["POST"]), Route("/healthz", healthz), WebSocketRoute("/ws", endpoint)]
+    )
 
 
 @dataclass
@@ -186,7 +188,6 @@ async def _wait(received: list[int], target: int, timeout: float = 10) -> None:
 
 def serve(port: int) -> None:
     import uvicorn
-
     from feedfabric.adapter.serving import serve_options
 
     uvicorn.run(app(), host="127.0.0.1", port=port, log_level="warning", **serve_options())

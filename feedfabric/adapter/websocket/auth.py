@@ -53,5 +53,7 @@ async def authenticate(
     member = result.viewer.member
     sessions = resources.sessions
     if not await sessions.admit(key, member.id if member else None, result.viewer.claims.expires_at, close):
-        raise TooManySockets(f"Too many open sockets: at most {sessions.max_per_member} per member; close one and retry")
+        raise TooManySockets(
+            f"Too many open sockets: at most {sessions.max_per_member} per member; close one and retry"
+        )
     return result

@@ -57,7 +57,9 @@ class TransportProtocol(Protocol):
         return '{"id":' + operation.id_json + ',"type":"next","payload":' + payload + "}"
 
     async def send_errors(self, operation: Operation, errors: list[GraphQLError]) -> None:
-        await self.conn.send(frames.encode({"id": operation.id, "type": "error", "payload": [e.formatted for e in errors]}))
+        await self.conn.send(
+            frames.encode({"id": operation.id, "type": "error", "payload": [e.formatted for e in errors]})
+        )
 
     async def send_complete(self, operation: Operation) -> None:
         await self.conn.send('{"id":' + operation.id_json + ',"type":"complete"}')
