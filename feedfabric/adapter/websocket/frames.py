@@ -135,7 +135,7 @@ def encode(message: dict[str, Any]) -> str:
 
 
 class PayloadCache:
-    """Encoded result payloads by the identity of their data, for the last few results.
+    """Encoded result data by the identity of the data, for the last few results.
 
     The data object is kept beside its text, so an id reused by another object after the first was freed
     is never mistaken for it; the bound keeps the cache to the items in flight.
@@ -146,22 +146,44 @@ class PayloadCache:
         self._texts: OrderedDict[int, tuple[Any, str]] = OrderedDict()
         self.hits = 0
 
-    def payload(self, result: Any) -> str:
-        """`{"data": ..., "errors": ..., "extensions": ...}` as text; encoded once for a result shared by
-        several subscribers (one without errors or extensions: those are each operation's own)."""
-        data = result.data
-        if result.errors or result.extensions or data is None:
-            return encode(result_payload(result))
+    def data(self, data: Any) -> str:
         key = id(data)
         known = self._texts.get(key)
         if known is not None and known[0] is data:
             self.hits += 1
             return known[1]
-        text = encode({"data": data})
+        text = jsonwire.dumps_text(data)
         self._texts[key] = (data, text)
         if len(self._texts) > self.size:
             self._texts.popitem(last=False)
         return text
+
+
+class Extensions:
+    """An operation's last `extensions` and their text: the same for each of its events (its cost, its
+    member's rate-limit status as of the subscribe), so encoded once while they do not change."""
+
+    __slots__ = ("text", "value")
+
+    def __init__(self) -> None:
+        self.value: Any = None
+        self.text = ""
+
+    def encode(self, value: Any) -> str:
+        if value != self.value:
+            self.value, self.text = value, jsonwire.dumps_text(value)
+        return self.text
+
+
+def payload_text(result: Any, shared: PayloadCache, extensions: Extensions) -> str:
+    """`{"data": ..., "errors": ..., "extensions": ...}` as text, the data's text shared by the subscribers
+    of one rendering (a result with errors is each operation's own, and encoded whole)."""
+    if result.errors or result.data is None:
+        return encode(result_payload(result))
+    text = '{"data":' + shared.data(result.data)
+    if result.extensions:
+        text += ',"extensions":' + extensions.encode(result.extensions)
+    return text + "}"
 
 
 def result_payload(result: Any) -> dict[str, Any]:

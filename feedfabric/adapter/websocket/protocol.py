@@ -40,9 +40,11 @@ from feedfabric.adapter.websocket.frames import (
     TOO_MANY_MESSAGES,
     TRY_AGAIN_LATER,
     BeforeInit,
+    Extensions,
     Malformed,
     MessageBudget,
     PayloadCache,
+    payload_text,
 )
 from feedfabric.resolvers.context import Context, Resources, build_context
 from feedfabric.schema.documents import UNNAMED_OF_SEVERAL, parse_document, several_operations, too_long
@@ -57,12 +59,13 @@ PAYLOADS = PayloadCache()
 class Operation:
     """One running operation of a socket: its id (as JSON, for splicing) and its task."""
 
-    __slots__ = ("id", "id_json", "task")
+    __slots__ = ("extensions", "id", "id_json", "task")
 
     def __init__(self, operation_id: str) -> None:
         self.id = operation_id
         self.id_json = frames.id_text(operation_id)
         self.task: asyncio.Task[None] | None = None
+        self.extensions = Extensions()
 
 
 class Protocol:
@@ -234,7 +237,7 @@ class Protocol:
                     if not isinstance(result, ExecutionResult):  # @defer / @stream frames: no wire form here
                         await self.send_errors(operation, [GraphQLError("Incremental delivery is not supported")])
                         return
-                    await self.conn.send(self.next_frame(operation, PAYLOADS.payload(result)))
+                    await self.conn.send(self.next_frame(operation, payload_text(result, PAYLOADS, operation.extensions)))
             await self.send_complete(operation)
         except asyncio.CancelledError:
             await self.cancelled(operation)

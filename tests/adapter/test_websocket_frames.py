@@ -1,0 +1,143 @@
+"""The frame rules and the send queue of the WebSocket adapter, without a server."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from feedfabric.adapter.websocket.connection import Connection
+from feedfabric.adapter.websocket.frames import (
+    MAX_CHARS_BEFORE_INIT,
+    MAX_FRAMES_BEFORE_INIT,
+    TRY_AGAIN_LATER,
+    BeforeInit,
+    Extensions,
+    Malformed,
+    MessageBudget,
+    PayloadCache,
+    parse,
+    payload_text,
+)
+from feedfabric.adapter.websocket.origins import Origins
+from feedfabric.core import jsonwire
+from graphql import GraphQLError
+from strawberry.types.execution import ExecutionResult
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("{x", "Message must be valid JSON"),
+        ('{"type": "ping"', "Message must be valid JSON"),
+        ("[1]", "Message must be a JSON object"),
+        ('{"type": 1}', "Message type must be a string"),
+        ('{"type": "subscribe", "id": 1, "payload": {"query": "{ a }"}}', "Message id must be a string"),
+        ('{"type": "start", "id": "1", "payload": {"query": 5}}', "The payload's query must be a string"),
+    ],
+)
+def test_a_frame_that_is_not_a_message_of_the_protocols_shape_is_malformed(text: str, reason: str) -> None:
+    with pytest.raises(Malformed) as malformed:
+        parse(text)
+    assert str(malformed.value) == reason
+
+
+def test_a_message_of_the_right_shape_parses() -> None:
+    message = parse('{"type": "subscribe", "id": "1", "payload": {"query": "{ a }", "operationName": null}}')
+    assert message["payload"]["query"] == "{ a }"
+
+
+def test_before_init_a_socket_may_send_a_few_small_frames_only() -> None:
+    few = BeforeInit()
+    assert all(few.admit(10) is None for _ in range(MAX_FRAMES_BEFORE_INIT))
+    assert "at most" in (few.admit(10) or "")
+    small = BeforeInit()
+    assert small.admit(MAX_CHARS_BEFORE_INIT) is None
+    assert "characters" in (small.admit(1) or "")
+
+
+def test_the_message_budget_refuses_past_a_seconds_frames() -> None:
+    now = [0.0]
+    budget = MessageBudget(10, clock=lambda: now[0])
+    assert sum(budget.spend() for _ in range(30)) == 10
+    now[0] += 0.5
+    assert sum(budget.spend() for _ in range(30)) == 5
+
+
+def test_shared_data_is_encoded_once_and_spliced_into_each_operations_payload() -> None:
+    cache = PayloadCache()
+    data = {"homeTimeline": {"cursor": "c", "post": {"id": "p", "content": 'caf\u00e9 "q"'}}}
+    first, second = Extensions(), Extensions()
+    texts = [
+        payload_text(ExecutionResult(data=data, errors=None, extensions={"cost": {"n": n}}), cache, ext)
+        for n, ext in ((1, first), (2, second))
+    ]
+    assert cache.hits == 1
+    assert [jsonwire.loads(t) for t in texts] == [{"data": data, "extensions": {"cost": {"n": n}}} for n in (1, 2)]
+
+
+def test_a_result_with_errors_is_encoded_whole() -> None:
+    result = ExecutionResult(data=None, errors=[GraphQLError("no", extensions={"code": "X"})], extensions=None)
+    text = payload_text(result, PayloadCache(), Extensions())
+    assert jsonwire.loads(text) == {"data": None, "errors": [{"message": "no", "extensions": {"code": "X"}}]}
+
+
+@pytest.mark.parametrize(
+    ("headers", "allowed"),
+    [
+        ({}, True),
+        ({"origin": "https://app.example:443", "host": "api.internal"}, True),
+        ({"origin": "http://api.internal:8000", "host": "api.internal:8000"}, True),
+        ({"origin": "https://evil.example", "host": "api.internal"}, False),
+        ({"origin": "null", "host": "api.internal"}, False),
+    ],
+)
+def test_only_listed_or_same_origins_may_open_a_socket(headers: dict[str, str], allowed: bool) -> None:
+    assert Origins(["https://app.example", ""]).allows(headers) is allowed
+
+
+class _BlockedSocket:
+    """Starlette's WebSocket as far as Connection uses it, with a reader that stops reading: a send
+    waits until `readable` is set, as uvicorn's does while the peer's window is full."""
+
+    def __init__(self) -> None:
+        self.readable = asyncio.Event()
+        self.sent: list[str] = []
+        self.closed: tuple[int, str] | None = None
+
+    async def send_text(self, text: str) -> None:
+        await self.readable.wait()
+        self.sent.append(text)
+
+    async def close(self, code: int, reason: str = "") -> None:
+        self.closed = (code, reason)
+
+
+async def test_a_reader_past_its_send_queue_is_closed_with_try_again_later() -> None:
+    socket = _BlockedSocket()
+    conn = Connection(socket, max_pending=3)  # type: ignore[arg-type]
+    ended: list[bool] = []
+    conn.on_close = lambda: ended.append(True)
+    blocked = asyncio.create_task(conn.send("first"))
+    await asyncio.sleep(0)
+    for n in range(3):
+        await conn.send(f"queued {n}")  # returns at once: queued behind the waiting write
+    assert not conn.closed
+    await conn.send("one too many")
+    assert conn.closed and ended == [True]
+    socket.readable.set()
+    await blocked
+    await conn.closed_down()
+    assert socket.closed is not None and socket.closed[0] == TRY_AGAIN_LATER and "since" in socket.closed[1]
+    assert socket.sent == ["first"]  # nothing queued is written once the socket is closing
+
+
+async def test_writes_queued_behind_a_slow_one_go_out_in_order() -> None:
+    socket = _BlockedSocket()
+    conn = Connection(socket, max_pending=8)  # type: ignore[arg-type]
+    blocked = asyncio.create_task(conn.send("a"))
+    await asyncio.sleep(0)
+    await conn.send("b")
+    await conn.send("c")
+    socket.readable.set()
+    await blocked
+    assert socket.sent == ["a", "b", "c"] and not conn.closed
