@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -166,7 +167,11 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
         kafka_topic_prefix=prefix,
         outbox_idle_ms=50,
     )
-    floor = await ws_floor.measure(args.subscribers, args.posts, tuple(args.idle))
+    floor = (
+        ws_floor.Floor(0, float("nan"), {})
+        if args.no_floor
+        else await ws_floor.measure(args.subscribers, args.posts, tuple(args.idle))
+    )
     port = free_port()
     api_env = {
         **os.environ,
@@ -179,7 +184,9 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
         "RATE_LIMIT_OPERATIONS": "1000000",
         "RATE_LIMIT_COST": "1000000000000",
     }
-    api = subprocess.Popen([sys.executable, "-m", "feedfabric", "api", "--port", str(port)], env=api_env)
+    # --profile: the API under cProfile (its figures then include the profiler's own cost; read the ranks).
+    profiler = ["-m", "cProfile", "-o", args.profile] if args.profile else []
+    api = subprocess.Popen([sys.executable, *profiler, "-m", "feedfabric", "api", "--port", str(port)], env=api_env)
     pool = await asyncpg.create_pool(database_url, min_size=1, max_size=4)
     stop = asyncio.Event()
     relay_task = asyncio.create_task(Relay(settings).run(stop))
@@ -200,7 +207,7 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
             idle_rss = rss_bytes(api.pid)
 
             # Idle subscriptions first, in the fresh process (as the floor measures its idle connections).
-            idle_names = await make_members(pool, max(args.idle), None)
+            idle_names = await make_members(pool, max(args.idle), None) if args.idle else []
             opened: list[Subscriber] = []
 
             async def open_idle(count: int) -> list[Subscriber]:
@@ -212,14 +219,19 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
 
             names = await make_members(pool, args.subscribers, poster_id)
             runs = []
-            for label, query in (("shared selection", SUB), ("per-viewer selection (viewerHasLiked)", VIEWER_SUB)):
+            variants = {
+                "shared": ("shared selection", SUB),
+                "viewer": ("per-viewer selection (viewerHasLiked)", VIEWER_SUB),
+            }
+            for label, query in (variants[v] for v in args.variants):
                 runs.append((label, await deliver(args, http, pool, api.pid, port, names, poster, query)))
     finally:
         stop.set()
         await asyncio.wait_for(relay_task, 30)
         await pool.close()
-        api.terminate()
-        api.wait(30)
+        # SIGINT: uvicorn re-raises it after its shutdown, and cProfile writes its file on the way out.
+        api.send_signal(signal.SIGINT) if args.profile else api.terminate()
+        api.wait(60)
     print(floor)
     for label, figures in runs:
         print(f"{label}: {figures} -> {figures.cpu_us / floor.us_per_send:.2f}x the floor's CPU per send")
@@ -329,6 +341,9 @@ def main() -> None:
     parser.add_argument("--subscribers", type=int, default=1000)
     parser.add_argument("--posts", type=int, default=20)
     parser.add_argument("--idle", type=int, nargs="*", default=[1000, 10_000])
+    parser.add_argument("--profile", help="write the API process's cProfile statistics to this file")
+    parser.add_argument("--variants", nargs="+", choices=["shared", "viewer"], default=["shared", "viewer"])
+    parser.add_argument("--no-floor", action="store_true", help="skip the floor (with --profile)")
     args = parser.parse_args()
     with services() as env:
         asyncio.run(run(args, env, fresh_database(env_or(env, "DATABASE_URL"))))

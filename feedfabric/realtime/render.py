@@ -2,6 +2,13 @@
 
 Kept on the item itself, so it lives exactly as long as some subscriber's
 queue still holds the item; nothing to expire.
+
+A shared result is also kept as its data's JSON text, encoded once: a
+subscriber whose transport can write it as it is (a `SharedSink`, the
+WebSocket adapter's operation) sends those bytes with its own operation id
+and never executes the item, nor runs the per-result steps of the schema
+(an error-free shared result has nothing for them to do). Per subscriber,
+that leaves the stream's own checks (feedfabric.realtime.streams) and a write.
 """
 
 from __future__ import annotations
@@ -9,17 +16,30 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
+
+from feedfabric.core import jsonwire
+
+
+@runtime_checkable
+class SharedSink(Protocol):
+    """Where a subscription's results go, when it can take a shared result's text as it is."""
+
+    async def send_shared(self, data: str) -> bool:
+        """Sends the result whose `data` is this JSON text; False when it cannot (then the result is
+        executed and sent the usual way)."""
+        ...
 
 
 class _Rendering:
     """One operation's rendering of the item: in flight until `done` has the result (None: not shareable)."""
 
-    __slots__ = ("done", "operation")
+    __slots__ = ("done", "operation", "text")
 
     def __init__(self, operation: Any, done: asyncio.Future[Any]) -> None:
         self.operation = operation
         self.done = done
+        self.text: str | None = None  # the shared result's data as JSON, once it is done without errors
 
 
 class SharedRenders:
@@ -48,22 +68,37 @@ class SharedRenders:
         key = _key(operation, variables)
         entry = self._results.get(key)
         if entry is None or entry.operation is not operation:
-            return self._render_first(key, operation, execute)
+            # Registered now, before the rendering starts: a subscriber that comes meanwhile waits for it.
+            entry = _Rendering(operation, asyncio.get_running_loop().create_future())
+            self._results[key] = entry
+            return self._render_first(entry, execute)
         if entry.done.done():
             shared = entry.done.result()
             # None: the first rendering failed or had errors, so each subscriber renders its own.
             return shared if shared is not None else execute()
         return self._after_first(entry, execute)
 
-    async def _render_first(self, key: tuple[int, str], operation: Any, execute: Callable[[], Any]) -> Any:
-        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._results[key] = _Rendering(operation, done)
+    async def _render_first(self, entry: _Rendering, execute: Callable[[], Any]) -> Any:
+        done = entry.done
         result = None
         try:
             result = await _maybe_await(execute())
         finally:
-            done.set_result(result if result is not None and not result.errors else None)
+            shared = result if result is not None and not result.errors else None
+            if shared is not None:
+                entry.text = jsonwire.dumps_text(shared.data)
+            done.set_result(shared)
         return result
+
+    async def shared_text(self, operation: Any, variables: Mapping[str, Any]) -> str | None:
+        """The data's text of this operation's shared result, waiting for a rendering in flight; None when
+        no subscriber rendered the operation yet, or its selection is not shared, or its result had errors."""
+        entry = self._results.get(_key(operation, variables))
+        if entry is None or entry.operation is not operation:
+            return None
+        if not entry.done.done():
+            await asyncio.shield(entry.done)
+        return entry.text
 
     async def _after_first(self, entry: _Rendering, execute: Callable[[], Any]) -> Any:
         shared = await asyncio.shield(entry.done)

@@ -6,7 +6,7 @@ registered here with its member and its token's expiry, and one task per API
 process sweeps them every RIGHTS_CHECK_SECONDS: a socket whose token expired,
 or whose member is suspended (one statement for all connected members, so
 another API process's `suspendMember` is seen too), is closed with 4403. Its
-subscriptions end with it: Strawberry's handler cancels them when the socket
+subscriptions end with it: the socket's protocol (feedfabric.adapter.websocket) cancels them when it
 goes.
 
 The same registry holds each member to WS_MAX_SOCKETS_PER_MEMBER open sockets

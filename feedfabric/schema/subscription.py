@@ -15,6 +15,7 @@ import strawberry
 
 from feedfabric.realtime import streams
 from feedfabric.realtime.delivery import TimelineItem
+from feedfabric.realtime.render import SharedSink
 from feedfabric.schema.cost import event_cost
 from feedfabric.schema.notification_groups import NotificationGroup
 from feedfabric.schema.sharing import SAME_FOR_EVERY_VIEWER
@@ -50,7 +51,14 @@ class Subscription:
     )
     async def home_timeline(self, info: ContextInfo, since: str | None = None) -> AsyncGenerator[TimelineEvent, None]:
         ctx = info.context
+        sink = info.root_value if isinstance(info.root_value, SharedSink) else None
+        operation, variables = info.operation, info.variable_values
         async for item in streams.home_timeline(ctx, since, item_cost=event_cost(info)):
+            # Rendered once already for another subscriber with this selection: its bytes, written as they are.
+            if sink is not None:
+                text = await item.renders.shared_text(operation, variables)
+                if text is not None and await sink.send_shared(text):
+                    continue
             # Loaders primed lazily: a shared rendering (feedfabric.schema.shared) never resolves a field.
             ctx.reset_loaders(item.prime)
             yield TimelineEvent(cursor=str(item.post.id), item=item)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -57,15 +58,31 @@ PAYLOADS = PayloadCache()
 
 
 class Operation:
-    """One running operation of a socket: its id (as JSON, for splicing) and its task."""
+    """One running operation of a socket: its id (as JSON, for splicing), its task, and the text of its
+    results' extensions. It is the operation's root value too: a subscription hands it a live item's
+    shared result as text (feedfabric.realtime.render.SharedSink), which it writes as its own frame."""
 
-    __slots__ = ("extensions", "id", "id_json", "task")
+    __slots__ = ("extensions", "frame", "id", "id_json", "results", "send", "task")
+    shared_sent = 0  # results this process wrote from a shared rendering's text (a statistic)
 
-    def __init__(self, operation_id: str) -> None:
+    def __init__(self, operation_id: str, frame: Callable[[Operation, str], str] | None = None) -> None:
         self.id = operation_id
         self.id_json = frames.id_text(operation_id)
         self.task: asyncio.Task[None] | None = None
         self.extensions = Extensions()
+        self.results = 0
+        self.frame = frame
+        self.send: Callable[[str], Awaitable[None]] | None = None
+
+    async def send_shared(self, data: str) -> bool:
+        """Writes a shared result: its data's text with this operation's id and extensions. The first
+        result is sent the usual way, so the operation's extensions are known by then."""
+        if self.results == 0 or self.frame is None or self.send is None:
+            return False
+        ext = self.extensions.text
+        await self.send(self.frame(self, '{"data":' + data + (',"extensions":' + ext if ext else "") + "}"))
+        Operation.shared_sent += 1
+        return True
 
 
 class Protocol:
@@ -209,7 +226,8 @@ class Protocol:
         return error
 
     def start(self, operation_id: str, payload: dict[str, Any]) -> None:
-        operation = Operation(operation_id)
+        operation = Operation(operation_id, self.next_frame)
+        operation.send = self.conn.send
         self.operations[operation_id] = operation
         operation.task = asyncio.create_task(self._run(operation, payload))
 
@@ -225,6 +243,7 @@ class Protocol:
                 payload["query"],
                 variable_values=variables,  # not an object: the schema answers BAD_USER_INPUT
                 context_value=self.context,
+                root_value=operation,
                 operation_name=payload.get("operationName"),
             )
             async with aclosing(stream):
@@ -237,7 +256,10 @@ class Protocol:
                     if not isinstance(result, ExecutionResult):  # @defer / @stream frames: no wire form here
                         await self.send_errors(operation, [GraphQLError("Incremental delivery is not supported")])
                         return
-                    await self.conn.send(self.next_frame(operation, payload_text(result, PAYLOADS, operation.extensions)))
+                    text = payload_text(result, PAYLOADS, operation.extensions)
+                    if not result.errors:
+                        operation.results += 1
+                    await self.conn.send(self.next_frame(operation, text))
             await self.send_complete(operation)
         except asyncio.CancelledError:
             await self.cancelled(operation)
