@@ -6,7 +6,6 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException

@@ -90,6 +90,14 @@ class SharedRenders:
             done.set_result(shared)
         return result
 
+    def finished_text(self, operation: Any, variables: Mapping[str, Any]) -> str | None:
+        """`shared_text` without waiting: the text when the rendering is done (the common case, for every
+        subscriber after the first few), else None."""
+        entry = self._results.get(_key(operation, variables))
+        if entry is None or entry.operation is not operation or not entry.done.done():
+            return None
+        return entry.text
+
     async def shared_text(self, operation: Any, variables: Mapping[str, Any]) -> str | None:
         """The data's text of this operation's shared result, waiting for a rendering in flight; None when
         no subscriber rendered the operation yet, or its selection is not shared, or its result had errors."""

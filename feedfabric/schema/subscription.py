@@ -56,7 +56,9 @@ class Subscription:
         async for item in streams.home_timeline(ctx, since, item_cost=event_cost(info)):
             # Rendered once already for another subscriber with this selection: its bytes, written as they are.
             if sink is not None:
-                text = await item.renders.shared_text(operation, variables)
+                text = item.renders.finished_text(operation, variables) or await item.renders.shared_text(
+                    operation, variables
+                )
                 if text is not None and await sink.send_shared(text):
                     continue
             # Loaders primed lazily: a shared rendering (feedfabric.schema.shared) never resolves a field.

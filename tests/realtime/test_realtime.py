@@ -12,8 +12,8 @@ from typing import Any
 import asyncpg
 import pytest
 from feedfabric.adapter.serving import WS_MAX_MESSAGE_BYTES
-from feedfabric.core.settings import Settings
 from feedfabric.adapter.websocket.frames import MessageBudget
+from feedfabric.core.settings import Settings
 from feedfabric.schema.documents import MAX_DOCUMENT_CHARS
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed

@@ -23,6 +23,7 @@ PROTOCOL = "graphql-ws"
 
 
 class LegacyProtocol(Protocol):
+    __slots__ = ()
     name = PROTOCOL
 
     async def handle(self, message: dict[str, Any]) -> None:

@@ -89,6 +89,20 @@ class Protocol:
     """A socket's life under one protocol; `transport` and `legacy` supply the messages' handling."""
 
     name = ""
+    # Every open socket holds one: slots, not a dict per instance.
+    __slots__ = (
+        "before_init",
+        "budget",
+        "conn",
+        "context",
+        "init_received",
+        "init_timeout",
+        "max_operations",
+        "operations",
+        "resources",
+        "schema",
+        "websocket",
+    )
 
     def __init__(
         self,

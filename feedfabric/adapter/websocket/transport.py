@@ -20,6 +20,7 @@ PROTOCOL = "graphql-transport-ws"
 
 
 class TransportProtocol(Protocol):
+    __slots__ = ()
     name = PROTOCOL
 
     async def handle(self, message: dict[str, Any]) -> None:
