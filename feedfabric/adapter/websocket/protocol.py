@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from datetime import timedelta
 from typing import Any
 
@@ -28,7 +29,6 @@ from graphql import GraphQLError
 from starlette.websockets import WebSocket
 from strawberry.schema import BaseSchema
 from strawberry.types.execution import ExecutionResult, PreExecutionError
-from strawberry.utils.aio import aclosing
 
 from feedfabric.adapter.websocket import frames
 from feedfabric.adapter.websocket.auth import LIMIT_CODE, Rejected, TooManySockets, authenticate
