@@ -8,7 +8,7 @@ subscriber whose transport can write it as it is (a `SharedSink`, the
 WebSocket adapter's operation) sends those bytes with its own operation id
 and never executes the item, nor runs the per-result steps of the schema
 (an error-free shared result has nothing for them to do). Per subscriber,
-that leaves the stream's own checks (feedfabric.realtime.streams) and a write.
+that leaves the stream's own checks (feedfabric.resolvers.streams) and a write.
 """
 
 from __future__ import annotations

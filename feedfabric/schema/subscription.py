@@ -13,9 +13,9 @@ from collections.abc import AsyncGenerator
 
 import strawberry
 
-from feedfabric.realtime import streams
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.realtime.render import SharedSink
+from feedfabric.resolvers import streams
 from feedfabric.schema.cost import event_cost
 from feedfabric.schema.notification_groups import NotificationGroup
 from feedfabric.schema.sharing import SAME_FOR_EVERY_VIEWER
