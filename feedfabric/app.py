@@ -19,7 +19,7 @@ from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.types.unset import UNSET, UnsetType
 
-from feedfabric.adapter.graphql_http import GRAPHQL_PATH, GraphQLOverHTTP
+from feedfabric.adapter.graphql_http import GRAPHQL_PATH, GraphQLHTTP
 from feedfabric.core import jsonwire, tracing
 from feedfabric.core.errors import RequestTooLarge
 from feedfabric.core.logging import configure_logging
@@ -49,7 +49,26 @@ from feedfabric.schema import build_schema, schema
 log = logging.getLogger("feedfabric.app")
 
 
-class FeedFabricGraphQL(GraphQLOverHTTP, GraphQL[Context, None]):
+async def request_context(request: Request | WebSocket, response: Response | WebSocket) -> Context:
+    """One operation's context (a socket's, for its life): the viewer from the bearer token (or the socket's
+    connection params), the resources, and over HTTP the read routing."""
+    resources: Resources = request.app.state.resources
+    header = request.headers.get("authorization")
+    params: dict[str, Any] | None = None
+    if isinstance(request, WebSocket):
+        params = getattr(request.state, "connection_params", None)
+        if params and isinstance(params.get("authorization"), str):
+            header = params["authorization"]
+    viewer = await resolve_viewer(resources.pool, resources.settings, header)
+    context = build_context(resources, viewer, request=request, response=response, connection_params=params)
+    if not isinstance(request, WebSocket):  # live events are read from the primary: the replica may lag them
+        await route_reads(context)
+    return context
+
+
+class FeedFabricGraphQL(GraphQL[Context, None]):
+    """Strawberry's view, serving the WebSocket protocols at /graphql (HTTP is GraphQLHTTP's)."""
+
     graphql_transport_ws_handler_class = sockets.TransportWSHandler
     graphql_ws_handler_class = sockets.LegacyGraphQLWSHandler
 
@@ -65,18 +84,7 @@ class FeedFabricGraphQL(GraphQLOverHTTP, GraphQL[Context, None]):
         return UNSET
 
     async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> Context:
-        resources: Resources = request.app.state.resources
-        header = request.headers.get("authorization")
-        params: dict[str, Any] | None = None
-        if isinstance(request, WebSocket):
-            params = getattr(request.state, "connection_params", None)
-            if params and isinstance(params.get("authorization"), str):
-                header = params["authorization"]
-        viewer = await resolve_viewer(resources.pool, resources.settings, header)
-        context = build_context(resources, viewer, request=request, response=response, connection_params=params)
-        if not isinstance(request, WebSocket):  # live events are read from the primary: the replica may lag them
-            await route_reads(context)
-        return context
+        return await request_context(request, response)
 
 
 UPLOAD_PATH = "/media"
@@ -223,10 +231,11 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
             if traced is not None and owns_tracing:
                 traced.shutdown()
 
+    served = build_schema(traced.provider) if traced is not None else schema
+    graphql_http = GraphQLHTTP(served, request_context, graphiql=not settings.feedfabric_production)
     graphql = FeedFabricGraphQL(
-        build_schema(traced.provider) if traced is not None else schema,
-        graphql_ide=None if settings.feedfabric_production else "graphiql",
-        multipart_uploads_enabled=True,
+        served,
+        graphql_ide=None,
         allowed_origins=[o.strip() for o in settings.ws_allowed_origins.split(",") if o.strip()],
         max_subscriptions_per_connection=settings.max_subscriptions_per_connection,
         connection_init_wait_timeout=timedelta(seconds=settings.ws_init_timeout_seconds),
@@ -237,7 +246,7 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
             Route("/readyz", readyz),
             Route("/metrics", health.metrics_endpoint),
             *rest_routes.routes(),
-            Route(GRAPHQL_PATH, graphql),
+            Route(GRAPHQL_PATH, graphql_http),
             WebSocketRoute(GRAPHQL_PATH, graphql),
             *playground.routes(settings),
             # GraphiQL's scripts and styles, from the package (feedfabric.ops.vendor): no CDN.

@@ -78,7 +78,7 @@ def build_schema(tracer_provider: TracerProvider | None = None) -> strawberry.Sc
             # coded errors, sets the token limit before the parser cache and the limit and production
             # rules before the validation cache, and from on_execute refuses what is wrong as sent
             # (a subscription over HTTP, variables that do not coerce) or registers a persisted query
-            # (a hash is resolved to its text by the HTTP view, feedfabric.adapter.graphql_http); cost, then
+            # (a hash is resolved to its text by the HTTP endpoint, feedfabric.adapter.graphql_http); cost, then
             # the rate limit, run last, on validated documents with valid variables.
             partial(OperationHooks, _LIMIT_RULES, MAX_TOKENS),
             ParseCache,

@@ -686,7 +686,10 @@ async def test_rate_limit_fails_open_without_redis(api: Api, settings: Settings)
 
 
 def _graphql_view(app: Any) -> Any:
-    return next(r.endpoint for r in app.routes if getattr(r, "path", None) == "/graphql")
+    """The view serving the WebSocket protocols at /graphql (HTTP has its own endpoint)."""
+    from starlette.routing import WebSocketRoute
+
+    return next(r.app for r in app.routes if isinstance(r, WebSocketRoute) and r.path == "/graphql")
 
 
 def test_websocket_settings_reach_the_view(settings: Settings) -> None:
