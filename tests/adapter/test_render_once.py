@@ -6,6 +6,7 @@ random edits, likes, comments, reposts, renames, deletions, holds and
 unfollows (visibility changes).
 """
 
+import inspect
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 
@@ -175,3 +176,32 @@ async def test_an_entry_is_reused_across_viewers_and_a_like_makes_a_new_version(
     node = next(e["node"] for e in again["data"]["homeFeed"]["edges"] if e["node"]["id"] == post_id)
     before = next(e["node"] for e in first["data"]["homeFeed"]["edges"] if e["node"]["id"] == post_id)
     assert node["likeCount"] == before["likeCount"] + 1  # no lag: the like is a new version
+
+
+def test_the_executor_methods_render_once_overrides_keep_their_signatures() -> None:
+    """render_once overrides or calls these executor methods (graphql-core 3.3.2, pinned in pyproject.toml);
+    a release that reshapes them must fail here rather than complete posts wrongly."""
+    from graphql.execution.executor import Executor
+
+    def names(method: object) -> list[str]:
+        return list(inspect.signature(method).parameters)  # type: ignore[arg-type]
+
+    assert names(Executor.complete_object_value) == [
+        "self",
+        "return_type",
+        "field_details_list",
+        "info",
+        "path",
+        "result",
+        "position_context",
+    ]
+    assert names(Executor.execute_fields) == [
+        "self",
+        "parent_type",
+        "source_value",
+        "path",
+        "grouped_field_set",
+        "position_context",
+    ]
+    assert names(Executor.collect_subfields) == ["self", "return_type", "field_details_list"]
+    assert "handle_field_error" in vars(Executor)
