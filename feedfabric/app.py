@@ -14,12 +14,10 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from starlette.websockets import WebSocket
-from strawberry.asgi import GraphQL
 
-from feedfabric.adapter.graphql_http import GRAPHQL_PATH, GraphQLOverHTTP
+from feedfabric.adapter.graphql_http import GRAPHQL_PATH, GraphQLHTTP
 from feedfabric.adapter.websocket.endpoint import GraphQLSockets
-from feedfabric.core import jsonwire, tracing
+from feedfabric.core import tracing
 from feedfabric.core.errors import RequestTooLarge
 from feedfabric.core.logging import configure_logging
 from feedfabric.core.settings import Settings, load_settings
@@ -47,21 +45,13 @@ from feedfabric.schema import build_schema, schema
 log = logging.getLogger("feedfabric.app")
 
 
-class FeedFabricGraphQL(GraphQLOverHTTP, GraphQL[Context, None]):
-    """GraphQL over HTTP; its WebSockets are served by feedfabric.adapter.websocket."""
-
-    def encode_json(self, data: object) -> str:
-        return jsonwire.dumps_text(data)
-
-    def decode_json(self, data: str | bytes) -> object:
-        return jsonwire.loads(data)
-
-    async def get_context(self, request: Request | WebSocket, response: Response | WebSocket) -> Context:
-        resources: Resources = request.app.state.resources
-        viewer = await resolve_viewer(resources.pool, resources.settings, request.headers.get("authorization"))
-        context = build_context(resources, viewer, request=request, response=response)
-        await route_reads(context)
-        return context
+async def request_context(request: Request, response: Response) -> Context:
+    """One HTTP operation's context: the viewer from the bearer token, the resources and the read routing."""
+    resources: Resources = request.app.state.resources
+    viewer = await resolve_viewer(resources.pool, resources.settings, request.headers.get("authorization"))
+    context = build_context(resources, viewer, request=request, response=response)
+    await route_reads(context)
+    return context
 
 
 UPLOAD_PATH = "/media"
@@ -209,12 +199,7 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
                 traced.shutdown()
 
     served = build_schema(traced.provider) if traced is not None else schema
-    graphql = FeedFabricGraphQL(
-        served,
-        graphql_ide=None if settings.feedfabric_production else "graphiql",
-        multipart_uploads_enabled=True,
-        subscription_protocols=(),
-    )
+    graphql_http = GraphQLHTTP(served, request_context, graphiql=not settings.feedfabric_production)
     sockets = GraphQLSockets(
         served,
         allowed_origins=settings.ws_allowed_origins.split(","),
@@ -227,7 +212,7 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
             Route("/readyz", readyz),
             Route("/metrics", health.metrics_endpoint),
             *rest_routes.routes(),
-            Route(GRAPHQL_PATH, graphql),
+            Route(GRAPHQL_PATH, graphql_http),
             WebSocketRoute(GRAPHQL_PATH, sockets),
             *playground.routes(settings),
             # GraphiQL's scripts and styles, from the package (feedfabric.ops.vendor): no CDN.

@@ -11,9 +11,9 @@ later: full collections set the realtime benchmark's p99 (docs/benchmarks.md).
   collections follow young ones (at most one per 100), so they come far less
   often; short-lived cycles wait a little longer to be freed. A much larger
   threshold made each young collection long enough to set the home feed's
-  p99 (docs/benchmarks.md). GraphQL operations leave no cycles
-  (feedfabric/schema/acyclic.py), so home-feed pages give the collector
-  almost no work.
+  p99 (docs/benchmarks.md). A GraphQL operation's state is one reference
+  cycle (graphql-core's executor), freed by a young collection: it never
+  reaches the old generation (tests/adapter/test_operation_garbage.py).
 
 Only `feedfabric api` and `feedfabric dev` call this, after importing the
 app and before serving; tests and other processes keep Python's defaults.

@@ -68,7 +68,7 @@ class Context:
     connection_params: dict[str, Any] | None = None
     # Where this request's feed pages, hydration and lists are read (set by `route_reads`); None: the primary.
     read_from: asyncpg.Pool | None = None
-    # An HTTP request that named no operation (GraphQLOverHTTP): its document must then hold only one.
+    # An HTTP request that named no operation (feedfabric.adapter.graphql_http): its document must then hold only one.
     # Strawberry's execution context reports the first operation's name either way.
     operation_unnamed: bool = False
     _loaders: Loaders | None = field(default=None, repr=False)

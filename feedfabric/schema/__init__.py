@@ -23,7 +23,8 @@ from feedfabric.schema.mutation import Mutation
 from feedfabric.schema.operation import OperationHooks
 from feedfabric.schema.query import Query
 from feedfabric.schema.ratelimit import OperationRateLimit
-from feedfabric.schema.shared import SharedRenderingExecutionContext
+from feedfabric.schema.render_once import PostRenders, RenderOnceExecutionContext
+from feedfabric.schema.sharing import ViewerMarks
 from feedfabric.schema.subscription import Subscription
 from feedfabric.schema.tracing import TracedOperation
 
@@ -66,19 +67,26 @@ def build_schema(tracer_provider: TracerProvider | None = None) -> strawberry.Sc
     """The schema; with a tracer provider (tracing on, feedfabric.core.tracing), every operation is a span too.
     Without one the schema carries no tracing extension at all: tracing off costs nothing per field."""
     traced = [partial(TracedOperation, tracer_provider=tracer_provider)] if tracer_provider is not None else []
-    return FeedFabricSchema(
+    marks = ViewerMarks()
+    execution_context_class = type(
+        "FeedFabricExecutionContext",
+        (RenderOnceExecutionContext,),
+        {"marks": marks, "renders": PostRenders(marks), "__module__": __name__},
+    )
+    served = FeedFabricSchema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
-        # Live timeline items render once for all subscribers whose selection is viewer-independent.
-        execution_context_class=SharedRenderingExecutionContext,
+        # Live timeline items render once for all subscribers whose selection is viewer-independent, and a
+        # post's shared part once per post version (feedfabric.schema.render_once).
+        execution_context_class=execution_context_class,
         extensions=[
             # Order matters (docs/operations.md): OperationHooks (the only on_operation hook: a
             # subscription keeps each one suspended for its whole life) times everything and sees
             # coded errors, sets the token limit before the parser cache and the limit and production
             # rules before the validation cache, and from on_execute refuses what is wrong as sent
             # (a subscription over HTTP, variables that do not coerce) or registers a persisted query
-            # (a hash is resolved to its text by the HTTP view, feedfabric.adapter.graphql_http); cost, then
+            # (a hash is resolved to its text by the HTTP endpoint, feedfabric.adapter.graphql_http); cost, then
             # the rate limit, run last, on validated documents with valid variables.
             partial(OperationHooks, _LIMIT_RULES, MAX_TOKENS),
             ParseCache,
@@ -88,6 +96,8 @@ def build_schema(tracer_provider: TracerProvider | None = None) -> strawberry.Sc
             *traced,
         ],
     )
+    marks.attach(served)
+    return served
 
 
 schema = build_schema()

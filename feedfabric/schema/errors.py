@@ -20,7 +20,7 @@ log = logging.getLogger("feedfabric.graphql")
 MASKED_MESSAGE = "Internal server error."
 
 # What Strawberry finds wrong with a request before it runs (an empty query, an operationName the document
-# does not define). Over HTTP its view answers these itself (feedfabric.adapter.graphql_http); over a WebSocket they
+# does not define). Over HTTP the endpoint answers these itself (feedfabric.adapter.graphql_http); over a WebSocket they
 # reach the result as errors whose message is Strawberry's own description of the request.
 _REQUEST_ERRORS = (MissingQueryError, CannotGetOperationTypeError, InvalidOperationTypeError)
 

@@ -212,7 +212,7 @@ class OperationHooks(SchemaExtension):
             yield
             return
         subscription = ec.operation_type is OperationType.SUBSCRIPTION
-        if _unnamed_of_several(ec):  # the HTTP view and the sockets refuse it first; any other caller here
+        if _unnamed_of_several(ec):  # the HTTP endpoint and the sockets refuse it first; any other caller here
             refuse_before_execution(ec, [GraphQLError(UNNAMED_OF_SEVERAL, extensions={"code": "BAD_USER_INPUT"})])
         elif subscription and not _on_websocket(ec):
             refuse_before_execution(ec, [GraphQLError(SUBSCRIPTION_OVER_HTTP, extensions={"code": "BAD_USER_INPUT"})])

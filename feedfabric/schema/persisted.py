@@ -9,7 +9,7 @@ text is identical every time the parser and validation caches always hit.
 Two steps, each where it belongs:
 
 - Looking a hash up happens before Strawberry sees the request
-  (`resolve_request`, called by the HTTP view's `execute_operation`): the
+  (`resolve_request`, called by the HTTP endpoint, feedfabric.adapter.graphql_http): the
   stored text becomes the request's query, so the operation is parsed,
   validated and run as if it had been sent; an unknown hash never reaches the
   schema. Persisted queries are an HTTP feature (the socket protocols always

@@ -92,7 +92,7 @@ async def spend_refused(ec: Any) -> ratelimit.Allowance | None:
 async def spend_refused_document(
     context: Any, query: str | None, document: DocumentNode | None, operation_name: str | None = None
 ) -> ratelimit.Allowance | None:
-    """The same charge for a document a transport refuses before the schema runs it (the HTTP view's
+    """The same charge for a document a transport refuses before the schema runs it (the HTTP endpoint's
     several operations with none named)."""
     operations = root_field_count(document, operation_name) if document is not None else 1
     return await ratelimit.spend(

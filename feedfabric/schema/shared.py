@@ -30,18 +30,17 @@ from graphql import (
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from feedfabric.realtime.render import SharedRenders
-from feedfabric.schema.acyclic import weak_async_helpers
 from feedfabric.schema.selections import iter_fields
-from feedfabric.schema.sharing import same_for_every_viewer
+from feedfabric.schema.sharing import ViewerMarks
 
 
 class SharedRenderingExecutionContext(StrawberryGraphQLCoreExecutionContext):
     """Strawberry's execution context, except that a subscription event carrying SharedRenders is
-    executed once per viewer-independent selection and its result reused for the other subscribers."""
+    executed once per viewer-independent selection and its result reused for the other subscribers.
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.async_helpers = weak_async_helpers(self)
+    `marks` is the served schema's (feedfabric.schema.build_schema makes one subclass per schema)."""
+
+    marks: ViewerMarks
 
     def execute_operation(self, serially: bool | None = None) -> Any:
         renders = getattr(getattr(self.root_value, "item", None), "renders", None)
@@ -58,13 +57,13 @@ class SharedRenderingExecutionContext(StrawberryGraphQLCoreExecutionContext):
         )
 
 
-def _viewer_independent(executor: StrawberryGraphQLCoreExecutionContext) -> bool:
+def _viewer_independent(executor: SharedRenderingExecutionContext) -> bool:
     root = executor.schema.subscription_type
     return root is not None and _shareable(executor, root, executor.operation.selection_set)
 
 
 def _shareable(
-    executor: StrawberryGraphQLCoreExecutionContext,
+    executor: SharedRenderingExecutionContext,
     parent: GraphQLNamedType | None,
     selections: SelectionSetNode,
 ) -> bool:
@@ -75,7 +74,7 @@ def _shareable(
         if not isinstance(on, GraphQLObjectType):
             return False
         field = on.fields.get(name)
-        if field is None or not same_for_every_viewer(field):
+        if field is None or not executor.marks.same_for_every_viewer(on.name, name):
             return False
         if selection.selection_set is not None:
             if not _shareable(executor, get_named_type(field.type), selection.selection_set):

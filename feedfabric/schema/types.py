@@ -318,6 +318,33 @@ class Post:
     def of(cls, post: models.FeedPost, *, nested: bool = False) -> Post:
         return cls(row=post.row, feed=post, nested=nested)
 
+    def shared_version(self) -> tuple[object, ...]:
+        """Everything the fields marked SAME_FOR_EVERY_VIEWER and answered from the post read: its row, its
+        author's display fields, tags, media and counts. Equal versions complete equally, for every viewer
+        (feedfabric.schema.render_once keys its cache on it); a change to any of them is a new version."""
+        row, feed, author = self.row, self.feed, self.feed.author
+        return (
+            row.id,
+            row.content,
+            row.status,
+            row.created_at,
+            row.updated_at,
+            None
+            if author is None
+            else (
+                author.id,
+                author.external_id,
+                author.username,
+                author.display_name,
+                author.avatar_url,
+                author.status,
+            ),
+            tuple(feed.tags),
+            tuple(tuple(m.items()) for m in feed.media),
+            feed.like_count,
+            feed.comment_count,
+        )
+
     @strawberry.field(
         metadata={**SAME_FOR_EVERY_VIEWER, "max_items": MAX_MENTIONS_PER_POST}
     )  # the bound: schema/cost.py

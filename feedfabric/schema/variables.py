@@ -114,8 +114,8 @@ def _plainly_valid(operation: OperationDefinitionNode, variables: dict[str, Any]
 def variable_errors(execution_context: ExecutionContext, *, hide_suggestions: bool) -> list[GraphQLError]:
     """The coercion errors of the operation's variables; empty when they are all valid (or absent).
 
-    Strawberry's HTTP view refuses variables that are not an object (NOT_AN_OBJECT is its message);
-    its WebSocket handlers pass them on as sent, so they are refused here for every transport."""
+    The HTTP endpoint (feedfabric.adapter.graphql_http) refuses variables that are not an object (NOT_AN_OBJECT is its message);
+    the WebSocket handlers pass them on as sent, so they are refused here for every transport."""
     ec = execution_context
     if not isinstance(ec.variables, dict | None):
         return [GraphQLError(NOT_AN_OBJECT)]
