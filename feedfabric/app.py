@@ -35,6 +35,7 @@ from feedfabric.http.cors import CorsExceptDev
 from feedfabric.http.idempotency import Idempotency
 from feedfabric.http.refusal import refusal
 from feedfabric.http.request_id import RequestIdMiddleware
+from feedfabric.http.server_span import ServerSpans
 from feedfabric.http.watchdog import LoopWatchdog
 from feedfabric.ops import vendor
 from feedfabric.realtime import sockets
@@ -251,16 +252,8 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, upload_bytes=settings.media_max_bytes)
     app.add_middleware(RequestIdMiddleware)
     if traced is not None:
-        from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
-
-        # One server span per request or socket; not one per ASGI message (they would double a page's spans),
-        # and none for probes and scrapes.
-        app.add_middleware(
-            OpenTelemetryMiddleware,
-            tracer_provider=traced.provider,
-            excluded_urls="/healthz,/readyz,/metrics",
-            exclude_spans=["receive", "send"],
-        )
+        # One server span per request or socket, continuing a caller's traceparent (feedfabric.http.server_span).
+        app.add_middleware(ServerSpans, tracer=traced.tracer())
     origins = settings.cors_origins
     if origins:
         # Bearer tokens, not cookies: no credentials. Without origins there is no middleware at all:
