@@ -8,9 +8,15 @@ client spans and an outbox row's traceparent all hang under it.
 It does what a trace of the journey needs and no more, because it runs on
 every request: no span per ASGI message, no metrics of its own (Prometheus
 has them), no header capture, no URL parsing. A request the sampler drops
-costs one sampling decision and one context switch, nothing per message: its
-`send` is not wrapped, and no attribute is computed. Probes and scrapes
-(`/healthz`, `/readyz`, `/metrics`) get no span at all.
+costs one sampling decision and a context switch: its `send` is not wrapped,
+no attribute is computed, and the maintained instrumentations are suppressed
+for it (OpenTelemetry's documented `suppress_instrumentation`), so its
+asyncpg queries and Redis commands skip their wrappers' work (attributes
+parsed from the statement and the connection before any sampling decision)
+instead of making spans that would be dropped anyway. Its traceparent, unsampled,
+still goes with the outbox rows it writes, so the relay and the groups drop
+the post's spans alike. Probes and scrapes (`/healthz`, `/readyz`,
+`/metrics`) get no span at all.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections.abc import Iterable
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.instrumentation.utils import suppress_instrumentation
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -59,7 +66,8 @@ class ServerSpans:
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
             if not span.is_recording():
-                await self.app(scope, receive, send)
+                with suppress_instrumentation():
+                    await self.app(scope, receive, send)
                 return
             span.set_attributes(
                 {
