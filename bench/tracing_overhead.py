@@ -2,7 +2,7 @@
 
 Two apps in this process, made from the same settings but one with tracing
 (every trace sampled, spans kept in the in-memory ring as `feedfabric dev`
-does; asyncpg and Redis client spans, the ASGI and GraphQL spans), one without.
+does; asyncpg and Redis client spans, the server and GraphQL spans), one without.
 Pages go through httpx's ASGI transport (no uvicorn, no network) for the first
 home page of one of 200 members, GraphQL (`--kind rest` for REST). The phases
 alternate, off then on, ROUNDS times, so drift in the machine's load falls on
