@@ -14,11 +14,12 @@ from feedfabric.core import tracing
 from feedfabric.core.events import POSTS, Event
 from feedfabric.core.settings import Settings
 from feedfabric.db.outbox import add_event
-from feedfabric.workers import applying
+from feedfabric.workers import applying, notifications
 from feedfabric.workers.base import GroupSpec, WorkerContext
 from feedfabric.workers.runner import GroupRunner
 from feedfabric.workers.topics import ensure_topics
 
+from tests import factories
 from tests.pipeline_support import eventually, quick_join_consumer, running
 from tests.tracing_support import traced_process
 
@@ -144,3 +145,36 @@ async def test_an_event_without_a_trace_makes_no_span(
     assert applied == [event_id]
     assert traced.recent is not None
     assert not [s for s in traced.recent.spans() if s["name"].startswith("test-untraced")]
+
+
+async def test_worker_notifications_counts_what_it_told_and_its_notification_goes_on_in_the_trace(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis, traced: tracing.Tracing
+) -> None:
+    author, liker = await factories.member(pool), await factories.member(pool)
+    post_id = await factories.post(pool, author)
+    with traced.tracer().start_as_current_span("mutation"):
+        async with pool.acquire() as conn, conn.transaction():
+            liked = await add_event(
+                conn,
+                "PostLiked",
+                str(post_id),
+                {"memberId": str(liker), "authorId": str(author), "postId": str(post_id)},
+            )
+    traceparent = await pool.fetchval("SELECT traceparent FROM outbox WHERE id = $1", liked)
+    await pool.execute("UPDATE outbox SET published_at = now() - interval '1 minute' WHERE id = $1", liked)
+    ctx = WorkerContext(
+        settings=settings.model_copy(update={"consumer_sweep_after_s": 30.0}),
+        pool=pool,
+        redis=redis,
+        tracer=traced.tracer(),
+    )
+    await applying.sweep(notifications.GROUP, ctx, None)
+
+    trace = trace_id(traceparent)
+    [group] = [s for s in spans_of(traced, trace) if s["name"] == "worker-notifications PostLiked"]
+    assert group["attributes"]["feedfabric.notifications.created"] == 1
+    told = await pool.fetchval(
+        "SELECT traceparent FROM outbox WHERE event_type = 'NotificationCreated' AND payload->>'recipientId' = $1",
+        str(author),
+    )
+    assert told.startswith(f"00-{trace}-{group['spanId']}-")  # realtime delivers it in the same trace
