@@ -160,13 +160,15 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
     configure_logging(settings)
     owns_tracing = traced is None
     traced = traced or tracing.setup(settings, "feedfabric-api")
-    if traced is not None:
-        traced.instrument_asyncpg()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if not settings.database_url:
             raise RuntimeError("DATABASE_URL is not set")
+        if traced is not None:
+            # Here, not when the app is made: asyncpg's patch is process-wide, and only a lifespan's end takes it
+            # back (an app made and never started would leave it on, its spans going to a provider nobody reads).
+            traced.instrument_asyncpg()
         pool = await create_pool(settings.database_url, max_size=20, lean_reset=True, generic_plans=True)
         redis = create_redis(settings, timeout_ms=settings.redis_timeout_ms) if settings.redis_url else None
         if redis is not None and traced is not None:

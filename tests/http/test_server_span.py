@@ -12,6 +12,7 @@ import pytest
 from feedfabric.app import create_app
 from feedfabric.core import tracing
 from feedfabric.core.settings import Settings
+from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
 
 from tests.support import Api
 from tests.tracing_support import traced_process
@@ -105,3 +106,13 @@ async def test_a_request_its_caller_did_not_sample_records_nothing_and_passes_th
         "SELECT traceparent FROM outbox WHERE event_type = 'PostCreated' AND payload->>'postId' = $1", post_id
     )
     assert stored is not None and stored.startswith(f"00-{CALLER_TRACE}-") and stored.endswith("-00")
+
+
+async def test_asyncpgs_process_wide_patch_lives_as_long_as_a_started_app_and_no_longer(settings: Settings) -> None:
+    dev = settings.model_copy(update={"feedfabric_dev_mode": True})  # tracing on, kept in the ring
+    create_app(dev)  # made and never started (a test reading its routes): it must leave the driver alone
+    assert not AsyncPGInstrumentor().is_instrumented_by_opentelemetry
+    app = create_app(dev)
+    async with app.router.lifespan_context(app):
+        assert AsyncPGInstrumentor().is_instrumented_by_opentelemetry
+    assert not AsyncPGInstrumentor().is_instrumented_by_opentelemetry
