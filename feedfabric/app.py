@@ -32,6 +32,7 @@ from feedfabric.http.cors import CorsExceptDev
 from feedfabric.http.idempotency import Idempotency
 from feedfabric.http.refusal import refusal
 from feedfabric.http.request_id import RequestIdMiddleware
+from feedfabric.http.server_span import ServerSpans
 from feedfabric.http.watchdog import LoopWatchdog
 from feedfabric.ops import vendor
 from feedfabric.realtime.consumer import start_realtime
@@ -134,13 +135,15 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
     configure_logging(settings)
     owns_tracing = traced is None
     traced = traced or tracing.setup(settings, "feedfabric-api")
-    if traced is not None:
-        traced.instrument_asyncpg()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if not settings.database_url:
             raise RuntimeError("DATABASE_URL is not set")
+        if traced is not None:
+            # Here, not when the app is made: asyncpg's patch is process-wide, and only a lifespan's end takes it
+            # back (an app made and never started would leave it on, its spans going to a provider nobody reads).
+            traced.instrument_asyncpg()
         pool = await create_pool(settings.database_url, max_size=20, lean_reset=True, generic_plans=True)
         redis = create_redis(settings, timeout_ms=settings.redis_timeout_ms) if settings.redis_url else None
         if redis is not None and traced is not None:
@@ -226,16 +229,8 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, upload_bytes=settings.media_max_bytes)
     app.add_middleware(RequestIdMiddleware)
     if traced is not None:
-        from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
-
-        # One server span per request or socket; not one per ASGI message (they would double a page's spans),
-        # and none for probes and scrapes.
-        app.add_middleware(
-            OpenTelemetryMiddleware,
-            tracer_provider=traced.provider,
-            excluded_urls="/healthz,/readyz,/metrics",
-            exclude_spans=["receive", "send"],
-        )
+        # One server span per request or socket, continuing a caller's traceparent (feedfabric.http.server_span).
+        app.add_middleware(ServerSpans, tracer=traced.tracer())
     origins = settings.cors_origins
     if origins:
         # Bearer tokens, not cookies: no credentials. Without origins there is no middleware at all:

@@ -63,11 +63,15 @@ def panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def unknown_metrics(dashboard: dict[str, Any], exported: set[str]) -> dict[str, set[str]]:
-    """Per panel title, the metric names its queries use that nothing exports (and '<none>' if it uses none)."""
+    """Per panel title, the metric names its queries use that nothing exports, and '<none>' for a panel without
+    a query or with a query that names no FeedFabric metric."""
     problems = {}
     for panel in panels(dashboard):
-        used = {name for target in panel.get("targets", []) for name in METRIC.findall(target.get("expr", ""))}
-        missing = used - exported if used else {"<none>"}
+        missing: set[str] = set()
+        targets = panel.get("targets") or [{}]
+        for target in targets:
+            used = set(METRIC.findall(target.get("expr", "")))
+            missing |= used - exported if used else {"<none>"}
         if missing:
             problems[panel["title"]] = missing
     return problems
@@ -88,6 +92,11 @@ def test_the_check_catches_a_renamed_metric() -> None:
     assert unknown_metrics(dashboard, exported_series()) == {"lag": {"feedfabric_outbox_lag_seconds"}}
     bare = {"panels": [{"title": "up", "targets": [{"expr": "up"}]}]}
     assert unknown_metrics(bare, exported_series()) == {"up": {"<none>"}}
+    # Each query on its own: a panel's second query naming nothing of ours is caught beside a good first one.
+    mixed = {"panels": [{"title": "mixed", "targets": [{"expr": "feedfabric_consumer_lag"}, {"expr": "up"}]}]}
+    assert unknown_metrics(mixed, exported_series()) == {"mixed": {"<none>"}}
+    empty = {"panels": [{"title": "empty", "targets": []}]}
+    assert unknown_metrics(empty, exported_series()) == {"empty": {"<none>"}}
 
 
 def test_the_dashboards_cover_what_an_operator_opens_them_for() -> None:

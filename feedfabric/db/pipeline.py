@@ -24,7 +24,7 @@ class OutboxRow:
     event_type: str
     version: int
     payload: Any
-    # The writer's trace and commit time, for the relay's spans (read by `claim` only).
+    # The writer's trace, for the relay's and a sweep's spans, and its commit time (read by `claim` only).
     traceparent: str | None = None
     created_at: dt.datetime | None = None
 
@@ -283,7 +283,8 @@ async def overdue_events(
     bound = await conn.fetchval("SELECT now() - make_interval(secs => $1)", after_s)
     since = since or bound - dt.timedelta(seconds=first_window_s)
     rows = await conn.fetch(
-        "SELECT id, topic, key, event_type, aggregate_version, payload::text AS payload, published_at FROM outbox o"
+        "SELECT id, topic, key, event_type, aggregate_version, payload::text AS payload, traceparent, published_at"
+        " FROM outbox o"
         " WHERE published_at >= $1 AND published_at < $2 AND event_type = ANY($3::text[])"
         " AND NOT EXISTS (SELECT 1 FROM processed_events p WHERE p.group_name = $4 AND p.event_id = o.id)"
         " ORDER BY published_at, id LIMIT $5",
@@ -294,7 +295,10 @@ async def overdue_events(
         limit,
     )
     found = [
-        OutboxRow(r["id"], r["topic"], r["key"], r["event_type"], r["aggregate_version"], r["payload"]) for r in rows
+        OutboxRow(
+            r["id"], r["topic"], r["key"], r["event_type"], r["aggregate_version"], r["payload"], r["traceparent"]
+        )
+        for r in rows
     ]
     return Overdue(found, rows[-1]["published_at"] if len(rows) == limit else bound)
 

@@ -118,8 +118,8 @@ commented on or reposted it within 24 hours.</p></header>
 <section><h2>Weights of the newest model</h2><canvas id="model-weights" role="img" aria-label="model weights"></canvas></section>
 <section><h2>Per day, feed and preset</h2><table id="days-table"></table></section>
 <section id="journeys" class="wide"><h2>Journeys: recent posts from the mutation to the last socket</h2>
-<p class="note">Each post's trace, step by step (milliseconds from the request's start); the slowest step is
-highlighted. Empty unless tracing keeps recent traces (on in <code>feedfabric dev</code>).</p>
+<p class="note">Each post's trace, step by step (milliseconds from the request's start), a bar for each consumer
+group that applied it; the slowest step is highlighted. Empty unless tracing keeps recent traces (on in <code>feedfabric dev</code>).</p>
 <div id="journey-list"></div></section>
 </main>
 <script type="application/json" id="dashboard-data">{payload}</script>

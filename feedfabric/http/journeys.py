@@ -2,7 +2,10 @@
 
 A journey is the trace of one createPost, cut into the steps an operator asks
 about (STEPS, in the order a post takes them): each span marked with a
-`feedfabric.step` attribute is a bar, placed from the trace's first span. The
+`feedfabric.step` attribute is a bar, placed from the trace's first span.
+Every consumer group that applied the post is a bar of its own (its
+`consumer` span, named by the group), right after its time in the broker, the
+groups in the order the broker handed them the post. The
 realtime consumer's span for a polled chunk belongs to the trace of its first
 event and links the others, so a linked delivery is counted in each trace it
 links. The slowest bar is named, so the view can highlight it.
@@ -10,11 +13,12 @@ links. The slowest bar is named, so the view can highlight it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-STEPS = ("mutation", "outbox wait", "relay", "broker", "fan-out batch", "timeline write", "delivery")
+STEPS = ("mutation", "outbox wait", "relay", "broker", "consumer", "fan-out batch", "timeline write", "delivery")
+GROUP = "messaging.consumer.group.name"
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,10 @@ def _label(span: dict[str, Any]) -> str:
         name = attributes.get("graphql.operation.name") or attributes.get("graphql.operation.fields") or span["name"]
         return f"mutation {name}"
     if step == "broker":
-        return f"broker → {attributes.get('messaging.consumer.group.name', '?')}"
+        return f"broker → {attributes.get(GROUP, '?')}"
+    if step == "consumer":
+        swept = " from the outbox" if attributes.get("feedfabric.consumer.source") == "outbox sweep" else ""
+        return f"{attributes.get(GROUP, '?')} ({attributes.get('feedfabric.event.type', '?')}{swept})"
     if step in ("fan-out batch", "timeline write"):
         followers = attributes.get("feedfabric.fanout.followers")
         inserts = attributes.get("feedfabric.fanout.inserts")
@@ -102,6 +109,28 @@ def journeys(spans: Iterable[dict[str, Any]], limit: int = 10) -> list[Journey]:
     return found[:limit]
 
 
+def _order(stepped: list[dict[str, Any]]) -> Callable[[dict[str, Any]], tuple[int, int, str, bool, int]]:
+    """Steps in STEPS order, except that each group's broker and consumer bars come together, the groups in
+    the order the broker handed them the post (a broker bar's end, a consumer bar's start)."""
+    broker = STEPS.index("broker")
+    handed: dict[str, int] = {}
+    for s in stepped:
+        step = s["attributes"]["feedfabric.step"]
+        if step in ("broker", "consumer"):
+            group = str(s["attributes"].get(GROUP, ""))
+            at = s["end"] if step == "broker" else s["start"]
+            handed[group] = min(handed.get(group, at), at)
+
+    def key(s: dict[str, Any]) -> tuple[int, int, str, bool, int]:
+        step = s["attributes"]["feedfabric.step"]
+        if step in ("broker", "consumer"):
+            group = str(s["attributes"].get(GROUP, ""))
+            return (broker, handed[group], group, step == "consumer", s["start"])
+        return (STEPS.index(step), 0, "", False, s["start"])
+
+    return key
+
+
 def _journey(trace_id: str, spans: list[dict[str, Any]]) -> Journey | None:
     stepped = [s for s in spans if (s.get("attributes") or {}).get("feedfabric.step") in STEPS]
     if not stepped:
@@ -113,7 +142,7 @@ def _journey(trace_id: str, spans: list[dict[str, Any]]) -> Journey | None:
             root = min(roots, key=lambda s: s["start"])
             stepped.append({**root, "attributes": {**(root.get("attributes") or {}), "feedfabric.step": "mutation"}})
     origin = min(s["start"] for s in spans)
-    stepped.sort(key=lambda s: (STEPS.index(s["attributes"]["feedfabric.step"]), s["start"]))
+    stepped.sort(key=_order(stepped))
     # An outbox row's created_at is its transaction's start: its wait is counted from the mutation's end.
     committed = max((s["end"] for s in stepped if s["attributes"]["feedfabric.step"] == "mutation"), default=0)
     bars = []

@@ -26,7 +26,7 @@ from feedfabric.schema.ratelimit import OperationRateLimit
 from feedfabric.schema.render_once import PostRenders, RenderOnceExecutionContext
 from feedfabric.schema.sharing import ViewerMarks
 from feedfabric.schema.subscription import Subscription
-from feedfabric.schema.tracing import TracedOperation
+from feedfabric.schema.tracing import traced_operations
 
 MAX_DEPTH = 10
 MAX_ALIASES = 30
@@ -66,7 +66,7 @@ class FeedFabricSchema(strawberry.Schema):
 def build_schema(tracer_provider: TracerProvider | None = None) -> strawberry.Schema:
     """The schema; with a tracer provider (tracing on, feedfabric.core.tracing), every operation is a span too.
     Without one the schema carries no tracing extension at all: tracing off costs nothing per field."""
-    traced = [partial(TracedOperation, tracer_provider=tracer_provider)] if tracer_provider is not None else []
+    traced = [traced_operations(tracer_provider)] if tracer_provider is not None else []
     marks = ViewerMarks()
     execution_context_class = type(
         "FeedFabricExecutionContext",

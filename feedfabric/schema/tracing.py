@@ -1,61 +1,69 @@
-"""GraphQL operations as spans: Strawberry's OpenTelemetry extension, with the operation's name, type and cost.
+"""GraphQL operations as spans: one span per executed operation, with its name, type, root fields and cost.
 
-Strawberry's extension gives each operation a span. Its per-field spans are
-switched off (its `resolve` hook is not used): a hook on every field wraps
-every resolver of a page, hundreds, in a coroutine, and costs more than the
-operation it measures; parsing and validation are cached (ParseCache,
-ValidationCache), so their spans would time a dictionary lookup. Instead one
-span covers execution, current while resolvers run (the outbox's traceparent
-is taken from it, and the asyncpg and Redis spans hang under it), carrying
-the operation's name, type and cost, and for a mutation the journey step.
+One span, on OpenTelemetry's public API, covers execution and is current
+while the resolvers run: the outbox's traceparent is taken from it, and the
+asyncpg and Redis client spans hang under it. Nothing else is a span here.
+Strawberry's OpenTelemetryExtension is not used: it opens a second SERVER
+span per operation (the request's server span is already one,
+feedfabric.http.server_span) carrying the whole query text, a span each for
+parsing and validation (both cached here, ParseCache and ValidationCache, so
+they would time a dictionary lookup) and, through its `resolve` hook, one per
+field, which wraps every resolver of a page, hundreds, in a coroutine and
+costs more than the operation it measures.
+
+A request its trace's sampler dropped costs one check: under a parent that
+is not recording no span is made at all (its children would be dropped too,
+and they then hang under the same unsampled parent).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 
 from graphql import FieldNode, get_operation_ast
 from opentelemetry import trace
 from strawberry.extensions import SchemaExtension
-from strawberry.extensions.tracing import OpenTelemetryExtension
 from strawberry.types.execution import ExecutionContext
 
 from feedfabric.schema.cost import cached_cost
 from feedfabric.schema.served import graphql_schema
 
 
-class TracedOperation(OpenTelemetryExtension):
-    resolve = SchemaExtension.resolve  # type: ignore[assignment]
-
-    def __init__(
-        self,
-        *,
-        execution_context: ExecutionContext | None = None,
-        tracer_provider: trace.TracerProvider | None = None,
-    ) -> None:
-        super().__init__(execution_context=execution_context, tracer_provider=tracer_provider)
-        self.tracer = trace.get_tracer("feedfabric.graphql", tracer_provider=tracer_provider)
-
-    def on_parse(self) -> Generator[None, None, None]:
-        yield
-
-    def on_validate(self) -> Generator[None, None, None]:
-        yield
+class TracedOperation(SchemaExtension):
+    def __init__(self, *, tracer: trace.Tracer, execution_context: ExecutionContext | None = None) -> None:
+        self.tracer = tracer
+        if execution_context is not None:
+            self.execution_context = execution_context
 
     def on_execute(self) -> Generator[None, None, None]:
+        parent = trace.get_current_span()
+        if parent.get_span_context().is_valid and not parent.is_recording():
+            yield  # an unsampled trace: nothing to record
+            return
         ec = self.execution_context
         kind = ec.operation_type.value
         with self.tracer.start_as_current_span(f"GraphQL {kind} {ec.operation_name or ''}".rstrip()) as span:
             if span.is_recording():
-                span.set_attribute("graphql.operation.name", ec.operation_name or "")
-                span.set_attribute("graphql.operation.type", kind)
+                attributes: dict[str, str | int] = {
+                    "graphql.operation.name": ec.operation_name or "",
+                    "graphql.operation.type": kind,
+                }
                 if ec.graphql_document is not None:
                     operation = get_operation_ast(ec.graphql_document, ec.operation_name)
                     selections = operation.selection_set.selections if operation is not None else ()
-                    fields = [f.name.value for f in selections if isinstance(f, FieldNode)]
-                    span.set_attribute("graphql.operation.fields", ",".join(fields))
-                    cost = cached_cost(graphql_schema(ec.schema), ec.graphql_document, ec.operation_name, ec.variables)
-                    span.set_attribute("feedfabric.graphql.cost", cost)
+                    attributes["graphql.operation.fields"] = ",".join(
+                        f.name.value for f in selections if isinstance(f, FieldNode)
+                    )
+                    attributes["feedfabric.graphql.cost"] = cached_cost(
+                        graphql_schema(ec.schema), ec.graphql_document, ec.operation_name, ec.variables
+                    )
                 if kind == "mutation":
-                    span.set_attribute("feedfabric.step", "mutation")
+                    attributes["feedfabric.step"] = "mutation"
+                span.set_attributes(attributes)
             yield
+
+
+def traced_operations(tracer_provider: trace.TracerProvider) -> Callable[[], TracedOperation]:
+    """The extension factory the schema is built with: one tracer for every operation."""
+    tracer = tracer_provider.get_tracer("feedfabric.graphql")
+    return lambda: TracedOperation(tracer=tracer)

@@ -24,13 +24,16 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from feedfabric.core import failpoints, metrics
+from feedfabric.core import failpoints, metrics, tracing
 from feedfabric.core.events import TOPIC_OF, Event
 from feedfabric.db import pipeline as db
+from feedfabric.workers import spans
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 from feedfabric.workers.topics import topic_name
 
 log = logging.getLogger(__name__)
+
+SWEPT = {"feedfabric.consumer.source": "outbox sweep"}
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,9 @@ async def sweep(spec: GroupSpec, ctx: WorkerContext, since: dt.datetime | None) 
     for row in overdue.rows:
         event = row.event()
         try:
-            applied = await apply_in_order(spec, ctx, event)
+            # The event's trace goes on from its writer's span: the group's span says it came by the sweep.
+            with spans.applying(ctx.tracer, spec.name, event, tracing.context_of(row.traceparent), SWEPT):
+                applied = await apply_in_order(spec, ctx, event)
         except PermanentError as exc:
             await park(spec, ctx, row, f"{type(exc).__name__}: {exc}")
             continue

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import asyncpg
+from opentelemetry import trace
 
 from feedfabric.core.events import ENGAGEMENT, MEMBERS, POSTS, Event
 from feedfabric.core.ids import new_id
@@ -103,6 +104,7 @@ async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> 
     if event.type in _TAKE_BACK:
         await _send_changed(ctx, conn, await _TAKE_BACK[event.type](conn, event))
         return
+    made = 0
     for item in plan(event):
         created = await notifications_db.add_for_event(
             conn,
@@ -130,6 +132,9 @@ async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> 
             if group_id is not None:
                 payload["groupId"] = str(group_id)
             await add_event(conn, "NotificationCreated", str(recipient_id), payload, shards=ctx.settings.outbox_shards)
+        made += len(created)
+    # On the group's span (feedfabric.workers.spans), when the event is traced: how many it told.
+    trace.get_current_span().set_attribute("feedfabric.notifications.created", made)
 
 
 async def _take_back_like(conn: asyncpg.Connection, event: Event) -> list[tuple[uuid.UUID, uuid.UUID]]:

@@ -26,18 +26,19 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, SpanKind
 
 from feedfabric.core import failpoints, metrics, tracing
 from feedfabric.core.events import Event
 from feedfabric.core.settings import Settings
 from feedfabric.db import pipeline as db
-from feedfabric.workers import applying
+from feedfabric.workers import applying, spans
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 from feedfabric.workers.topics import topic_name
 
@@ -176,7 +177,8 @@ class GroupRunner:
             ]
             if wanted:
                 try:
-                    await self.spec.prepare(self.ctx, wanted)
+                    with self._prepare_span(batch):
+                        await self.spec.prepare(self.ctx, wanted)
                 except Exception:
                     log.exception("%s: prepare failed; handlers run without it", self.spec.name)
         for tp, records in batch.items():
@@ -232,43 +234,49 @@ class GroupRunner:
     @contextlib.contextmanager
     def _continued(self, tp: TopicPartition, record: ConsumerRecord, event: Event) -> Iterator[None]:
         """The event's trace goes on here: a span for its time in the broker (from the record's produce
-        time to this poll) and the group's span around applying it, current while the handler runs."""
+        time to this poll) and the group's span around applying it (feedfabric.workers.spans)."""
         parent = tracing.context_of(tracing.header_of(record.headers))
         if parent is None:
             yield
             return
         tracer = self.ctx.tracer
         attributes = {
-            "feedfabric.event.type": event.type,
-            "feedfabric.event.id": event.event_id,
             "messaging.system": "kafka",
             "messaging.destination.name": tp.topic,
             "messaging.destination.partition.id": str(tp.partition),
             "messaging.kafka.offset": record.offset,
-            "messaging.consumer.group.name": self.spec.name,
         }
-        if "postId" in event.data:
-            attributes["feedfabric.post.id"] = str(event.data["postId"])
         if record.timestamp and self._polled_ns:
             broker = tracer.start_span(
                 "broker",
                 context=parent,
                 start_time=record.timestamp * 1_000_000,
-                attributes={**attributes, "feedfabric.step": "broker"},
+                attributes={**spans.event_attributes(self.spec.name, event), **attributes, "feedfabric.step": "broker"},
             )
             broker.end(end_time=max(self._polled_ns, record.timestamp * 1_000_000))
-        span = tracer.start_span(
-            f"{self.spec.name} {event.type}",
-            context=parent,
+        with spans.applying(tracer, self.spec.name, event, parent, attributes):
+            yield
+
+    def _prepare_span(
+        self, batch: dict[TopicPartition, list[ConsumerRecord]]
+    ) -> contextlib.AbstractContextManager[Any]:
+        """The group's batch preparation (embedding a poll's texts at once) as one span, in the trace of the
+        first traced record and linked to the others'; nothing when none is traced."""
+        contexts = [
+            c for recs in batch.values() for r in recs if (c := tracing.context_of(tracing.header_of(r.headers)))
+        ]
+        if not contexts:
+            return contextlib.nullcontext()
+        return self.ctx.tracer.start_as_current_span(
+            f"{self.spec.name} prepare",
+            context=contexts[0],
             kind=SpanKind.CONSUMER,
-            attributes={**attributes, "feedfabric.step": self.spec.name},
+            links=[Link(trace.get_current_span(c).get_span_context()) for c in contexts[1:]],
+            attributes={
+                "messaging.consumer.group.name": self.spec.name,
+                "messaging.batch.message_count": len(contexts),
+            },
         )
-        with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
-            try:
-                yield
-            except Exception as exc:
-                span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-                raise
 
     async def _sweep(self) -> None:
         now = time.monotonic()

@@ -64,7 +64,7 @@ async def test_a_post_is_one_trace_from_the_mutation_through_relay_and_fan_out_t
             }
             return found if all(found.values()) else {}
 
-        found = await eventually(journey, timeout=10)
+        found = await eventually(journey, timeout=20)  # the group joins and rebalances first: slow on a busy host
 
     relay_span = found["relay"][0]
     worker = found["worker-events"][0]
@@ -74,6 +74,8 @@ async def test_a_post_is_one_trace_from_the_mutation_through_relay_and_fan_out_t
     assert found["outbox wait"][0]["parentId"] == mutation["spanId"]
     assert worker["parentId"] == relay_span["spanId"]
     assert found["delivery"][0]["parentId"] == relay_span["spanId"]
+    assert worker["attributes"]["feedfabric.step"] == "consumer"
+    assert worker["attributes"]["messaging.consumer.group.name"] == "worker-events"
     batch = found["fan-out batch"][0]
     assert batch["parentId"] == worker["spanId"]
     assert batch["attributes"]["feedfabric.fanout.followers"] == 1

@@ -196,7 +196,17 @@ async def test_an_admin_sees_a_real_posts_journey_as_a_waterfall_with_its_slowes
             )
             steps = [label.split(" (")[0].split(" →")[0].split(" to ")[0] for label in drawn["labels"]]
             assert steps[0].startswith("mutation")
-            assert steps[1:] == ["outbox wait", "relay", "broker", "fan-out batch", "timeline write", "delivery"]
+            # One bar per consumer group that applied the post, after its time in the broker.
+            assert steps[1:] == [
+                "outbox wait",
+                "relay",
+                "broker",
+                "worker-events",
+                "fan-out batch",
+                "timeline write",
+                "delivery",
+            ]
+            assert "worker-events (PostCreated)" in drawn["labels"]
             assert "fan-out batch (1 followers, 1 inserts)" in drawn["labels"]
             durations = [end - start for start, end in drawn["bars"]]
             slowest = durations.index(max(durations))

@@ -70,3 +70,38 @@ def test_a_post_made_over_rest_has_its_request_as_the_mutation() -> None:
     trace[1]["parentId"] = "d-h"
     [journey] = journeys(trace)
     assert [(b.step, b.label) for b in journey.bars] == [("mutation", "mutation POST /posts"), ("relay", "relay")]
+
+
+def test_each_consumer_group_is_a_bar_after_its_time_in_the_broker_the_groups_in_the_order_they_got_the_post() -> None:
+    trace = post_trace("e", 0)[:3]
+    group = "messaging.consumer.group.name"
+    event = {"feedfabric.event.type": "PostCreated"}
+    trace += [
+        span("e", "e-b2", "broker", 36, 50, **{group: "worker-notifications"}),
+        span("e", "e-c2", "consumer", 50, 52, **{group: "worker-notifications"}, **event),
+        span("e", "e-b1", "broker", 36, 40, **{group: "worker-events"}),
+        span("e", "e-c1", "consumer", 40, 90, **{group: "worker-events"}, **event),
+        span("e", "e-f", "fan-out batch", 41, 80, **{"feedfabric.fanout.followers": 2}),
+        span(
+            "e",
+            "e-c3",
+            "consumer",
+            300,
+            301,
+            **{group: "worker-embeddings", "feedfabric.consumer.source": "outbox sweep"},
+            **event,
+        ),
+    ]
+    [journey] = journeys(trace)
+    assert [b.label for b in journey.bars] == [
+        "mutation Post",
+        "outbox wait",
+        "relay",
+        "broker → worker-events",
+        "worker-events (PostCreated)",
+        "broker → worker-notifications",
+        "worker-notifications (PostCreated)",
+        "worker-embeddings (PostCreated from the outbox)",
+        "fan-out batch (2 followers)",
+    ]
+    assert journey.bars[journey.slowest].label == "worker-events (PostCreated)"

@@ -115,7 +115,7 @@
   }
   // Journeys: one waterfall per post, each step a floating bar from its start to its end.
   const STEP_COLOURS = {
-    mutation: "#2f6fdf", "outbox wait": "#bdc3c7", relay: "#9b59b6", broker: "#7f8c8d",
+    mutation: "#2f6fdf", "outbox wait": "#bdc3c7", relay: "#9b59b6", broker: "#7f8c8d", consumer: "#e67e22",
     "fan-out batch": "#2a9d6f", "timeline write": "#16a085", delivery: "#d4a017",
   };
   const SLOWEST = "#c0392b";
