@@ -232,6 +232,7 @@ async def store(pool: asyncpg.Pool, read: CellReader, until: datetime) -> Refitt
             log_until=until,
             rows=rows,
             counts=(int(keep_a.sum()), int(keep_t.sum())),
+            timeout=COPY_TIMEOUT_S,
         )
     refitted = Refitted(rows, int(keep_a.sum()), int(keep_t.sum()))
     log.info("reader effects refitted on %d rows: %d authors, %d topics", *astuple(refitted))
