@@ -148,9 +148,6 @@ class Simulation:
         # for you preset -> [sum of the best PAGE chances, sum of the served chances, posts served]
         self.expected: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
         self.phase = "before"
-        # Days simulated so far: the presets rotate by it, not by the calendar, so a run gives the same
-        # figures whatever day it runs on.
-        self.days_read = 0
         self.candidate_sets: list[CandidateSet] = []
         # Which preset each reader reads in each session: its own seeded stream, so drawing it moves
         # nothing else.
@@ -330,7 +327,6 @@ class Simulation:
                     await self.read(reader, at, self.assign.choice(PRESETS), measuring)
             await self.publish(day + timedelta(hours=previous), 24 - previous)
             day += timedelta(days=1)
-            self.days_read += 1
             if retrain:
                 trained = await ranker.train(self.pool, now=day)
                 await self.load_learned()
