@@ -148,9 +148,6 @@ class Simulation:
         # for you preset -> [sum of the best PAGE chances, sum of the served chances, posts served]
         self.expected: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
         self.phase = "before"
-        # Days simulated so far: the presets rotate by it, not by the calendar, so a run gives the same
-        # figures whatever day it runs on.
-        self.days_read = 0
         self.candidate_sets: list[CandidateSet] = []
         # Which preset each reader reads in each session: its own seeded stream, so drawing it moves
         # nothing else.
@@ -330,7 +327,6 @@ class Simulation:
                     await self.read(reader, at, self.assign.choice(PRESETS), measuring)
             await self.publish(day + timedelta(hours=previous), 24 - previous)
             day += timedelta(days=1)
-            self.days_read += 1
             if retrain:
                 trained = await ranker.train(self.pool, now=day)
                 await self.load_learned()
@@ -453,7 +449,9 @@ def paired_replay(sets: list[CandidateSet], title: str, bound: dict[int, np.ndar
 
 def newcomers_report(sim: Simulation, sets: list[CandidateSet], bound: dict[int, np.ndarray]) -> None:
     """The readers who joined with the first model: their first page, and LEARNED against BALANCED on
-    their rankings from their 20th engagement on."""
+    their rankings from their 20th engagement on, together and for each of them, with the bound and
+    the oracle for that reader beside it (a reader for whom even the bound does not beat BALANCED
+    has no more to give through the logged signals)."""
     pages = [sim.first_pages[r.id] for r in sim.readers if r.newcomer and r.id in sim.first_pages]
     if not pages:
         return
@@ -462,13 +460,28 @@ def newcomers_report(sim: Simulation, sets: list[CandidateSet], bound: dict[int,
     print(f"\nNewcomers: {full} of {len(pages)} first pages full ({PAGE} posts), from {', '.join(sources)}")
     newcomers = {n for n, r in enumerate(sim.readers) if r.newcomer}
     later = [s for s in sets if s.reader in newcomers and s.engagements >= NEWCOMER_ENGAGEMENTS]
-    if later:
-        paired_replay(later, f"Newcomers' rankings after {NEWCOMER_ENGAGEMENTS} engagements (paired replay)", bound)
-        for n in sorted(newcomers):
-            own = [s for s in later if s.reader == n]
-            if own:
-                ratio = expected_rate(own, learned) / expected_rate(own, by_weights(ranking.FIXED_PRESETS["balanced"]))
-                print(f"  {sim.readers[n].id}: {len(own)} rankings, LEARNED / BALANCED {ratio:.3f}")
+    if not later:
+        return
+    served = sorted({ranking.SOURCES[c.source] for s in later for c in s.candidates.found})
+    print(f"  their candidates after {NEWCOMER_ENGAGEMENTS} engagements come from {', '.join(served)}")
+    paired_replay(later, f"Newcomers' rankings after {NEWCOMER_ENGAGEMENTS} engagements (paired replay)", bound)
+    balanced = by_weights(ranking.FIXED_PRESETS["balanced"])
+    print(f"  {'newcomer':<10}{'rankings':>9}{'LEARNED':>9}{'bound':>8}{'oracle':>8}   (x BALANCED)")
+    beaten = bound_beaten = 0
+    for n in sorted(newcomers):
+        own = [s for s in later if s.reader == n]
+        if own:
+            base = expected_rate(own, balanced)
+            ratio = expected_rate(own, learned) / base
+            ceiling = expected_rate(own, lambda s: bound[id(s)]) / base
+            beaten += ratio > 1
+            bound_beaten += ceiling > 1
+            oracle = expected_rate(own, lambda s: s.chances) / base
+            print(f"  {n - min(newcomers):<10}{len(own):>9}{ratio:>9.3f}{ceiling:>8.3f}{oracle:>8.3f}")
+    print(
+        f"  LEARNED beats BALANCED for {beaten} of {len(newcomers)} newcomers;"
+        f" the bound on the logged signals for {bound_beaten}"
+    )
 
 
 def main() -> None:

@@ -168,11 +168,13 @@ async def copy_effect_cells(conn: asyncpg.Connection, sink: Callable[[bytes], Aw
     of its UTF-8, sorted, space-separated; empty for none), served, engaged as tab-separated text lines.
     What the per-reader effects are fitted on: as many lines as cells, not rows."""
     await conn.copy_from_query(
-        """SELECT r.member_id, p.author_id,
-                  COALESCE((SELECT string_agg(encode(convert_to(pt.tag, 'UTF8'), 'hex'), ' ' ORDER BY pt.tag)
-                            FROM post_tags pt WHERE pt.post_id = r.post_id), ''),
-                  count(*), count(*) FILTER (WHERE r.engaged)
-           FROM training_rows r JOIN posts p ON p.id = r.post_id
+        """WITH served AS (  -- each post's author and tag set once, not once per row that served it
+               SELECT p.id, p.author_id,
+                      COALESCE((SELECT string_agg(encode(convert_to(pt.tag, 'UTF8'), 'hex'), ' ' ORDER BY pt.tag)
+                                FROM post_tags pt WHERE pt.post_id = p.id), '') AS tags
+               FROM posts p WHERE p.id IN (SELECT DISTINCT post_id FROM training_rows))
+           SELECT r.member_id, s.author_id, s.tags, count(*), count(*) FILTER (WHERE r.engaged)
+           FROM training_rows r JOIN served s ON s.id = r.post_id
            GROUP BY 1, 2, 3""",
         output=sink,
         format="text",

@@ -37,16 +37,21 @@ async def replace(
     log_until: datetime,
     rows: int,
     counts: tuple[int, int],
+    timeout: float,
 ) -> None:
-    """The refit's effects in place of the last ones (call inside a transaction: readers see either);
-    `counts`: how many authors' and topics' rows the iterables yield.
-    DELETE, not TRUNCATE, so For You pages ranking meanwhile read the old effects instead of waiting."""
-    await conn.execute("DELETE FROM reader_author_effects")
-    await conn.execute("DELETE FROM reader_topic_effects")
+    """The refit's effects in place of the last ones (call inside a transaction that lifted
+    statement_timeout: readers see either); `counts`: how many authors' and topics' rows the iterables
+    yield. Each statement gets `timeout` (millions of effects take longer than the pool's command
+    timeout, a request's). DELETE, not TRUNCATE, so For You pages ranking meanwhile read the old
+    effects instead of waiting."""
+    await conn.execute("DELETE FROM reader_author_effects", timeout=timeout)
+    await conn.execute("DELETE FROM reader_topic_effects", timeout=timeout)
     await conn.copy_records_to_table(
-        "reader_author_effects", records=authors, columns=["member_id", "author_id", "effect"]
+        "reader_author_effects", records=authors, columns=["member_id", "author_id", "effect"], timeout=timeout
     )
-    await conn.copy_records_to_table("reader_topic_effects", records=topics, columns=["member_id", "tag", "effect"])
+    await conn.copy_records_to_table(
+        "reader_topic_effects", records=topics, columns=["member_id", "tag", "effect"], timeout=timeout
+    )
     await conn.execute(
         "INSERT INTO reader_effect_fits (log_until, rows, authors, topics) VALUES ($1, $2, $3, $4)",
         log_until,

@@ -69,22 +69,31 @@ class Fitted:
 
 
 def fit(served_at: np.ndarray, rows: np.ndarray, engaged: np.ndarray, feeds: np.ndarray) -> Fitted:
-    """Fits on the earlier 80% by time, with a covariate per feed but the first; the model is the
-    signals' part. Its held-out AUC (signals only, as it ranks; within each feed) and BALANCED's on
-    the same rows."""
-    order = np.argsort(served_at, kind="stable")
-    rows, engaged, feeds = rows[order], engaged[order], feeds[order]
+    """Fits on the earlier 80% by time, with a covariate per feed but one (`feeds`: any labels); the
+    model is the signals' part. Its held-out AUC (signals only, as it ranks; within each feed) and
+    BALANCED's on the same rows. Rows already oldest first are used in place (no copy)."""
+    if len(served_at) > 1 and bool((np.diff(served_at) < 0).any()):
+        order = np.argsort(served_at, kind="stable")
+        rows, engaged, feeds = rows[order], engaged[order], feeds[order]
     cut = int(len(rows) * (1 - HOLDOUT))
     train_y, test_x, test_y = engaged[:cut], rows[cut:], engaged[cut:]
-    if len(set(train_y.tolist())) < 2 or len(set(test_y.tolist())) < 2:
+    if len(np.unique(train_y)) < 2 or len(np.unique(test_y)) < 2:
         raise NotEnoughData("both the training rows and the held-out rows need engaged and unengaged posts")
-    covariates = np.column_stack([feeds[:cut] == feed for feed in FEEDS[1:]]).astype(np.float64)
-    # Fitted on signals scaled to unit spread (lbfgs converges in far fewer steps), weights scaled back.
-    spread = rows[:cut].std(axis=0)
+    # The design matrix in one allocation: the signals scaled to unit spread (lbfgs converges in far
+    # fewer steps; the weights are scaled back), then an indicator per feed but the first present.
+    signals = rows.shape[1]
+    others = np.unique(feeds)[1:]
+    design = np.empty((cut, signals + len(others)))
+    design[:, :signals] = rows[:cut]
+    spread = design[:, :signals].std(axis=0)
     spread[spread == 0] = 1.0
+    design[:, :signals] /= spread
+    for n, feed in enumerate(others):
+        design[:, signals + n] = feeds[:cut] == feed
     model = LogisticRegression(max_iter=1000)
-    model.fit(np.hstack([rows[:cut] / spread, covariates]), train_y)
-    weights = model.coef_[0][: rows.shape[1]] / spread
+    model.fit(design, train_y)
+    del design
+    weights = model.coef_[0][:signals] / spread
     test_feeds = feeds[cut:]
     auc = within_feeds_auc(test_y, test_x @ weights, test_feeds)
     baseline = within_feeds_auc(test_y, ranking.scores(ranking.FIXED_PRESETS["balanced"], test_x), test_feeds)
@@ -105,50 +114,51 @@ def within_feeds_auc(engaged: np.ndarray, scores: np.ndarray, feeds: np.ndarray)
     return total / rows
 
 
-class Sample:
-    """A uniform sample of at most `capacity` of the rows streamed through it (each row keeps a random
-    priority; the lowest `capacity` stay), so training holds a bounded number of rows however long the
-    log. A log no longer than `capacity` is kept whole."""
+class Reservoir:
+    """A uniform sample of at most `capacity` of the rows streamed through it, in one array allocated
+    once (Algorithm R, a block at a time: the i-th row seen replaces a random slot with chance
+    capacity / i), so training holds `capacity` rows however long the log. A log no longer than
+    `capacity` is kept whole. Seeded: the same stream gives the same sample."""
 
-    def __init__(self, capacity: int, seed: int = 0) -> None:
+    def __init__(self, capacity: int, columns: int, seed: int = 0) -> None:
         self.capacity = capacity
         self.rng = np.random.default_rng(seed)
-        self.blocks: list[np.ndarray] = []
-        self.priorities: list[np.ndarray] = []
-        self.held = 0
+        self.table = np.empty((0, columns))
         self.seen = 0
 
     def add(self, block: np.ndarray) -> None:
-        self.blocks.append(block)
-        self.priorities.append(self.rng.random(len(block)))
-        self.held += len(block)
+        free = min(max(self.capacity - self.seen, 0), len(block))
+        if free:
+            if len(self.table) < self.capacity:
+                grown = np.empty((min(self.capacity, max(2 * len(self.table), self.seen + free)), block.shape[1]))
+                grown[: self.seen] = self.table[: self.seen]
+                self.table = grown
+            self.table[self.seen : self.seen + free] = block[:free]
+        rest = block[free:]
+        if len(rest):
+            # Row k of the log (1-based) keeps slot j, drawn from 0..k-1, when j < capacity; of two rows
+            # of a block drawing the same slot the later one stays, as if taken one after the other.
+            seen = np.arange(self.seen + free + 1, self.seen + len(block) + 1)
+            slots = (self.rng.random(len(rest)) * seen).astype(np.int64)
+            taken = np.flatnonzero(slots < self.capacity)
+            last = len(taken) - 1 - np.unique(slots[taken][::-1], return_index=True)[1]
+            self.table[slots[taken][last]] = rest[taken][last]
         self.seen += len(block)
-        if self.held >= 2 * self.capacity:
-            self._prune()
-
-    def _prune(self) -> None:
-        rows, priorities = np.vstack(self.blocks), np.concatenate(self.priorities)
-        if len(rows) > self.capacity:
-            keep = np.argpartition(priorities, self.capacity)[: self.capacity]
-            rows, priorities = rows[keep], priorities[keep]
-        self.blocks, self.priorities, self.held = [rows], [priorities], len(rows)
 
     def rows(self) -> np.ndarray:
-        if not self.blocks:
-            return np.zeros((0, len(feed_stats.TRAINING_COLUMNS)))
-        self._prune()
-        return self.blocks[0]
+        """The sample (a view, unordered)."""
+        return self.table[: min(self.seen, self.capacity)]
 
 
 async def read_rows(
     pool: asyncpg.Pool, since: datetime | None, until: datetime, capacity: int
 ) -> tuple[np.ndarray, int, reader_effects.CellReader]:
     """The training rows (db.feed_stats.TRAINING_COLUMNS), at most `capacity` of them sampled
-    uniformly, oldest first; how many there were; and the same rows' cells for the per-reader effects.
+    uniformly, unordered; how many there were; and the same rows' cells for the per-reader effects.
     The log is scanned once (staged in a temporary table) and both reads stream by COPY, in a
     transaction of their own with no statement timeout: a log of millions of rows takes longer than a
     request may."""
-    sample = Sample(capacity)
+    sample = Reservoir(capacity, len(feed_stats.TRAINING_COLUMNS))
     sink = binary_copy.Float8Records(len(feed_stats.TRAINING_COLUMNS), sample.add)
     cells = reader_effects.CellReader()
     async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
@@ -156,9 +166,7 @@ async def read_rows(
         await feed_stats.stage_training_rows(conn, since, until, COPY_TIMEOUT_S)
         await feed_stats.copy_effect_cells(conn, cells, COPY_TIMEOUT_S)
         await feed_stats.copy_training_rows(conn, sink, COPY_TIMEOUT_S)
-    rows = sample.rows()
-    order = np.lexsort((rows[:, 1], rows[:, 0]))  # served_at, then id
-    return rows[order], sample.seen, cells
+    return sample.rows(), sample.seen, cells
 
 
 async def train(
@@ -176,17 +184,23 @@ async def train(
     table, count, cells = await read_rows(pool, since, until, sample_rows)
     read = time.monotonic()
     await reader_effects.store(pool, cells, until)
+    del cells  # the cells' arrays go before the model's are made
     refitted = time.monotonic()
     if count < min_rows:
         raise NotEnoughData(f"{count} rows with a known outcome; at least {min_rows} are needed")
-    column = {name: table[:, n] for n, name in enumerate(feed_stats.TRAINING_COLUMNS)}
-    rows = ranking.features(
-        *(column[name] for name in ("affinity", "interest", "favourite", "age_seconds", "similarity", "popularity")),
-        *(column[name] for name in ("affinity_rate", "interest_rate", "author_effect", "topic_effect")),
-    )
-    engaged = column["engaged"].astype(np.int8)
-    feeds = np.array(feed_stats.FEEDS)[column["feed"].astype(np.int64)]
-    fitted = fit(column["served_at"], rows, engaged, feeds)
+    column = {name: n for n, name in enumerate(feed_stats.TRAINING_COLUMNS)}
+    # Oldest first (the held-out part is the latest), ties by id so a refit of the same log is the same.
+    order = np.lexsort((table[:, column["id"]], table[:, column["served_at"]]))
+    signal_columns = (
+        "affinity", "interest", "favourite", "age_seconds", "similarity", "popularity",
+        "affinity_rate", "interest_rate", "author_effect", "topic_effect",
+    )  # fmt: skip
+    rows = ranking.features(*(table[order, column[name]] for name in signal_columns))
+    served_at = table[order, column["served_at"]]
+    engaged = table[order, column["engaged"]].astype(np.int8)
+    feeds = table[order, column["feed"]].astype(np.int8)  # an index into FEEDS
+    del table, order
+    fitted = fit(served_at, rows, engaged, feeds)
     auc, baseline = fitted.auc, fitted.baseline_auc
     weights = [float(w) for w in fitted.weights]
     active = auc > baseline
@@ -205,7 +219,7 @@ async def train(
         "ranker %d trained on %d rows (%d sampled): auc %.4f, balanced %.4f, active %s",
         model_id,
         count,
-        len(table),
+        len(rows),
         auc,
         baseline,
         active,

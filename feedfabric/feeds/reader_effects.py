@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import astuple, dataclass
 from datetime import datetime
+from typing import TypeVar
 
 import asyncpg
 import numpy as np
@@ -36,6 +38,9 @@ TOLERANCE = 1e-4
 # Effects nearer 0 than this are not stored (0 is what an absent pair reads as).
 STORE_FROM = 1e-4
 COPY_TIMEOUT_S = 3600.0
+# Stored rows are made from the fitted arrays this many at a time.
+RECORDS_AT_ONCE = 50_000
+T = TypeVar("T")
 
 
 @dataclass
@@ -163,12 +168,15 @@ class CellReader:
 
     def _flush(self) -> None:
         if self.columns[0]:
-            self.parts.append(np.array(self.columns, dtype=np.int64))
+            # int32: indexes and counts of one reader's cell (a log of billions of rows would need more).
+            self.parts.append(np.array(self.columns, dtype=np.int32))
             self.columns = [[], [], [], [], []]
 
     def cells(self) -> Cells:
+        """The cells read (once: the blocks they were read in are let go)."""
         self._flush()
-        table = np.hstack(self.parts) if self.parts else np.zeros((5, 0), dtype=np.int64)
+        table = np.hstack(self.parts) if self.parts else np.zeros((5, 0), dtype=np.int32)
+        self.parts = []
         return Cells(table[0], table[1], table[2], table[3], table[4], self.tagsets)
 
 
@@ -191,6 +199,16 @@ async def refit(pool: asyncpg.Pool, *, since: datetime | None, until: datetime) 
     return await store(pool, cells, until)
 
 
+def _records(
+    members: list[uuid.UUID], others: Sequence[T], pairs: np.ndarray, effects: np.ndarray
+) -> Iterator[tuple[uuid.UUID, T, float]]:
+    """(member, author or tag, effect) for each pair, made a slice at a time."""
+    for start in range(0, len(pairs), RECORDS_AT_ONCE):
+        part = slice(start, start + RECORDS_AT_ONCE)
+        for (r, o), e in zip(pairs[part].tolist(), effects[part].tolist(), strict=True):
+            yield members[r], others[o], e
+
+
 async def store(pool: asyncpg.Pool, read: CellReader, until: datetime) -> Refitted:
     """Fits the effects on the cells read and stores them in place of the last fit's."""
     cells = read.cells()
@@ -200,16 +218,11 @@ async def store(pool: asyncpg.Pool, read: CellReader, until: datetime) -> Refitt
     tags = list(read.tags)
     keep_a = np.abs(fitted.author_effects) >= STORE_FROM
     keep_t = np.abs(fitted.topic_effects) >= STORE_FROM
-    # Generators: the rows are made as COPY sends them, not held as a list of millions of tuples.
-    author_rows = (
-        (members[r], authors[a], e)
-        for (r, a), e in zip(fitted.author_pairs[keep_a].tolist(), fitted.author_effects[keep_a].tolist(), strict=True)
-    )
-    topic_rows = (
-        (members[r], tags[t], e)
-        for (r, t), e in zip(fitted.topic_pairs[keep_t].tolist(), fitted.topic_effects[keep_t].tolist(), strict=True)
-    )
     rows = int(cells.served.sum())
+    del cells
+    # Generators over slices: the rows are made as COPY sends them, never held as millions of tuples.
+    author_rows = _records(members, authors, fitted.author_pairs[keep_a], fitted.author_effects[keep_a])
+    topic_rows = _records(members, tags, fitted.topic_pairs[keep_t], fitted.topic_effects[keep_t])
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute("SET LOCAL statement_timeout = 0")
         await effects_db.replace(
@@ -219,6 +232,7 @@ async def store(pool: asyncpg.Pool, read: CellReader, until: datetime) -> Refitt
             log_until=until,
             rows=rows,
             counts=(int(keep_a.sum()), int(keep_t.sum())),
+            timeout=COPY_TIMEOUT_S,
         )
     refitted = Refitted(rows, int(keep_a.sum()), int(keep_t.sum()))
     log.info("reader effects refitted on %d rows: %d authors, %d topics", *astuple(refitted))

@@ -205,3 +205,23 @@ async def test_the_worker_refits_the_reader_effects_daily_when_the_model_is_not_
     assert await pool.fetchval("SELECT count(*) FROM reader_effect_fits") == 1
     await ranker.retrain_if_due(pool, min_new_rows=10_000, now=NOW + timedelta(days=1))
     assert await pool.fetchval("SELECT count(*) FROM reader_effect_fits") == 2
+
+
+def test_the_reservoir_holds_a_uniform_sample_of_at_most_its_capacity_however_long_the_stream() -> None:
+    """10,000 rows in blocks of 700 through a reservoir of 2,000: it keeps 2,000 distinct rows, early
+    and late ones alike (each tenth of the stream a tenth of the sample, within sampling noise)."""
+    reservoir = ranker.Reservoir(2_000, 2)
+    stream = np.column_stack([np.arange(10_000, dtype=np.float64), np.zeros(10_000)])
+    for start in range(0, 10_000, 700):
+        reservoir.add(stream[start : start + 700])
+    kept = reservoir.rows()[:, 0]
+    assert reservoir.seen == 10_000 and len(kept) == 2_000 == len(set(kept.tolist()))
+    per_tenth = np.bincount((kept // 1_000).astype(np.int64), minlength=10)
+    assert per_tenth.min() > 140 and per_tenth.max() < 260  # 200 each expected; sd about 13
+
+
+def test_a_stream_shorter_than_the_reservoir_is_kept_whole() -> None:
+    reservoir = ranker.Reservoir(2_000, 1)
+    for start in range(0, 1_500, 400):
+        reservoir.add(np.arange(start, min(start + 400, 1_500), dtype=np.float64).reshape(-1, 1))
+    assert reservoir.rows()[:, 0].tolist() == list(range(1_500))
