@@ -94,7 +94,9 @@ def network_main(names: list[str], runs: int, short: bool, keep: bool) -> None:
         else:
             print(f"work folder kept: {root}")
     failed = [r for r in results if not r.ok]
-    print(f"\n{len(results) - len(failed)}/{len(results)} network case runs passed in {time.monotonic() - started:.0f}s")
+    print(
+        f"\n{len(results) - len(failed)}/{len(results)} network case runs passed in {time.monotonic() - started:.0f}s"
+    )
     sys.exit(1 if failed else 0)
 
 

@@ -105,7 +105,7 @@ class Stack(Case):
             "KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
             "REDIS_BREAKER_COOLDOWN_MS": "500",
             "REQUEST_TIMEOUT_SECONDS": "5",
-            "DATABASE_CHECK_TIMEOUT_SECONDS": "1",
+            "DATABASE_COMMAND_TIMEOUT_SECONDS": "5",
             "HF_HUB_OFFLINE": "1",
             **self.env_extra,
             **extra,
@@ -272,8 +272,8 @@ class Stack(Case):
                 continue
             address = parts[1].split("@")[0]
             flags = parts[2]
-            roles[address] = "fail" if "fail" in flags and "fail?" not in flags else (
-                "master" if "master" in flags else "slave"
+            roles[address] = (
+                "fail" if "fail" in flags and "fail?" not in flags else ("master" if "master" in flags else "slave")
             )
         return roles
 

@@ -22,8 +22,8 @@ import asyncpg
 import httpx
 
 from faults import checker
-from faults.hosts import REDIS_HOSTS, REDIS_PORT, SECRET, Stack, open_stack
 from faults.harness import Client, Record, quiesce, retrying, run_load, setup_graph
+from faults.hosts import REDIS_HOSTS, REDIS_PORT, SECRET, Stack, open_stack
 from faults.reader import Reader, ReaderReport
 
 
@@ -38,7 +38,12 @@ class Result:
 
     @property
     def ok(self) -> bool:
-        return self.verdict.ok and self.reader.backwards == 0 and self.reader.own_missing == 0
+        return (
+            self.verdict.ok
+            and self.reader.backwards == 0
+            and self.reader.own_missing == 0
+            and "FAILED" not in self.figures
+        )
 
     def report(self) -> str:
         status = "PASS" if self.ok else "FAIL"
@@ -233,13 +238,14 @@ async def standby_cut(p: Params) -> Result:
         healed = time.monotonic()
 
         async def caught_up() -> bool:
-            return await _metric(stack, "api2", "feedfabric_replica_lag_seconds") < 0.5 and (
-                await _metric(stack, "api2", "feedfabric_replica_usable")
-            ) == 1.0
+            return (
+                await _metric(stack, "api2", "feedfabric_replica_lag_seconds") < 0.5
+                and (await _metric(stack, "api2", "feedfabric_replica_usable")) == 1.0
+            )
 
-        fig["s until replica read again"] = await _until(caught_up, 60, "replica caught up") + (
-            time.monotonic() - healed
-        ) * 0
+        fig["s until replica read again"] = (
+            await _until(caught_up, 60, "replica caught up") + (time.monotonic() - healed) * 0
+        )
         return "standby cut off for 8 s while members wrote (asynchronous standby), healed"
 
     return await _run(p, "3-standby-cut", inject, sync_standby=False)
@@ -285,22 +291,32 @@ async def api_cut_from_redis_then_postgres(p: Params) -> Result:
             stack.net.cut_pair("api1", pg)
         cut_pg = time.monotonic()
 
-        async def in_flight() -> tuple[int, str, float]:
+        async def in_flight(graphql: bool) -> tuple[int, str, float]:
             started = time.monotonic()
+            headers = {"Authorization": f"Bearer {_token('m002')}"}
             async with httpx.AsyncClient(timeout=30) as http:
-                response = await http.get(
-                    stack.api_url_of("api1") + "/userfeed/home",
-                    params={"limit": 30},
-                    headers={"Authorization": f"Bearer {_token('m002')}"},
-                )
+                if graphql:
+                    query = "{ homeFeed(first: 30) { source edges { cursor } } }"
+                    response = await http.post(
+                        stack.api_url_of("api1") + "/graphql", json={"query": query}, headers=headers
+                    )
+                else:
+                    response = await http.get(
+                        stack.api_url_of("api1") + "/userfeed/home", params={"limit": 30}, headers=headers
+                    )
             code = ""
             try:
-                code = str(response.json().get("error", {}).get("code", ""))
+                body = response.json()
+                code = (
+                    str(((body.get("errors") or [{}])[0].get("extensions") or {}).get("code", ""))
+                    if graphql
+                    else str(body.get("error", {}).get("code", ""))
+                )
             except ValueError:
                 pass
             return response.status_code, code, time.monotonic() - started
 
-        flight = asyncio.create_task(in_flight())
+        flights = [asyncio.create_task(in_flight(False)), asyncio.create_task(in_flight(True))]
 
         async def not_ready() -> bool:
             async with httpx.AsyncClient(timeout=5) as http:
@@ -310,10 +326,13 @@ async def api_cut_from_redis_then_postgres(p: Params) -> Result:
                     return True
 
         fig["s until /readyz fails"] = await _until(not_ready, 30, "/readyz failing")
-        status, code, took = await flight
-        fig["in-flight request"] = f"{status} {code} after {took:.1f}s"
-        if status != 503 or code != "SERVICE_UNAVAILABLE":
-            fig["FAILED"] = "in-flight request did not end with 503 SERVICE_UNAVAILABLE"
+        (rest_status, rest_code, rest_took), (gql_status, gql_code, gql_took) = await asyncio.gather(*flights)
+        fig["in-flight REST request"] = f"{rest_status} {rest_code} after {rest_took:.1f}s"
+        fig["in-flight GraphQL request"] = f"{gql_status} {gql_code} after {gql_took:.1f}s"
+        if (rest_status, rest_code) != (503, "service.unavailable") or gql_code != "SERVICE_UNAVAILABLE":
+            fig["FAILED"] = "an in-flight request did not end with SERVICE_UNAVAILABLE"
+        elif max(rest_took, gql_took) > 5.0 + 2.0:
+            fig["FAILED"] = "an in-flight request outlived the request timeout"
         await asyncio.sleep(max(0.0, 6.0 - (time.monotonic() - cut_pg)))
         stack.net.heal()
         return "api1 cut from every Redis node for 4 s, healed; then from both Postgres hosts for 6 s, healed"

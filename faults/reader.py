@@ -87,7 +87,9 @@ class Reader:
 
     async def _post(self, member: str, n: int) -> None:
         query = "mutation($c: String!) { createPost(input: {content: $c}) { id } }"
-        response = await self._request("POST", "/graphql", member, json={"query": query, "variables": {"c": f"own {n}"}})
+        response = await self._request(
+            "POST", "/graphql", member, json={"query": query, "variables": {"c": f"own {n}"}}
+        )
         if response is None or response.status_code != 200:
             return
         body = response.json()

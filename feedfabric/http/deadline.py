@@ -1,0 +1,66 @@
+"""REQUEST_TIMEOUT_SECONDS: an HTTP request still running past it ends with 503 SERVICE_UNAVAILABLE.
+
+A store that stops answering (a partition leaves a query waiting on a
+connection no packet reaches) must not hold a client, or a balancer's slot,
+for as long as TCP takes to give up. The request's task is cancelled, so its
+queries are cancelled with it and its transaction rolls back; the client gets
+a clear, retryable error in the shape of the route it called (GraphQL's
+`errors` with `extensions.code`, or REST's `error.code`). A response already
+started cannot be replaced: the connection is closed instead. WebSockets
+are not bounded (subscriptions are long-lived by design).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("feedfabric.deadline")
+
+GRAPHQL_CODE = "SERVICE_UNAVAILABLE"
+REST_CODE = "service.unavailable"
+MESSAGE = "The service could not answer in time; retry shortly."
+
+
+class RequestDeadline:
+    def __init__(self, app: ASGIApp, seconds: float, graphql_path: str = "/graphql") -> None:
+        self.app = app
+        self.seconds = seconds
+        self.graphql_path = graphql_path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.seconds <= 0:
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            async with asyncio.timeout(self.seconds):
+                await self.app(scope, receive, tracking)
+        except TimeoutError:
+            log.warning("request past REQUEST_TIMEOUT_SECONDS (%.1fs): %s", self.seconds, scope.get("path"))
+            if started:
+                raise
+            await send_unavailable(scope, send, scope.get("path") == self.graphql_path)
+
+
+async def send_unavailable(scope: Scope, send: Send, graphql: bool) -> None:
+    body: dict[str, object]
+    if graphql:
+        body = {"errors": [{"message": MESSAGE, "extensions": {"code": GRAPHQL_CODE}}]}
+    else:
+        body = {"error": {"code": REST_CODE, "message": MESSAGE}}
+    payload = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), (b"retry-after", b"1")]
+    headers.append((b"content-length", str(len(payload)).encode()))
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
