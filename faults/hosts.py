@@ -105,7 +105,7 @@ class Stack(Case):
             "KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
             "REDIS_BREAKER_COOLDOWN_MS": "500",
             "REQUEST_TIMEOUT_SECONDS": "5",
-            "DATABASE_COMMAND_TIMEOUT_SECONDS": "5",
+            "DATABASE_COMMAND_TIMEOUT_SECONDS": "4",
             "HF_HUB_OFFLINE": "1",
             **self.env_extra,
             **extra,

@@ -95,6 +95,8 @@ def store_unreachable(error: BaseException) -> bool:
         asyncpg.ReadOnlySQLTransactionError,
         asyncpg.AdminShutdownError,
         asyncpg.ConnectionFailureError,
+        # asyncpg's pool releasing a connection that its failed query cancellation already terminated.
+        asyncpg.InternalClientError,
     )
     seen: set[int] = set()
     current: BaseException | None = error

@@ -43,10 +43,15 @@ class RequestDeadline:
                 started = True
             await send(message)
 
+        deadline = asyncio.timeout(self.seconds)
         try:
-            async with asyncio.timeout(self.seconds):
+            async with deadline:
                 await self.app(scope, receive, tracking)
-        except TimeoutError:
+        except Exception as error:
+            # Past the deadline, whatever the cancelled request raised on its way out (a driver may turn the
+            # cancellation into an error of its own) is the timeout.
+            if not isinstance(error, TimeoutError) and not deadline.expired():
+                raise
             log.warning("request past REQUEST_TIMEOUT_SECONDS (%.1fs): %s", self.seconds, scope.get("path"))
             if started:
                 raise
