@@ -12,6 +12,7 @@ case too. Each case reports its own figures.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ from typing import Any
 
 import asyncpg
 import httpx
+from feedfabric.core.auth import issue_token
+from feedfabric.db import posts as posts_db
 
 from faults import checker
 from faults.harness import Client, Record, quiesce, retrying, run_load, setup_graph
@@ -112,6 +115,7 @@ async def _run(
     follows: int = 5,
     writers: int = 4,
     env: dict[str, str] | None = None,
+    extra_check: Callable[[Stack, checker.Verdict, dict[str, Any]], Awaitable[None]] | None = None,
 ) -> Result:
     started = time.monotonic()
     stack = await open_stack(name, p.root, sync_standby=sync_standby, env=env)
@@ -134,6 +138,8 @@ async def _run(
         report = await reading
         figures["backlog drained s"] = await quiesce(stack, timeout=120)
         verdict = await checker.check(stack, record, client)
+        if extra_check is not None:
+            await extra_check(stack, verdict, figures)
         figures.pop("_t0")
         if "_flushed" in figures:
             figures["s until 95% of pages from redis"] = _back_to_redis(report, figures.pop("_flushed"))
@@ -376,6 +382,118 @@ async def worker_cut_from_postgres(p: Params) -> Result:
     return await _run(p, "6-worker-cut-from-postgres", inject)
 
 
+# -- 7 ----------------------------------------------------------------------------
+
+HOME_SUB = "subscription($since: String) { homeTimeline(since: $since) { cursor post { id } } }"
+
+
+class Subscriber:
+    """A homeTimeline subscription (graphql-transport-ws) that moves to the other instance when its socket
+    goes quiet (WebSocket pings every second, 2 s to answer) and resumes there with `since:` its last cursor."""
+
+    def __init__(self, stack: Stack, who: str, since: str) -> None:
+        self.urls = [stack.api_url_of("api1"), stack.api_url_of("api2")]
+        self.token = issue_token(SECRET, who, ttl=7200)
+        self.since = since
+        self.received: list[str] = []
+        self.reconnects = 0
+        self.subscribed_at: list[float] = []
+        self.on = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        from websockets.asyncio.client import connect
+
+        while not stop.is_set():
+            url = self.urls[self.on].replace("http://", "ws://") + "/graphql"
+            try:
+                async with connect(
+                    url,
+                    subprotocols=["graphql-transport-ws"],
+                    ping_interval=1,
+                    ping_timeout=2,
+                    open_timeout=3,  # type: ignore[list-item]
+                ) as ws:
+                    await ws.send(
+                        json.dumps({"type": "connection_init", "payload": {"authorization": f"Bearer {self.token}"}})
+                    )
+                    ack = json.loads(await asyncio.wait_for(ws.recv(), 5))
+                    if ack.get("type") != "connection_ack":
+                        raise RuntimeError(f"no ack: {ack}")
+                    await ws.send(
+                        json.dumps(
+                            {
+                                "id": "1",
+                                "type": "subscribe",
+                                "payload": {"query": HOME_SUB, "variables": {"since": self.since}},
+                            }
+                        )
+                    )
+                    self.subscribed_at.append(time.monotonic())
+                    while not stop.is_set():
+                        try:
+                            raw = await asyncio.wait_for(ws.recv(), 0.5)
+                        except TimeoutError:
+                            continue
+                        message = json.loads(raw)
+                        if message.get("type") == "next":
+                            item = message["payload"]["data"]["homeTimeline"]
+                            self.received.append(item["post"]["id"])
+                            self.since = item["cursor"]
+                        elif message.get("type") == "ping":
+                            await ws.send(json.dumps({"type": "pong"}))
+                        elif message.get("type") in ("error", "complete"):
+                            raise RuntimeError(str(message)[:200])
+                    return
+            except Exception:  # noqa: BLE001 - the socket died or never opened: the other instance
+                self.reconnects += 1
+                self.on = 1 - self.on
+                await asyncio.sleep(0.2)
+
+
+async def subscriber_across_partition(p: Params) -> Result:
+    holder: dict[str, Any] = {}
+
+    async def inject(stack: Stack, client: Client, fig: dict[str, Any]) -> str:
+        who = "m005"
+        first = await retrying(lambda: client.home(who))
+        since = first[0] if first else None
+        sub = Subscriber(stack, who, since or "")
+        stop = asyncio.Event()
+        task = asyncio.create_task(sub.run(stop))
+        await asyncio.sleep(3.0)
+        cut_at = time.monotonic()
+        stack.net.cut_host("api1")
+        await asyncio.sleep(6.0)
+        stack.net.heal()
+        holder.update(cut_at=cut_at, sub=sub, stop=stop, task=task, who=who, since=since)
+        return "a homeTimeline subscriber's instance (api1) cut off for 6 s; the client resumes on api2 with since:"
+
+    async def check(stack: Stack, verdict: checker.Verdict, fig: dict[str, Any]) -> None:
+        sub: Subscriber = holder["sub"]
+        conn = await asyncpg.connect(stack.database_url)
+        try:
+            member = await conn.fetchval("SELECT id FROM members WHERE external_id = $1", holder["who"])
+            since = holder["since"]
+            rows = await posts_db.home_page(conn, member, None, 1000)
+            expected = {str(r.id) for r in rows if since is None or str(r.id) > since}
+        finally:
+            await conn.close()
+        deadline = time.monotonic() + 15
+        while not expected <= set(sub.received) and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        holder["stop"].set()
+        await holder["task"]
+        got = set(sub.received)
+        verdict.lost["live items missing after resume"] = len(expected - got)
+        verdict.duplicated["live items received twice"] = len(sub.received) - len(got)
+        fig["live items"] = len(sub.received)
+        fig["reconnects"] = sub.reconnects
+        resumed = [t for t in sub.subscribed_at if t > holder["cut_at"]]
+        fig["s from cut to resumed on api2"] = resumed[0] - holder["cut_at"] if resumed else -1.0
+
+    return await _run(p, "7-subscriber-across-partition", inject, extra_check=check)
+
+
 # -- 8 ----------------------------------------------------------------------------
 
 
@@ -422,6 +540,7 @@ CASES: dict[str, Callable[[Params], Awaitable[Result]]] = {
     "4": api_cut_from_redis_then_postgres,
     "5": relay_and_worker_cut,
     "6": worker_cut_from_postgres,
+    "7": subscriber_across_partition,
     "8": redis_flushed,
 }
 

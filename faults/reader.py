@@ -62,7 +62,7 @@ class Reader:
         self.urls = urls
         self.members = members
         self.tokens = {m: issue_token(secret, m, ttl=7200) for m in members}
-        self.http = httpx.AsyncClient(timeout=httpx.Timeout(10.0, connect=2.0))
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(4.0, connect=2.0))
         self.report = ReaderReport()
         self.seen: dict[str, set[uuid.UUID]] = {m: set() for m in members}
         self.own: dict[str, list[tuple[float, uuid.UUID]]] = {m: [] for m in members}
