@@ -145,9 +145,10 @@ async def _run(
             figures["s until 95% of pages from redis"] = _back_to_redis(report, figures.pop("_flushed"))
         if "postgres reads from" in figures:
             since, until = figures.pop("postgres reads from")
-            figures["s of postgres-served reads"] = max(
-                report.seconds_from("postgres", since, until), report.seconds_from("redis+postgres", since, until)
-            )
+            window = [(t, src) for t, src, _ in report.timeline if since <= t <= until]
+            from_pg = [t for t, src in window if src != "redis"]
+            figures["reads from postgres during the fault"] = f"{len(from_pg)}/{len(window)}"
+            figures["s of postgres-served reads"] = from_pg[-1] - from_pg[0] if len(from_pg) > 1 else 0.0
         return Result(name, injected, verdict, report, time.monotonic() - started, figures)
     finally:
         await client.aclose()

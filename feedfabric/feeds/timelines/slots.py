@@ -1,0 +1,141 @@
+"""On a Redis Cluster: whether a timeline may be trusted after a node lost its data, by a sentinel per slot.
+
+A single Redis notices a lost or stale run through its epoch (feeds.timelines.epochs). A cluster's nodes
+lose data one by one (a master flushed, or replaced by an empty node), and fan-out goes on writing to the
+slots that lost everything: it recreates timelines holding only what was pushed since, with holes where
+entries were lost between posts pushed later (fan-out lands out of order). A reader that trusted such a
+timeline would serve pages without posts it served before.
+
+So every hash slot holds a sentinel (`feed:slot:{tag}`, a tag of that slot) whose value is the slot's
+*generation*: "0" when the slot never lost anything since this database first used the cluster, else the
+node's clock (ms) when the loss was found. A timeline is trusted when its slot's generation is "0", or
+when it was rebuilt from Postgres (the rebuild's start, on the same node's clock, in `{feed:ID}:rebuilt`)
+since that generation; any other timeline is read as missing: Postgres serves the page and a rebuild is
+requested, after which the timeline is trusted again. A slot whose sentinel is missing has lost its data
+(or was never settled): the first reader to see that settles it (`settle_slot`).
+"""
+
+from __future__ import annotations
+
+import binascii
+import functools
+import uuid
+
+import asyncpg
+import redis.asyncio as aioredis
+
+from feedfabric.db import timeline_queries as q
+from feedfabric.db.redisclient import Script
+from feedfabric.feeds.timelines.encoding import as_text, feed_key
+
+SLOTS = 16384
+SENTINEL_PREFIX = "feed:slot:"
+CLUSTER_RUN = "cluster"  # the run the epoch table records when a cluster's slots are first settled
+
+
+@functools.cache
+def _slot_tags() -> tuple[str, ...]:
+    """For each slot, a short text whose CRC16 (Redis Cluster's key hash) falls on it; computed once."""
+    tags: list[str] = [""] * SLOTS
+    missing, i = SLOTS, 0
+    while missing:
+        tag = format(i, "x")
+        slot = binascii.crc_hqx(tag.encode(), 0) % SLOTS
+        if not tags[slot]:
+            tags[slot] = tag
+            missing -= 1
+        i += 1
+    return tuple(tags)
+
+
+def key_slot(key: str) -> int:
+    """Redis Cluster's slot of a key without a hash tag."""
+    return binascii.crc_hqx(key.encode(), 0) % SLOTS
+
+
+def sentinel_key(slot: int) -> str:
+    return f"{SENTINEL_PREFIX}{{{_slot_tags()[slot]}}}"
+
+
+def rebuilt_key(member_id: uuid.UUID | str) -> str:
+    """Beside `feed_key`, on its slot: when the timeline's last rebuild started (node clock, ms)."""
+    return f"{{{feed_key(member_id)}}}:rebuilt"
+
+
+# {0}: the slot has no sentinel (lost or never settled); {1, 0}: no timeline; {1, 1}: trusted; {1, 2}: a
+# timeline not rebuilt since its slot lost its data.
+_TRUST_LUA = """
+local gen = redis.call('GET', KEYS[2])
+if not gen then return {0} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {1, 0} end
+if gen == '0' then return {1, 1} end
+local rebuilt = redis.call('GET', KEYS[3])
+if rebuilt and tonumber(rebuilt) >= tonumber(gen) then return {1, 1} end
+return {1, 2}
+"""
+TRUST = Script(_TRUST_LUA)
+
+# Sets the slot's generation unless another settler did: "0" (ARGV[1] '0') or the node's clock in ms.
+_SETTLE_LUA = """
+local gen = ARGV[1]
+if gen ~= '0' then local t = redis.call('TIME') gen = tostring(t[1] * 1000 + math.floor(t[2] / 1000)) end
+redis.call('SET', KEYS[1], gen, 'NX')
+return redis.call('GET', KEYS[1])
+"""
+SETTLE = Script(_SETTLE_LUA)
+
+_NOW_LUA = """
+local t = redis.call('TIME')
+return tostring(t[1] * 1000 + math.floor(t[2] / 1000))
+"""
+NOW = Script(_NOW_LUA)
+
+
+async def timeline_trusted(
+    pool: asyncpg.Pool | asyncpg.Connection, redis: aioredis.Redis, member_id: uuid.UUID
+) -> bool:
+    """Whether the member has a timeline that holds everything fan-out pushed (False: none, or untrusted)."""
+    key = feed_key(member_id)
+    keys = [key, sentinel_key(key_slot(key)), rebuilt_key(member_id)]
+    result = await TRUST(redis, keys, ())
+    if not int(result[0]):
+        await settle_slot(pool, redis, key_slot(key))
+        result = await TRUST(redis, keys, ())
+    return len(result) > 1 and int(result[1]) == 1
+
+
+async def settle_slot(pool: asyncpg.Pool | asyncpg.Connection, redis: aioredis.Redis, slot: int) -> None:
+    """A slot without a sentinel: on a database that never used this cluster every slot starts at "0" (all
+    of them at once); otherwise this slot lost its data, and its generation is now."""
+    if isinstance(pool, asyncpg.Pool):
+        async with pool.acquire() as conn:
+            await _settle(conn, redis, slot)
+    else:
+        await _settle(pool, redis, slot)
+
+
+async def _settle(conn: asyncpg.Connection, redis: aioredis.Redis, slot: int) -> None:
+    await q.lock_epoch(conn)  # settlers queue: the first settles every slot, the next finds it done
+    try:
+        if await redis.exists(sentinel_key(slot)):
+            return
+        if await q.epoch(conn) is None:
+            async with conn.transaction():
+                await q.record_epoch(conn, CLUSTER_RUN, None)
+            pipe = redis.pipeline(transaction=False)
+            for s in range(SLOTS):
+                pipe.set(sentinel_key(s), "0", nx=True)
+            await pipe.execute()
+            return
+        await SETTLE(redis, [sentinel_key(slot)], ("now",))
+    finally:
+        await q.unlock_epoch(conn)
+
+
+async def rebuild_started(redis: aioredis.Redis, member_id: uuid.UUID) -> str:
+    """The node's clock (ms) on the timeline's slot, read before a rebuild's query."""
+    return as_text(await NOW(redis, [rebuilt_key(member_id)], ()))
+
+
+async def mark_rebuilt(redis: aioredis.Redis, member_id: uuid.UUID, started: str) -> None:
+    await redis.set(rebuilt_key(member_id), started)
