@@ -18,34 +18,33 @@ requested, after which the timeline is trusted again. A slot whose sentinel is m
 from __future__ import annotations
 
 import binascii
-import functools
 import uuid
+from typing import Any
 
 import asyncpg
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import ResponseError
 
 from feedfabric.db import timeline_queries as q
 from feedfabric.db.redisclient import Script
 from feedfabric.feeds.timelines.encoding import as_text, feed_key
+from feedfabric.feeds.timelines.slot_tags import TAGS
 
 SLOTS = 16384
 SENTINEL_PREFIX = "feed:slot:"
 CLUSTER_RUN = "cluster"  # the run the epoch table records when a cluster's slots are first settled
 
 
-@functools.cache
-def _slot_tags() -> tuple[str, ...]:
-    """For each slot, a short text whose CRC16 (Redis Cluster's key hash) falls on it; computed once."""
-    tags: list[str] = [""] * SLOTS
-    missing, i = SLOTS, 0
-    while missing:
-        tag = format(i, "x")
-        slot = binascii.crc_hqx(tag.encode(), 0) % SLOTS
-        if not tags[slot]:
-            tags[slot] = tag
-            missing -= 1
-        i += 1
-    return tuple(tags)
+def _slot_tags() -> list[str]:
+    """For each slot, a short text whose CRC16 (Redis Cluster's key hash) falls on it (a generated table:
+    computing it takes about a second, too long for a request)."""
+    return TAGS
+
+
+def check_tags() -> bool:
+    """Whether the table names every slot once, each tag on its own slot."""
+    return len(TAGS) == SLOTS and all(key_slot(tag) == slot for slot, tag in enumerate(TAGS))
 
 
 def key_slot(key: str) -> int:
@@ -122,14 +121,38 @@ async def _settle(conn: asyncpg.Connection, redis: aioredis.Redis, slot: int) ->
         if await q.epoch(conn) is None:
             async with conn.transaction():
                 await q.record_epoch(conn, CLUSTER_RUN, None)
-            pipe = redis.pipeline(transaction=False)
-            for s in range(SLOTS):
-                pipe.set(sentinel_key(s), "0", nx=True)
-            await pipe.execute()
+            await _start_every_slot(redis)
             return
         await SETTLE(redis, [sentinel_key(slot)], ("now",))
     finally:
         await q.unlock_epoch(conn)
+
+
+# Sets every key given (all local to the node the call is sent to) to "0" unless set: one call per node.
+_START_LUA = """
+for i = 1, #ARGV do redis.call('SET', ARGV[i], '0', 'NX') end
+return #ARGV
+"""
+START = Script(_START_LUA)
+
+
+async def _start_every_slot(redis: aioredis.Redis) -> None:
+    """Generation "0" for all 16384 slots, in one script call per node (keys grouped by the client's routing)."""
+    assert isinstance(redis, RedisCluster)
+    await redis.initialize()
+    by_node: dict[str, tuple[Any, list[str]]] = {}
+    for slot in range(SLOTS):
+        key = sentinel_key(slot)
+        node = redis.get_node_from_key(key)
+        by_node.setdefault(node.name, (node, []))[1].append(key)
+    for node, keys in by_node.values():
+        try:
+            await redis.execute_command("EVAL", START.source, 0, *keys, target_nodes=node)
+        except ResponseError:  # slots moving: one command per key, each routed by its slot
+            pipe = redis.pipeline(transaction=False)
+            for key in keys:
+                pipe.set(key, "0", nx=True)
+            await pipe.execute()
 
 
 async def rebuild_started(redis: aioredis.Redis, member_id: uuid.UUID) -> str:
