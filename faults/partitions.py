@@ -409,10 +409,11 @@ class Subscriber:
             try:
                 async with connect(
                     url,
-                    subprotocols=["graphql-transport-ws"],
+                    subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
                     ping_interval=1,
                     ping_timeout=2,
-                    open_timeout=3,  # type: ignore[list-item]
+                    open_timeout=3,
+                    close_timeout=1,  # a socket no packet reaches closes at once, not after 10 s
                 ) as ws:
                     await ws.send(
                         json.dumps({"type": "connection_init", "payload": {"authorization": f"Bearer {self.token}"}})
