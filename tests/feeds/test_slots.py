@@ -39,3 +39,19 @@ async def test_a_timeline_recreated_after_its_slot_lost_data_is_untrusted_until_
     async with pool.acquire() as conn:
         await timelines.rebuild(conn, redis, Settings(redis_cluster=True), member)
     assert await slots.timeline_trusted(pool, redis, member)
+
+
+@pytest.mark.redis_cluster
+async def test_a_slot_served_by_another_run_is_settled_again(
+    pool: asyncpg.Pool, redis: aioredis.Redis, redis_mode: str
+) -> None:
+    """A replica promoted by a failover has its own run ID and may lack its master's last writes."""
+    if redis_mode != "cluster":
+        return
+    member = new_id()
+    await timelines.push(redis, [str(member)], new_id(), 500)
+    assert await slots.timeline_trusted(pool, redis, member)
+    sentinel = slots.sentinel_key(slots.key_slot(timelines.feed_key(member)))
+    await redis.set(sentinel, "0|" + "0" * 40)  # as the sentinel a failed-over master's run set
+    assert not await slots.timeline_trusted(pool, redis, member)
+    assert not (await redis.get(sentinel)).startswith(b"0|")  # settled anew: a generation of now

@@ -1,7 +1,8 @@
 """On a Redis Cluster: whether a timeline may be trusted after a node lost its data, by a sentinel per slot.
 
 A single Redis notices a lost or stale run through its epoch (feeds.timelines.epochs). A cluster's nodes
-lose data one by one (a master flushed, or replaced by an empty node), and fan-out goes on writing to the
+lose data one by one (a master flushed, or replaced by an empty node, or failed over to a replica that had
+not received its last writes: replication is asynchronous), and fan-out goes on writing to the
 slots that lost everything: it recreates timelines holding only what was pushed since, with holes where
 entries were lost between posts pushed later (fan-out lands out of order). A reader that trusted such a
 timeline would serve pages without posts it served before.
@@ -12,7 +13,8 @@ node's clock (ms) when the loss was found. A timeline is trusted when its slot's
 when it was rebuilt from Postgres (the rebuild's start, on the same node's clock, in `{feed:ID}:rebuilt`)
 since that generation; any other timeline is read as missing: Postgres serves the page and a rebuild is
 requested, after which the timeline is trusted again. A slot whose sentinel is missing has lost its data
-(or was never settled): the first reader to see that settles it (`settle_slot`).
+(or was never settled), and so has a slot whose sentinel names another node's run ID (a failover, a
+restart): the first reader to see that settles it (`settle_slot`).
 """
 
 from __future__ import annotations
@@ -61,26 +63,42 @@ def rebuilt_key(member_id: uuid.UUID | str) -> str:
     return f"{{{feed_key(member_id)}}}:rebuilt"
 
 
-# {0}: the slot has no sentinel (lost or never settled); {1, 0}: no timeline; {1, 1}: trusted; {1, 2}: a
-# timeline not rebuilt since its slot lost its data.
-_TRUST_LUA = """
-local gen = redis.call('GET', KEYS[2])
-if not gen then return {0} end
+# A sentinel is "generation|run_id": the node's run ID when it was set. A node that answers with another
+# run ID (a replica promoted by a failover, which may lack the last writes its master acknowledged; a
+# restarted node) has not settled the slot yet, as if the sentinel were gone.
+_RUN = "local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')\n"
+
+# {0}: the slot is not settled on this node (lost, failed over, or never settled); {1, 0}: no timeline;
+# {1, 1}: trusted; {1, 2}: a timeline not rebuilt since its slot lost its data.
+_TRUST_LUA = (
+    _RUN
+    + """
+local s = redis.call('GET', KEYS[2])
+if not s then return {0} end
+local sep = string.find(s, '|', 1, true)
+if not sep or string.sub(s, sep + 1) ~= run then return {0} end
+local gen = string.sub(s, 1, sep - 1)
 if redis.call('EXISTS', KEYS[1]) == 0 then return {1, 0} end
 if gen == '0' then return {1, 1} end
 local rebuilt = redis.call('GET', KEYS[3])
 if rebuilt and tonumber(rebuilt) >= tonumber(gen) then return {1, 1} end
 return {1, 2}
 """
+)
 TRUST = Script(_TRUST_LUA)
 
-# Sets the slot's generation unless another settler did: "0" (ARGV[1] '0') or the node's clock in ms.
-_SETTLE_LUA = """
-local gen = ARGV[1]
-if gen ~= '0' then local t = redis.call('TIME') gen = tostring(t[1] * 1000 + math.floor(t[2] / 1000)) end
-redis.call('SET', KEYS[1], gen, 'NX')
-return redis.call('GET', KEYS[1])
+# Sets the slot's generation to the node's clock in ms, unless another settler did on this run.
+_SETTLE_LUA = (
+    _RUN
+    + """
+local s = redis.call('GET', KEYS[1])
+if s and string.sub(s, -#run - 1) == '|' .. run then return s end
+local t = redis.call('TIME')
+s = tostring(t[1] * 1000 + math.floor(t[2] / 1000)) .. '|' .. run
+redis.call('SET', KEYS[1], s)
+return s
 """
+)
 SETTLE = Script(_SETTLE_LUA)
 
 _NOW_LUA = """
@@ -116,23 +134,24 @@ async def settle_slot(pool: asyncpg.Pool | asyncpg.Connection, redis: aioredis.R
 async def _settle(conn: asyncpg.Connection, redis: aioredis.Redis, slot: int) -> None:
     await q.lock_epoch(conn)  # settlers queue: the first settles every slot, the next finds it done
     try:
-        if await redis.exists(sentinel_key(slot)):
-            return
         if await q.epoch(conn) is None:
             async with conn.transaction():
                 await q.record_epoch(conn, CLUSTER_RUN, None)
             await _start_every_slot(redis)
             return
-        await SETTLE(redis, [sentinel_key(slot)], ("now",))
+        await SETTLE(redis, [sentinel_key(slot)], ())
     finally:
         await q.unlock_epoch(conn)
 
 
 # Sets every key given (all local to the node the call is sent to) to "0" unless set: one call per node.
-_START_LUA = """
-for i = 1, #ARGV do redis.call('SET', ARGV[i], '0', 'NX') end
+_START_LUA = (
+    _RUN
+    + """
+for i = 1, #ARGV do redis.call('SET', ARGV[i], '0|' .. run, 'NX') end
 return #ARGV
 """
+)
 START = Script(_START_LUA)
 
 
@@ -148,11 +167,8 @@ async def _start_every_slot(redis: aioredis.Redis) -> None:
     for node, keys in by_node.values():
         try:
             await redis.execute_command("EVAL", START.source, 0, *keys, target_nodes=node)
-        except ResponseError:  # slots moving: one command per key, each routed by its slot
-            pipe = redis.pipeline(transaction=False)
-            for key in keys:
-                pipe.set(key, "0", nx=True)
-            await pipe.execute()
+        except ResponseError:  # slots moving: settled one by one as readers find them, with a generation of now
+            pass
 
 
 async def rebuild_started(redis: aioredis.Redis, member_id: uuid.UUID) -> str:
