@@ -18,6 +18,8 @@ import logging
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from feedfabric.core.errors import store_unreachable
+
 log = logging.getLogger("feedfabric.deadline")
 
 GRAPHQL_CODE = "SERVICE_UNAVAILABLE"
@@ -32,7 +34,7 @@ class RequestDeadline:
         self.graphql_path = graphql_path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.seconds <= 0:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = False
@@ -43,18 +45,21 @@ class RequestDeadline:
                 started = True
             await send(message)
 
-        deadline = asyncio.timeout(self.seconds)
+        deadline = asyncio.timeout(self.seconds if self.seconds > 0 else None)
         try:
             async with deadline:
                 await self.app(scope, receive, tracking)
         except Exception as error:
             # Past the deadline, whatever the cancelled request raised on its way out (a driver may turn the
-            # cancellation into an error of its own) is the timeout.
-            if not isinstance(error, TimeoutError) and not deadline.expired():
+            # cancellation into an error of its own) is the timeout. Before it, a database out of reach that
+            # no handler answered (while the request's viewer was being resolved, say) is the same 503.
+            timed_out = isinstance(error, TimeoutError) or deadline.expired()
+            if started or not (timed_out or store_unreachable(error)):
                 raise
-            log.warning("request past REQUEST_TIMEOUT_SECONDS (%.1fs): %s", self.seconds, scope.get("path"))
-            if started:
-                raise
+            if timed_out:
+                log.warning("request past REQUEST_TIMEOUT_SECONDS (%.1fs): %s", self.seconds, scope.get("path"))
+            else:
+                log.warning("postgres unreachable on %s: %s", scope.get("path"), type(error).__name__)
             await send_unavailable(scope, send, scope.get("path") == self.graphql_path)
 
 

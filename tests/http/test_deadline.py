@@ -60,6 +60,21 @@ async def test_no_deadline_when_off() -> None:
         assert (await http.get("/fast")).status_code == 200
 
 
+async def unreachable(request: Request) -> JSONResponse:
+    raise ConnectionRefusedError("no route to the database")
+
+
+async def test_a_database_out_of_reach_that_no_handler_answered_is_503_at_once() -> None:
+    app = Starlette(
+        routes=[Route("/graphql", unreachable, methods=["POST"])],
+        middleware=[Middleware(RequestDeadline, seconds=5, graphql_path="/graphql")],
+    )
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+        gql = await http.post("/graphql", json={"query": "{ viewer { id } }"})
+    assert gql.status_code == 503
+    assert gql.json()["errors"][0]["extensions"]["code"] == "SERVICE_UNAVAILABLE"
+
+
 def test_what_counts_as_the_database_out_of_reach() -> None:
     assert store_unreachable(ConnectionRefusedError())
     assert store_unreachable(TimeoutError())
