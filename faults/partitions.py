@@ -130,7 +130,6 @@ async def _run(
         reading = asyncio.create_task(reader.run(stop))
         load = asyncio.create_task(run_load(client, names, record, 3600, writers=writers, readers=0, stop=stop))
         await asyncio.sleep(p.load_s / 3)
-        figures["_t0"] = time.monotonic()
         injected = await inject(stack, client, figures)  # returns healed
         await asyncio.sleep(p.load_s / 3)
         stop.set()
@@ -140,7 +139,6 @@ async def _run(
         verdict = await checker.check(stack, record, client)
         if extra_check is not None:
             await extra_check(stack, verdict, figures)
-        figures.pop("_t0")
         if "_flushed" in figures:
             figures["s until 95% of pages from redis"] = _back_to_redis(report, figures.pop("_flushed"))
         if "postgres reads from" in figures:
@@ -376,10 +374,6 @@ async def worker_cut_from_postgres(p: Params) -> Result:
         stack.net.heal()
         return "worker cut from both Postgres hosts for 8 s while it still reached the broker, healed"
 
-    async def offsets(stack: Stack) -> None:
-        return None
-
-    del offsets
     return await _run(p, "6-worker-cut-from-postgres", inject)
 
 
