@@ -50,9 +50,11 @@ constraints:
 	{ echo '# The exact set `make` installs and `make test` checks; regenerate with `make constraints`.'; \
 	  $(BIN)/pip freeze --exclude-editable | LC_ALL=C sort; } > constraints.txt
 
-# Every fault case of faults/cases.py in its full form, three runs in a row (`make test` runs the short form).
+# Every fault case in its full form, three runs in a row (`make test` runs short forms): the single-host
+# cases of faults/cases.py, then the network cases of faults/partitions.py (hosts in network namespaces; root).
 faults: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m faults --runs 3
+	HF_HUB_OFFLINE=1 $(BIN)/python -m faults --network --runs 3
 
 load: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python bench/load.py --seconds $${LOAD_SECONDS:-60}

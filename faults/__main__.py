@@ -1,4 +1,7 @@
-"""`python -m faults [--short] [--runs N] [CASE ...]`: runs fault cases on real processes and reports each.
+"""`python -m faults [--short] [--runs N] [--network] [CASE ...]`: runs fault cases on real processes and reports each.
+
+`--network` runs the network cases instead (faults/partitions.py: every part a
+host of its own in a network namespace; needs root).
 
 Exit status 1 when any case failed. Postgres is started once for the suite
 (each case gets its own database; the Postgres-restart case its own server);
@@ -45,7 +48,11 @@ def main() -> None:
     parser.add_argument("--short", action="store_true", help="the CI form: shorter loads, 20s of churn")
     parser.add_argument("--runs", type=int, default=1, help="run every case this many times in a row")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, effect logs)")
+    parser.add_argument("--network", action="store_true", help="the network cases (faults/partitions.py), as root")
     args = parser.parse_args()
+    if args.network:
+        network_main(args.cases, args.runs, args.short, args.keep)
+        return
     unknown = [c for c in args.cases if c not in CASES]
     if unknown:
         sys.exit(f"unknown case {', '.join(unknown)}; known: {', '.join(CASES)}")
@@ -62,6 +69,34 @@ def main() -> None:
             print(f"work folder kept: {root}")
     failed = [o for o in outcomes if not o.ok]
     print(f"\n{len(outcomes) - len(failed)}/{len(outcomes)} case runs passed in {time.monotonic() - started:.0f}s")
+    sys.exit(1 if failed else 0)
+
+
+def network_main(names: list[str], runs: int, short: bool, keep: bool) -> None:
+    from faults.network import NetworkUnavailable, require_root
+    from faults.partitions import CASES as NETWORK_CASES
+    from faults.partitions import run_cases
+
+    unknown = [c for c in names if c not in NETWORK_CASES]
+    if unknown:
+        sys.exit(f"unknown network case {', '.join(unknown)}; known: {', '.join(NETWORK_CASES)}")
+    try:
+        require_root()
+    except NetworkUnavailable as error:
+        sys.exit(str(error))
+    root = Path(tempfile.mkdtemp(prefix="feedfabric-net-faults-"))
+    started = time.monotonic()
+    try:
+        results = asyncio.run(run_cases(names or list(NETWORK_CASES), runs, short, root))
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            print(f"work folder kept: {root}")
+    failed = [r for r in results if not r.ok]
+    print(
+        f"\n{len(results) - len(failed)}/{len(results)} network case runs passed in {time.monotonic() - started:.0f}s"
+    )
     sys.exit(1 if failed else 0)
 
 

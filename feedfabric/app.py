@@ -22,13 +22,14 @@ from feedfabric.core.errors import RequestTooLarge
 from feedfabric.core.logging import configure_logging
 from feedfabric.core.settings import Settings, load_settings
 from feedfabric.db.breaker import CircuitBreaker
-from feedfabric.db.pool import create_pool
+from feedfabric.db.pool import PrimaryWatch, create_pool
 from feedfabric.db.redisclient import create_redis
 from feedfabric.db.replica import ReadRouting
 from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.http import dashboard, health, playground
 from feedfabric.http.cors import CorsExceptDev
+from feedfabric.http.deadline import RequestDeadline
 from feedfabric.http.idempotency import Idempotency
 from feedfabric.http.refusal import refusal
 from feedfabric.http.request_id import RequestIdMiddleware
@@ -144,7 +145,15 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
             # Here, not when the app is made: asyncpg's patch is process-wide, and only a lifespan's end takes it
             # back (an app made and never started would leave it on, its spans going to a provider nobody reads).
             traced.instrument_asyncpg()
-        pool = await create_pool(settings.database_url, max_size=20, lean_reset=True, generic_plans=True)
+        pool = await create_pool(
+            settings.database_url,
+            max_size=20,
+            lean_reset=True,
+            generic_plans=True,
+            command_timeout=settings.database_command_timeout_seconds,
+        )
+        primary_watch = PrimaryWatch(pool)
+        primary_watch.start()
         redis = create_redis(settings, timeout_ms=settings.redis_timeout_ms) if settings.redis_url else None
         if redis is not None and traced is not None:
             traced.instrument_redis(redis)
@@ -193,6 +202,7 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
                 await realtime.stop()
             await feed_log.stop()
             await reads.stop()
+            await primary_watch.stop()
             if read_pool is not None:
                 await read_pool.close()
             if redis is not None:
@@ -226,6 +236,8 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
         exception_handlers={StarletteHTTPException: http_error},
     )
     app.add_middleware(Idempotency)  # inside BodyLimit: what it reads is bounded
+    # Inside the request ID: a request cut short is logged with its 503.
+    app.add_middleware(RequestDeadline, seconds=settings.request_timeout_seconds, graphql_path=GRAPHQL_PATH)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, upload_bytes=settings.media_max_bytes)
     app.add_middleware(RequestIdMiddleware)
     if traced is not None:

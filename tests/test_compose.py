@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker-compose.yml"
 APP_SERVICES = ("migrate", "api-1", "api-2", "relay", "worker")
 API_INSTANCES = ("api-1", "api-2")
-REDIS_NODES = ("redis-1", "redis-2", "redis-3")
+REDIS_NODES = ("redis-1", "redis-2", "redis-3", "redis-4", "redis-5", "redis-6")
 KAFKA_NODES = ("kafka-1", "kafka-2", "kafka-3")
 LONG_RUNNING = (
     "postgres",
@@ -195,9 +195,12 @@ def test_postgres_serves_the_database_and_credentials_the_app_services_use(compo
     )
     for name in APP_SERVICES:
         env = all_services[name]["environment"]
-        for key, host in (("DATABASE_URL", "postgres"), ("DATABASE_READ_URL", "postgres-replica")):
-            url = re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", env[key])
-            assert url == f"postgresql://{user}:{password}@{host}:5432/{database}", (name, key)
+        # The primary URL names both hosts, writes going to whichever accepts them (failover on its own).
+        url = re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", env["DATABASE_URL"])
+        both = "postgres:5432,postgres-replica:5432"
+        assert url == f"postgresql://{user}:{password}@{both}/{database}?target_session_attrs=read-write", name
+        url = re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", env["DATABASE_READ_URL"])
+        assert url == f"postgresql://{user}:{password}@postgres-replica:5432/{database}", name
     replica = all_services["postgres-replica"]["environment"]
     assert replica["PRIMARY_HOST"] == "postgres"
     assert interpolated_default(replica["REPLICATION_PASSWORD"]) == interpolated_default(
@@ -300,7 +303,8 @@ def test_redis_is_a_three_master_cluster_that_keeps_full_timelines_compact(compo
         # Timelines carry no TTL, so a volatile-* policy could evict nothing and writes would fail when full.
         assert command[command.index("--maxmemory-policy") + 1] == "allkeys-lru"
     create = " ".join(all_services["redis-cluster"]["command"])
-    assert "--cluster create" in create and "--cluster-replicas 0" in create
+    # Every master has a replica: losing one fails over instead of losing a third of the timelines.
+    assert "--cluster create" in create and "--cluster-replicas 1" in create
     for name in REDIS_NODES:
         assert f"{name}:6379" in create
     env = all_services["api-1"]["environment"]

@@ -67,3 +67,42 @@ class QuotaExceeded(FeedFabricError):
     code = "QUOTA_EXCEEDED"
     rest_code = "media.quota_exceeded"
     status = 409
+
+
+class ServiceUnavailable(FeedFabricError):
+    """Postgres could not be reached or did not answer in time (a partition, a failover under way): retry."""
+
+    code = "SERVICE_UNAVAILABLE"
+    rest_code = "service.unavailable"
+    status = 503
+    message_text = "The service could not reach its database; retry shortly."
+
+
+def store_unreachable(error: BaseException) -> bool:
+    """Whether `error` says Postgres is out of reach rather than that the request is wrong: the connection
+    failed or was lost, a statement timed out, or the server is a standby or shutting down. Such failures
+    answer SERVICE_UNAVAILABLE (503), which clients retry, instead of an internal error."""
+    import asyncpg
+
+    unreachable = (
+        OSError,
+        TimeoutError,
+        asyncpg.InterfaceError,
+        asyncpg.ConnectionDoesNotExistError,
+        asyncpg.CannotConnectNowError,
+        asyncpg.ClientCannotConnectError,
+        asyncpg.TargetServerAttributeNotMatched,
+        asyncpg.ReadOnlySQLTransactionError,
+        asyncpg.AdminShutdownError,
+        asyncpg.ConnectionFailureError,
+        # asyncpg's pool releasing a connection that its failed query cancellation already terminated.
+        asyncpg.InternalClientError,
+    )
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, unreachable):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False

@@ -64,6 +64,16 @@ OUTBOX_OLDEST_AGE = Gauge(
 )
 OUTBOX_PUBLISHED = Counter("feedfabric_outbox_published_total", "Outbox rows the relay published.")
 
+# --- Read replica (set by feedfabric.db.replica's monitor, a few times a second) ---
+REPLICA_LAG = Gauge(
+    "feedfabric_replica_lag_seconds",
+    "How long the primary has been ahead of what the read replica replayed (0 when caught up); grows while it is cut off.",
+)
+REPLICA_USABLE = Gauge(
+    "feedfabric_replica_usable",
+    "1 while reads may go to the replica (it answers and lags less than the limit), else 0.",
+)
+
 # --- Consumers (call from the consumer runner) -----------------------------------
 CONSUMER_LAG = Gauge(
     "feedfabric_consumer_lag",

@@ -69,6 +69,15 @@ class Settings(BaseSettings):
     favourite_limit: int = Field(30, ge=1)
     max_body_bytes: int = Field(1_000_000, ge=1024)
     redis_timeout_ms: int = Field(250, ge=1)
+    # The longest one Postgres statement may wait (pools and the relay's own connection): a connection to a
+    # host that was cut off fails after it instead of hanging until TCP gives up.
+    database_command_timeout_seconds: float = Field(30.0, gt=0)
+    # Workers' Redis commands (fan-out, rebuilds): a node cut off fails the batch, which is retried, instead of
+    # hanging the consumer; longer than the API's, since a fan-out pipeline carries many commands.
+    worker_redis_timeout_ms: int = Field(2_000, ge=1)
+    # An HTTP request still running this long ends with 503 SERVICE_UNAVAILABLE (a store that stopped answering
+    # must not hold a client past it); 0: no limit. WebSockets are not bounded by it.
+    request_timeout_seconds: float = Field(30.0, ge=0)
     redis_breaker_cooldown_ms: int = Field(5000, ge=0)
 
     # Engagement: a comment says more about a member's taste than a like.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -9,6 +12,8 @@ from typing import Any
 import asyncpg
 
 from feedfabric.core import jsonwire
+
+log = logging.getLogger("feedfabric.pool")
 
 Connection = asyncpg.Connection
 Pool = asyncpg.Pool
@@ -64,6 +69,7 @@ async def _lean_reset(conn: asyncpg.Connection) -> None:
 async def create_pool(
     dsn: str,
     *,
+    command_timeout: float = 30.0,
     min_size: int = 2,
     max_size: int = 10,
     on_connect: Callable[[asyncpg.Connection], Awaitable[None]] | None = None,
@@ -90,7 +96,13 @@ async def create_pool(
     lean: dict[str, Any] = {"connection_class": LeanConnection, "reset": _lean_reset} if lean_reset else {}
     settings = {"plan_cache_mode": "force_generic_plan"} if generic_plans else {}
     pool = await asyncpg.create_pool(
-        dsn, min_size=min_size, max_size=max_size, init=init, command_timeout=30, server_settings=settings, **lean
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        init=init,
+        command_timeout=command_timeout,
+        server_settings=settings,
+        **lean,
     )
     assert pool is not None
     return pool
@@ -101,3 +113,57 @@ async def transaction(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
     """The one place a unit of work commits: services take the connection and never commit."""
     async with pool.acquire() as conn, conn.transaction():
         yield conn
+
+
+class PrimaryWatch:
+    """Keeps a pool on the server that answers as the primary after a failover or a partition.
+
+    DATABASE_URL may name several hosts with `target_session_attrs=read-write`: every new connection finds
+    the current primary. Pooled connections do not: one to a primary that was cut off (or fenced without a
+    reset reaching us) hangs its next query until TCP gives up. Once a second, a probe asks the pool; when
+    it fails or does not answer within `timeout_s`, every idle connection is expired (asyncpg closes it on
+    its next acquire and connects afresh), so one slow probe replaces the pool instead of each request
+    finding a dead connection on its own.
+    """
+
+    def __init__(self, pool: asyncpg.Pool, every_s: float = 1.0, timeout_s: float = 2.0) -> None:
+        self.pool = pool
+        self.every_s = every_s
+        self.timeout_s = timeout_s
+        self.healthy = True
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="primary-watch")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def probe(self) -> bool:
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                # A standby refuses writes: after a promotion elsewhere, a connection to the old primary
+                # that came back as a standby is just as wrong.
+                in_recovery = await self.pool.fetchval("SELECT pg_is_in_recovery()")
+            return not in_recovery
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - any failure means: reconnect
+            return False
+
+    async def _run(self) -> None:
+        while True:
+            ok = await self.probe()
+            if not ok:
+                if self.healthy:
+                    log.warning("primary not answering as the primary: pooled connections expired, reconnecting")
+                await self.pool.expire_connections()
+            elif not self.healthy:
+                log.info("primary answering again")
+            self.healthy = ok
+            await asyncio.sleep(self.every_s)

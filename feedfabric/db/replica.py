@@ -32,6 +32,8 @@ import asyncpg
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from feedfabric.core import metrics
+
 log = logging.getLogger("feedfabric.replica")
 
 POLL_S = 0.1
@@ -137,6 +139,10 @@ class ReadRouting:
                     # Its pooled connections died with it: none is handed out again once it is back.
                     await self.replica.expire_connections()
                 self.answering = False
+                if self._ahead_since:  # the lag keeps growing while the replica cannot be asked
+                    self.lag_s = time.monotonic() - self._ahead_since[0][0]
+            metrics.REPLICA_LAG.set(self.lag_s)
+            metrics.REPLICA_USABLE.set(1 if self.replica_usable else 0)
             await asyncio.sleep(POLL_S)
 
     async def measure(self) -> None:
@@ -144,10 +150,11 @@ class ReadRouting:
         assert self.replica is not None
         ahead = await wal_position(self.primary)
         now = time.monotonic()
-        async with asyncio.timeout(1.0):
-            replayed = await replayed_position(self.replica)
+        # Noted before the replica is asked: one that does not answer is behind everything written since.
         if not self._ahead_since or self._ahead_since[-1][1] < ahead:
             self._ahead_since.append((now, ahead))
+        async with asyncio.timeout(1.0):
+            replayed = await replayed_position(self.replica)
         while self._ahead_since and self._ahead_since[0][1] <= replayed:
             self._ahead_since.popleft()
         self.replayed = replayed

@@ -51,6 +51,21 @@ async def postgres_page(
     return cut(await posts_db.home_page(conn, viewer_id, before, limit + 1), limit)
 
 
+async def settled_postgres_page(
+    conn: asyncpg.Connection | asyncpg.Pool, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int
+) -> Page:
+    """The Postgres page without the posts fan-out has not pushed yet (the viewer's own always kept: the
+    Redis path pulls them too), for a first page served when no owed mark can be recorded (Redis out of
+    reach). Such a page holds nothing a timeline may lack, so a later page from Redis, on any instance,
+    never goes back on it; the posts left out appear as soon as fan-out has them, as they would on Redis."""
+    rows = await posts_db.home_page(conn, viewer_id, before, limit + 1)
+    pending = await posts_db.fanout_pending(conn, [p.id for p in rows if p.author_id != viewer_id])
+    if not pending:
+        return cut(rows, limit)
+    rows = await posts_db.home_page(conn, viewer_id, before, limit + 1 + len(pending))
+    return cut([p for p in rows if p.id not in pending], limit)
+
+
 @dataclass
 class HomeFeedService:
     settings: Settings
@@ -70,7 +85,7 @@ class HomeFeedService:
             return await postgres_page(self.reads, member.id, before, limit)
         breaker = self.breaker.shard(timelines.shard_of(self.redis, member.id))
         if not breaker.allows:
-            return await postgres_page(self.reads, member.id, before, limit)
+            return await self._unmarked_page(member, before, limit)
         page: Page | None = None
         if not viewer.returning:
             try:
@@ -80,15 +95,22 @@ class HomeFeedService:
             except REDIS_FAILURES as error:
                 breaker.failed()
                 log.warning("redis unavailable for the home feed, serving from postgres: %s", type(error).__name__)
-                return await postgres_page(self.reads, member.id, before, limit)
+                return await self._unmarked_page(member, before, limit)
             breaker.succeeded()
             if page is not None:
                 return page
         page = await postgres_page(self.reads, member.id, before, limit)
         owed = _newest_owed(page.items, member.id, set()) if before is None else None
-        if owed is not None:
-            await self._raise_owed(self.redis, member, owed, breaker)
+        if owed is not None and not await self._raise_owed(self.redis, member, owed, breaker):
+            return await self._unmarked_page(member, before, limit)
         return page
+
+    async def _unmarked_page(self, member: Member, before: uuid.UUID | None, limit: int) -> Page:
+        """A page Postgres serves while no owed mark can be written: a first page leaves out what fan-out
+        has not pushed yet (settled_postgres_page); later pages are not held to the mark anyway."""
+        if before is None:
+            return await settled_postgres_page(self.reads, member.id, before, limit)
+        return await postgres_page(self.reads, member.id, before, limit)
 
     @property
     def _redis_timeout_s(self) -> float:
@@ -96,15 +118,17 @@ class HomeFeedService:
 
     async def _raise_owed(
         self, redis: aioredis.Redis, member: Member, owed: uuid.UUID, breaker: CircuitBreaker
-    ) -> None:
+    ) -> bool:
         """A first page Postgres served may hold posts the timeline lacks: the next first page must keep them.
-        Best effort: a Redis that fails here fails the mark, never the read."""
+        False when Redis failed: the caller serves a page that owes nothing instead."""
         try:
             async with asyncio.timeout(self._redis_timeout_s):
                 await timelines.raise_owed(redis, member.id, owed)
         except REDIS_FAILURES as error:
             breaker.failed()
             log.warning("redis unavailable for the home feed's owed mark: %s", type(error).__name__)
+            return False
+        return True
 
     async def _from_redis(
         self, redis: aioredis.Redis, member: Member, before: uuid.UUID | None, limit: int

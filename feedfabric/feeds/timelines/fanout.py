@@ -19,6 +19,7 @@ from feedfabric.core import failpoints, tracing
 from feedfabric.core.settings import Settings
 from feedfabric.db import timeline_queries as q
 from feedfabric.db.redisclient import Script
+from feedfabric.feeds.timelines import slots
 from feedfabric.feeds.timelines.encoding import (
     ID_TEXT_LENGTH,
     KEY_PREFIX,
@@ -212,8 +213,12 @@ async def rebuild(conn: asyncpg.Connection, redis: aioredis.Redis, settings: Set
     lands between this query and the write is kept, and what was already
     there is what fan-out put there anyway.
     """
+    # The server's clock (on a cluster, the slot's node) before the query: a timeline whose rebuild began after
+    # its Redis run was settled, or its slot lost its data, holds everything (feeds.timelines.slots, epochs).
+    started = await slots.rebuild_started(redis, member_id)
     ids = await q.rebuild_post_ids(conn, member_id, settings.feed_max_length, settings.celebrity_follower_threshold)
     await _add_trimmed(redis, feed_key(member_id), ids, settings.feed_max_length)
+    await slots.mark_rebuilt(redis, member_id, started)
     return len(ids)
 
 

@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from feedfabric.core.settings import Settings
 from feedfabric.db import timeline_queries as q
 from feedfabric.db.redisclient import Script
+from feedfabric.feeds.timelines import slots
 from feedfabric.feeds.timelines.encoding import (
     as_text,
     cursor_forms,
@@ -100,11 +101,17 @@ async def first_round(
 # The epoch check, the timeline's existence and its first page in one script
 # call, so a home-feed page makes one Redis round trip before any SQL, not three.
 # Same answers as EPOCH, EXISTS and READ_PAGE run in that order, in one view.
+# A timeline rebuilt from Postgres since the run was settled (its rebuild began at or after the epoch's
+# `at`, on the server's clock; the last key) holds everything and is read whole, without the floor.
 _OPEN_LUA = """
 local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
-local e = redis.call('HMGET', KEYS[1], 'run', 'floor')
+local e = redis.call('HMGET', KEYS[1], 'run', 'floor', 'at')
 if e[1] ~= run then return {0, run} end
 local floor = e[2] or ''
+if floor ~= '' and e[3] then
+  local rebuilt = redis.call('GET', KEYS[#KEYS])
+  if rebuilt and tonumber(rebuilt) >= tonumber(e[3]) then floor = '' end
+end
 if redis.call('EXISTS', KEYS[2]) == 0 then return {1, floor, 0} end
 local start = 0
 if ARGV[1] ~= '' then
@@ -146,7 +153,8 @@ async def open_timeline(
     """
     if not on_cluster(redis):
         raw, text = cursor_forms(after_post_id)
-        result = await OPEN(redis, [EPOCH_KEY, feed_key(member_id)], (raw, count, text))
+        keys = [EPOCH_KEY, feed_key(member_id), slots.rebuilt_key(member_id)]
+        result = await OPEN(redis, keys, (raw, count, text))
         assert isinstance(result, list)
         if int(result[0]):
             floor = as_text(result[1]) or None
@@ -154,7 +162,11 @@ async def open_timeline(
                 return OpenedTimeline(floor, None)
             return OpenedTimeline(floor, _page_of(result[3], result[4], floor))
     floor = await serving_floor(pool, redis)
-    if not await has_timeline(redis, member_id):
+    if on_cluster(redis):
+        # A slot that lost its data leaves timelines fan-out recreated with holes: read as missing until rebuilt.
+        if not await slots.timeline_trusted(pool, redis, uuid.UUID(str(member_id))):
+            return OpenedTimeline(floor, None)
+    elif not await has_timeline(redis, member_id):
         return OpenedTimeline(floor, None)
     return OpenedTimeline(floor, await read_page(redis, member_id, after_post_id, count, floor))
 
@@ -180,7 +192,8 @@ async def open_first_page(
         return OpenedFirstPage(
             await open_timeline(pool, redis, member_id, None, count), await read_owed(redis, member_id)
         )
-    result = await OPEN_FIRST(redis, [EPOCH_KEY, feed_key(member_id), owed_key(member_id)], ("", count))
+    keys = [EPOCH_KEY, feed_key(member_id), owed_key(member_id), slots.rebuilt_key(member_id)]
+    result = await OPEN_FIRST(redis, keys, ("", count))
     assert isinstance(result, list)
     owed, opened = owed_of(result[0]), result[1]
     if not int(opened[0]):  # an unsettled run: settle it first
