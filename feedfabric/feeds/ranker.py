@@ -115,8 +115,8 @@ def within_feeds_auc(engaged: np.ndarray, scores: np.ndarray, feeds: np.ndarray)
 
 
 class Reservoir:
-    """A uniform sample of at most `capacity` of the rows streamed through it, in one array allocated
-    once (Algorithm R, a block at a time: the i-th row seen replaces a random slot with chance
+    """A uniform sample of at most `capacity` of the rows streamed through it, in one array of at most
+    `capacity` rows (Algorithm R, a block at a time: the i-th row seen replaces a random slot with chance
     capacity / i), so training holds `capacity` rows however long the log. A log no longer than
     `capacity` is kept whole. Seeded: the same stream gives the same sample."""
 
@@ -129,7 +129,7 @@ class Reservoir:
     def add(self, block: np.ndarray) -> None:
         free = min(max(self.capacity - self.seen, 0), len(block))
         if free:
-            if len(self.table) < self.capacity:
+            if self.seen + free > len(self.table):  # grown by doubling, up to capacity
                 grown = np.empty((min(self.capacity, max(2 * len(self.table), self.seen + free)), block.shape[1]))
                 grown[: self.seen] = self.table[: self.seen]
                 self.table = grown
