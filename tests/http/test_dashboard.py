@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -23,6 +24,14 @@ from tests.support import Api
 from tests.tracing_support import events_runner, traced_process
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def screenshot_path(name: str, tmp_path: Path) -> Path:
+    """docs/ keeps the pictures the docs show; a test run writes them there only when asked
+    (FEEDFABRIC_SCREENSHOTS=1), so `make test` leaves the work tree as it found it."""
+    return (DOCS if os.environ.get("FEEDFABRIC_SCREENSHOTS") == "1" else tmp_path) / name
+
+
 STATS = """{ feedStats(days: 3) { feed preset day pagesServed postsServed postsEngaged engagementRate } }"""
 MODELS = """{ rankerModels { id auc baselineAuc active trainingRows weights { signal weight } } }"""
 
@@ -119,7 +128,7 @@ async def browser() -> AsyncIterator[Browser]:
 
 
 async def test_an_admin_sees_the_feeds_compared_as_charts(
-    settings: Settings, pool: asyncpg.Pool, browser: Browser
+    settings: Settings, pool: asyncpg.Pool, browser: Browser, tmp_path: Path
 ) -> None:
     await _seed(pool)
     async with serve(settings) as server:
@@ -152,13 +161,13 @@ async def test_an_admin_sees_the_feeds_compared_as_charts(
                        const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
                        for (let i = 3; i < px.length; i += 4) if (px[i] !== 0) return true; return false; }"""
         )
-        await page.screenshot(path=str(DOCS / "dashboard.png"), full_page=True)
+        await page.screenshot(path=str(screenshot_path("dashboard.png", tmp_path)), full_page=True)
         assert errors == []
         await context.close()
 
 
 async def test_an_admin_sees_a_real_posts_journey_as_a_waterfall_with_its_slowest_step_highlighted(
-    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis, browser: Browser
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis, browser: Browser, tmp_path: Path
 ) -> None:
     with traced_process(settings) as traced:
         async with (
@@ -213,6 +222,6 @@ async def test_an_admin_sees_a_real_posts_journey_as_a_waterfall_with_its_slowes
             assert [i for i, c in enumerate(drawn["colours"]) if c == "#c0392b"] == [slowest]
             heading = await page.locator(".journey h3").first.text_content()
             assert post_id in (heading or "") and f"slowest: {drawn['labels'][slowest]}" in (heading or "")
-            await page.locator("#journeys").screenshot(path=str(DOCS / "journeys.png"))
+            await page.locator("#journeys").screenshot(path=str(screenshot_path("journeys.png", tmp_path)))
             assert errors == []
             await context.close()
