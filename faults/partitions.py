@@ -23,6 +23,7 @@ import asyncpg
 import httpx
 from feedfabric.core.auth import issue_token
 from feedfabric.db import posts as posts_db
+from feedfabric.feeds.timelines import feed_key
 
 from faults import checker
 from faults.harness import Client, Record, quiesce, retrying, run_load, setup_graph
@@ -130,7 +131,9 @@ async def _run(
         reading = asyncio.create_task(reader.run(stop))
         load = asyncio.create_task(run_load(client, names, record, 3600, writers=writers, readers=0, stop=stop))
         await asyncio.sleep(p.load_s / 3)
+        figures["_readers"] = names[:4]  # the reader's members (a case may aim its fault at them)
         injected = await inject(stack, client, figures)  # returns healed
+        figures.pop("_readers", None)
         await asyncio.sleep(p.load_s / 3)
         stop.set()
         await load
@@ -178,13 +181,33 @@ def _master_hosts(stack: Stack, via: str) -> list[str]:
     return [by_address[a] for a, r in roles.items() if r == "master" and a in by_address]
 
 
+async def _master_of_member(stack: Stack, via: str, external_id: str) -> str:
+    """The Redis host that is master of the slot of a member's timeline (`feed:{memberId}`)."""
+    conn = await asyncpg.connect(stack.database_url)
+    try:
+        member_id = await conn.fetchval("SELECT id FROM members WHERE external_id = $1", external_id)
+    finally:
+        await conn.close()
+    slot = int(stack.redis_cli("cluster", "keyslot", feed_key(member_id), node=via).strip())
+    by_address = {f"{stack.addr(h)}:{REDIS_PORT}": h for h in REDIS_HOSTS}
+    for line in stack.redis_cli("cluster", "nodes", node=via).splitlines():
+        parts = line.split()
+        if len(parts) < 9 or "master" not in parts[2]:
+            continue
+        for served in parts[8:]:
+            low, _, high = served.partition("-")
+            if not served.startswith("[") and int(low) <= slot <= int(high or low):
+                return by_address[parts[1].split("@")[0]]
+    raise RuntimeError(f"no master serves slot {slot}")
+
+
 # -- 1 ----------------------------------------------------------------------------
 
 
 async def redis_master_cut(p: Params) -> Result:
     async def inject(stack: Stack, client: Client, fig: dict[str, Any]) -> str:
-        masters = _master_hosts(stack, stack.redis_nodes[0])
-        victim = masters[0]
+        # The master serving the reader's first member's timeline: their pages must cross the cut and the failover.
+        victim = await _master_of_member(stack, stack.redis_nodes[0], fig["_readers"][0])
         witness = next(f"{stack.addr(h)}:{REDIS_PORT}" for h in REDIS_HOSTS if h not in (victim,))
         victim_address = f"{stack.addr(victim)}:{REDIS_PORT}"
         cut_at = time.monotonic()

@@ -18,6 +18,15 @@ async def by_external_id(conn: asyncpg.Connection | asyncpg.Pool, external_id: s
     return Member.of(row) if row else None
 
 
+async def viewer_by_external_id(
+    conn: asyncpg.Connection | asyncpg.Pool, external_id: str
+) -> tuple[Member, uuid.UUID | None] | None:
+    """The signed-in member with their home feed's owed mark kept in Postgres (`home_owed`): one column more
+    in the lookup every request makes, so a home-feed page learns of the mark without a statement of its own."""
+    row = await conn.fetchrow(f"SELECT {_COLUMNS}, home_owed FROM members WHERE external_id = $1", external_id)
+    return (Member.of(row), row["home_owed"]) if row else None
+
+
 async def by_username(conn: asyncpg.Connection | asyncpg.Pool, username: str) -> Member | None:
     row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM members WHERE lower(username) = lower($1)", username)
     return Member.of(row) if row else None

@@ -311,18 +311,3 @@ async def mention_page(
         limit,
     )
     return found
-
-
-async def fanout_pending(conn: Executor, post_ids: list[uuid.UUID]) -> set[uuid.UUID]:
-    """Of these posts, those whose PostCreated the fan-out group (worker-events) has not applied yet: they may
-    be missing from Redis timelines. A post whose outbox row is gone (past retention) was applied long ago."""
-    if not post_ids:
-        return set()
-    rows = await conn.fetch(
-        """SELECT o.key FROM outbox o
-           WHERE o.key = ANY($1::text[]) AND o.event_type = 'PostCreated'
-             AND NOT EXISTS (SELECT 1 FROM processed_events pe
-                             WHERE pe.group_name = 'worker-events' AND pe.event_id = o.id)""",
-        [str(p) for p in post_ids],
-    )
-    return {uuid.UUID(r["key"]) for r in rows}

@@ -376,6 +376,21 @@ async def gap_page(
     return GapFill(posts, post_extras.extras_of(rows))
 
 
+async def raise_home_owed(conn: asyncpg.Connection | asyncpg.Pool, member_id: uuid.UUID, post_id: uuid.UUID) -> None:
+    """Raises the owed mark kept in Postgres (`members.home_owed`, for when Redis cannot take it) to `post_id`;
+    writes nothing when it is already there or above."""
+    await conn.execute(
+        "UPDATE members SET home_owed = $2 WHERE id = $1 AND (home_owed IS NULL OR home_owed < $2)",
+        member_id,
+        post_id,
+    )
+
+
+async def drop_home_owed(conn: asyncpg.Connection | asyncpg.Pool, member_id: uuid.UUID, post_id: uuid.UUID) -> None:
+    """Clears the Postgres owed mark read as `post_id` (a concurrent page's higher mark stays)."""
+    await conn.execute("UPDATE members SET home_owed = NULL WHERE id = $1 AND home_owed = $2", member_id, post_id)
+
+
 async def epoch(conn: asyncpg.Connection) -> tuple[str, uuid.UUID | None] | None:
     """The Redis run (and its floor) timelines were last settled against; None before the first."""
     row = await conn.fetchrow("SELECT run_id, floor FROM timeline_epoch")

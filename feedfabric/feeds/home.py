@@ -9,9 +9,10 @@ past the oldest entry Redis keeps continues from Postgres. Posts of followed
 celebrities, never pushed, are merged in by ID, so hybrid fan-out is
 invisible to the reader; so are the viewer's own newest posts, so a member's
 own writes are on the next page whatever fan-out's lag. A first page that
-served posts the timeline lacked leaves an owed mark (feeds.timelines.owed), and the
-next first page fills the range up to it from Postgres, so first pages never
-go backwards (docs/home-feed.md). Both sources order by ID, so their cursors mix.
+served posts the timeline lacked leaves an owed mark (feeds.timelines.owed: in Redis,
+or in Postgres when Redis cannot take it), and the next first page fills the range
+up to it from Postgres, so first pages never go backwards (docs/home-feed.md).
+Both sources order by ID, so their cursors mix.
 """
 
 from __future__ import annotations
@@ -51,21 +52,6 @@ async def postgres_page(
     return cut(await posts_db.home_page(conn, viewer_id, before, limit + 1), limit)
 
 
-async def settled_postgres_page(
-    conn: asyncpg.Connection | asyncpg.Pool, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int
-) -> Page:
-    """The Postgres page without the posts fan-out has not pushed yet (the viewer's own always kept: the
-    Redis path pulls them too), for a first page served when no owed mark can be recorded (Redis out of
-    reach). Such a page holds nothing a timeline may lack, so a later page from Redis, on any instance,
-    never goes back on it; the posts left out appear as soon as fan-out has them, as they would on Redis."""
-    rows = await posts_db.home_page(conn, viewer_id, before, limit + 1)
-    pending = await posts_db.fanout_pending(conn, [p.id for p in rows if p.author_id != viewer_id])
-    if not pending:
-        return cut(rows, limit)
-    rows = await posts_db.home_page(conn, viewer_id, before, limit + 1 + len(pending))
-    return cut([p for p in rows if p.id not in pending], limit)
-
-
 @dataclass
 class HomeFeedService:
     settings: Settings
@@ -85,32 +71,35 @@ class HomeFeedService:
             return await postgres_page(self.reads, member.id, before, limit)
         breaker = self.breaker.shard(timelines.shard_of(self.redis, member.id))
         if not breaker.allows:
-            return await self._unmarked_page(member, before, limit)
+            return await self._page_without_redis(member, before, limit)
         page: Page | None = None
         if not viewer.returning:
             try:
                 # asyncio.timeout, not wait_for: on Python 3.11 wait_for runs the read in a task of its own.
                 async with asyncio.timeout(self._redis_timeout_s):
-                    page = await self._from_redis(self.redis, member, before, limit)
+                    page = await self._from_redis(self.redis, member, viewer.home_owed, before, limit)
             except REDIS_FAILURES as error:
                 breaker.failed()
                 log.warning("redis unavailable for the home feed, serving from postgres: %s", type(error).__name__)
-                return await self._unmarked_page(member, before, limit)
+                return await self._page_without_redis(member, before, limit)
             breaker.succeeded()
             if page is not None:
                 return page
         page = await postgres_page(self.reads, member.id, before, limit)
         owed = _newest_owed(page.items, member.id, set()) if before is None else None
         if owed is not None and not await self._raise_owed(self.redis, member, owed, breaker):
-            return await self._unmarked_page(member, before, limit)
+            await timelines.raise_owed_in_postgres(self.pool, member.id, owed)
         return page
 
-    async def _unmarked_page(self, member: Member, before: uuid.UUID | None, limit: int) -> Page:
-        """A page Postgres serves while no owed mark can be written: a first page leaves out what fan-out
-        has not pushed yet (settled_postgres_page); later pages are not held to the mark anyway."""
-        if before is None:
-            return await settled_postgres_page(self.reads, member.id, before, limit)
-        return await postgres_page(self.reads, member.id, before, limit)
+    async def _page_without_redis(self, member: Member, before: uuid.UUID | None, limit: int) -> Page:
+        """The Postgres page while the member's timeline is out of reach: the whole page (it leaves out
+        nothing an earlier page showed, whichever timelines fan-out had reached), a first page's owed mark
+        kept in Postgres (feeds.timelines.owed), where the next first page from Redis finds it."""
+        page = await postgres_page(self.reads, member.id, before, limit)
+        owed = _newest_owed(page.items, member.id, set()) if before is None else None
+        if owed is not None:
+            await timelines.raise_owed_in_postgres(self.pool, member.id, owed)
+        return page
 
     @property
     def _redis_timeout_s(self) -> float:
@@ -131,17 +120,25 @@ class HomeFeedService:
         return True
 
     async def _from_redis(
-        self, redis: aioredis.Redis, member: Member, before: uuid.UUID | None, limit: int
+        self,
+        redis: aioredis.Redis,
+        member: Member,
+        owed_in_postgres: uuid.UUID | None,
+        before: uuid.UUID | None,
+        limit: int,
     ) -> Page | None:
-        """None: Postgres must serve this page (no timeline, or the cursor is not in it)."""
+        """None: Postgres must serve this page (no timeline, or the cursor is not in it). `owed_in_postgres`:
+        the mark a page left in Postgres while Redis could not take it (read with the viewer)."""
         wanted = limit + 1
         batch = max(wanted, 20)
         # The stale-snapshot watermark (feeds.timelines.epochs), the timeline's existence and its first page, at once;
         # on a first page the owed mark too (what an earlier first page served that Redis may lack).
         owed: uuid.UUID | None = None
+        owed_in_redis: uuid.UUID | None = None
         if before is None:
             first_page = await timelines.open_first_page(self.pool, redis, member.id, batch)
-            opened, owed = first_page.opened, first_page.owed
+            opened, owed_in_redis = first_page.opened, first_page.owed
+            owed = max((m for m in (owed_in_redis, owed_in_postgres) if m is not None), default=None)
         else:
             opened = await timelines.open_timeline(self.pool, redis, member.id, before, batch)
         if opened.page is None:
@@ -157,8 +154,11 @@ class HomeFeedService:
             source = MIXED
         if before is None:
             newest = _newest_owed(result.items, member.id, supplied)
-            if newest != owed:
-                await timelines.record_owed(redis, member.id, owed, newest)
+            if newest != owed_in_redis:
+                await timelines.record_owed(redis, member.id, owed_in_redis, newest)
+            if owed_in_postgres is not None:
+                # Its debt is in the Redis mark now (this page filled up to it, and the mark covers what it served).
+                await timelines.drop_owed_in_postgres(self.pool, member.id, owed_in_postgres)
         return _with_source(result, source, extras)
 
     async def _read_rounds(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -27,6 +28,9 @@ class Viewer:
     member: Member | None = None
     # Set when the member came back after INACTIVE_AFTER_DAYS: their timeline is being rebuilt.
     returning: bool = False
+    # The home feed's owed mark kept in Postgres, read with the member (feeds.timelines.owed): the newest post
+    # a first page served while Redis could not take the mark.
+    home_owed: uuid.UUID | None = None
 
     def require_claims(self) -> Claims:
         if self.claims is None:
@@ -69,13 +73,14 @@ async def resolve_viewer(pool: asyncpg.Pool, settings: Settings, authorization: 
         if token is None:
             return ViewerResult(ANONYMOUS)
         claims = TOKENS.decode(settings.jwt_secret, token)
-        member = await members_db.by_external_id(pool, claims.external_id)
-        if member is None:
+        found = await members_db.viewer_by_external_id(pool, claims.external_id)
+        if found is None:
             return ViewerResult(Viewer(claims=claims))
+        member, home_owed = found
         if not member.active:
             raise Unauthenticated("this account is suspended")
         returning = await _note_seen(pool, settings, member)
-        return ViewerResult(Viewer(claims=claims, member=member, returning=returning))
+        return ViewerResult(Viewer(claims=claims, member=member, returning=returning, home_owed=home_owed))
     except FeedFabricError as error:
         return ViewerResult(ANONYMOUS, error)
 

@@ -7,13 +7,16 @@ pipeline's lag is whatever the test makes it.
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import asyncpg
 import redis.asyncio as aioredis
+from feedfabric.core.settings import Settings
 from feedfabric.db.pool import transaction
 from feedfabric.feeds import timelines
+from feedfabric.ops import devstack
 
-from tests.support import HOME, Api
+from tests.support import HOME, Api, make_api
 
 
 async def fan_out(api: Api, pool: asyncpg.Pool, redis: aioredis.Redis, post_ids: list[str]) -> None:
@@ -137,3 +140,38 @@ async def test_own_unpushed_post_below_the_batch_floor_is_on_the_page_when_gone_
     # The batch's 4th entry (a page of 3 reads 4) is newer[0], but two entries above it are gone, so the
     # page reaches below it, to where maya's own post belongs.
     assert await first_page(api, maya, 3) == ([newer[1], newer[0], mine], "REDIS")
+
+
+async def test_an_instance_cut_off_from_redis_keeps_what_redis_pages_showed_and_owes_what_it_showed_more(
+    api: Api, settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis, tmp_path: Path
+) -> None:
+    """Two API instances on one database, the second cut off from Redis (docs/reliability.md, cases 1 and 4)."""
+    maya = await api.member("maya")
+    theo = await api.member("theo")
+    await api.follow(maya, "theo")
+    older = await api.post(theo, "older")
+    reached = await api.post(theo, "reached")
+    # Fan-out has reached maya's timeline, and is not finished (as when it is retried against a node cut off).
+    await fan_out(api, pool, redis, [older, reached])
+    assert await first_page(api, maya) == ([reached, older], "REDIS")
+
+    lost = devstack.start_redis(tmp_path)
+    cut_settings = settings.model_copy(update={"redis_url": lost.url, "redis_breaker_cooldown_ms": 60_000})
+    async with make_api(cut_settings) as cut:
+        lost.stop()
+        unpushed = await api.post(theo, "not fanned out")
+        # Redis failing, then the breaker open: Postgres serves every page, leaving out nothing Redis showed.
+        for _ in range(4):
+            assert await first_page(cut, maya) == ([unpushed, reached, older], "POSTGRES")
+        maya_id = await _id(pool, "maya")
+        assert str(await pool.fetchval("SELECT home_owed FROM members WHERE id = $1", maya_id)) == unpushed
+
+    # Back on the instance that reaches Redis: the timeline lacks what the cut instance served, the page does not,
+    # and the debt moves from Postgres into the Redis mark.
+    for _ in range(2):
+        assert await first_page(api, maya) == ([unpushed, reached, older], "REDIS_POSTGRES")
+        assert await pool.fetchval("SELECT home_owed FROM members WHERE id = $1", maya_id) is None
+        assert str(await timelines.read_owed(redis, maya_id)) == unpushed
+    await fan_out(api, pool, redis, [unpushed])
+    assert await first_page(api, maya) == ([unpushed, reached, older], "REDIS")
+    assert await timelines.read_owed(redis, maya_id) is None

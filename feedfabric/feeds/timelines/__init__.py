@@ -64,7 +64,16 @@ from feedfabric.feeds.timelines.fanout import (
     rebuild,
     unmerge,
 )
-from feedfabric.feeds.timelines.owed import OWE, OWED_TTL_S, fill_gap, raise_owed, read_owed, record_owed
+from feedfabric.feeds.timelines.owed import (
+    OWE,
+    OWED_TTL_S,
+    drop_owed_in_postgres,
+    fill_gap,
+    raise_owed,
+    raise_owed_in_postgres,
+    read_owed,
+    record_owed,
+)
 from feedfabric.feeds.timelines.reading import (
     OPEN,
     OPEN_FIRST,
@@ -99,6 +108,7 @@ __all__ = [
     "cursor_forms",
     "decode_entry",
     "decode_member",
+    "drop_owed_in_postgres",
     "encode_member",
     "entries",
     "fan_out",
@@ -115,6 +125,7 @@ __all__ = [
     "push_on_node",
     "push_packed",
     "raise_owed",
+    "raise_owed_in_postgres",
     "read_owed",
     "read_page",
     "rebuild",

@@ -22,6 +22,16 @@ from feedfabric.feeds.timelines.encoding import as_text, owed_key
 # mark is dropped once a page served nothing Redis lacked, so the common case
 # (a caught-up timeline) reads one key more in the first round's script and
 # writes nothing.
+#
+# A first page Postgres serves while the member's Redis timeline is out of reach
+# (its node cut off, failing, the breaker open) cannot leave the mark in Redis, so
+# it leaves it in Postgres: `members.home_owed`, which the viewer lookup every
+# request makes already reads. The next first page served from Redis, on any
+# instance, takes the higher of both marks, fills up to it, records the debt in
+# Redis and clears the Postgres one. Such a page is the whole Postgres page, so it
+# never leaves out a post an earlier page showed from a timeline that fan-out had
+# reached (fan-out lands node by node, and a post still being fanned out can be on
+# some timelines and missing from others).
 
 OWED_TTL_S = 86_400  # a backlog older than this is not covered (docs/home-feed.md)
 
@@ -61,6 +71,19 @@ async def record_owed(
 async def raise_owed(redis: aioredis.Redis, member_id: uuid.UUID | str, owed: uuid.UUID) -> None:
     """Raises the mark to `owed` (a page Postgres served whole, the mark not read first)."""
     await OWE(redis, [owed_key(member_id)], ("*", str(owed), OWED_TTL_S))
+
+
+async def raise_owed_in_postgres(
+    pool: asyncpg.Pool | asyncpg.Connection, member_id: uuid.UUID, owed: uuid.UUID
+) -> None:
+    """The mark for a first page Postgres served while Redis could not take it: kept in `members.home_owed`,
+    which the viewer lookup of every request reads, so the next first page from Redis fills up to it."""
+    await q.raise_home_owed(pool, member_id, owed)
+
+
+async def drop_owed_in_postgres(pool: asyncpg.Pool | asyncpg.Connection, member_id: uuid.UUID, read: uuid.UUID) -> None:
+    """Clears the Postgres mark read as `read`, once a page from Redis has moved its debt into the Redis mark."""
+    await q.drop_home_owed(pool, member_id, read)
 
 
 async def fill_gap(
