@@ -200,15 +200,19 @@ class RenderOnceExecutionContext(SharedRenderingExecutionContext):
             node = detail.node
             if getattr(detail, "defer_usage", None) is not None or node.arguments:
                 return False
-            name = node.name.value
-            if name == "__typename":
-                continue
-            field = parent.fields.get(name)
-            if field is None or not marks.from_the_object(parent.name, name):
-                return False
-            if node.selection_set is not None and not self._static(marks, field.type, node.selection_set):
+            if not self._static_field(marks, parent, node):
                 return False
         return True
+
+    def _static_field(self, marks: ViewerMarks, parent: GraphQLObjectType, node: FieldNode) -> bool:
+        """A marked field of the object (or `__typename`) whose own sub-selection is static too."""
+        name = node.name.value
+        if name == "__typename":
+            return True
+        field = parent.fields.get(name)
+        if field is None or not marks.from_the_object(parent.name, name):
+            return False
+        return node.selection_set is None or self._static(marks, field.type, node.selection_set)
 
     def _static(self, marks: ViewerMarks, of: GraphQLOutputType, selections: SelectionSetNode) -> bool:
         """The sub-selection reads only marked fields of the object, with no argument or directive anywhere
@@ -220,15 +224,7 @@ class RenderOnceExecutionContext(SharedRenderingExecutionContext):
             if selection.directives:
                 return False
             if isinstance(selection, FieldNode):
-                if selection.arguments:
-                    return False
-                name = selection.name.value
-                if name == "__typename":
-                    continue
-                field = parent.fields.get(name)
-                if field is None or not marks.from_the_object(parent.name, name):
-                    return False
-                if selection.selection_set is not None and not self._static(marks, field.type, selection.selection_set):
+                if selection.arguments or not self._static_field(marks, parent, selection):
                     return False
             elif isinstance(selection, InlineFragmentNode):
                 condition = selection.type_condition
