@@ -31,6 +31,31 @@ from feedfabric.db.migrate import migrate
 from feedfabric.ops import devstack
 
 SECRET = "fault-suite-secret-of-at-least-32-bytes"
+
+
+def process_env(
+    database_url: str, redis_url: str, kafka_url: str, effect_dir: Path, settings: dict[str, str]
+) -> dict[str, str]:
+    """The environment of every feedfabric process a fault run starts: its services, the effect log the
+    checker reads, limits out of the load's way, and fast retries; `settings` add to it or override it."""
+    return {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "KAFKA_BOOTSTRAP_SERVERS": kafka_url,
+        "FEEDFABRIC_JWT_SECRET": SECRET,
+        "FEEDFABRIC_EFFECT_LOG": str(effect_dir),
+        "METRICS_PORT": "0",
+        "LOG_FORMAT": "text",
+        "OUTBOX_IDLE_MS": "50",
+        "RATE_LIMIT_OPERATIONS": "1000000",
+        "RATE_LIMIT_COST": "1000000000000",
+        "REDIS_BREAKER_COOLDOWN_MS": "500",
+        "HF_HUB_OFFLINE": "1",
+        **settings,
+    }
+
+
 GROUPS = ("worker-events", "worker-notifications", "worker-engagement")
 
 
@@ -119,25 +144,13 @@ class Case:
 
     def env(self, **extra: str) -> dict[str, str]:
         assert self.redis is not None and self.kafka is not None
-        return {
-            **os.environ,
-            "DATABASE_URL": self.database_url,
-            "REDIS_URL": self.redis.url,
-            "KAFKA_BOOTSTRAP_SERVERS": self.kafka.url,
-            "FEEDFABRIC_JWT_SECRET": SECRET,
-            "FEEDFABRIC_EFFECT_LOG": str(self.effect_dir),
-            "METRICS_PORT": "0",
-            "LOG_FORMAT": "text",
-            "OUTBOX_IDLE_MS": "50",
-            "RATE_LIMIT_OPERATIONS": "1000000",
-            "RATE_LIMIT_COST": "1000000000000",
-            "KAFKA_SESSION_TIMEOUT_MS": "3000",
-            "KAFKA_HEARTBEAT_INTERVAL_MS": "500",
-            "REDIS_BREAKER_COOLDOWN_MS": "500",
-            "HF_HUB_OFFLINE": "1",
-            **self.env_extra,
-            **extra,
-        }
+        return process_env(
+            self.database_url,
+            self.redis.url,
+            self.kafka.url,
+            self.effect_dir,
+            {"KAFKA_SESSION_TIMEOUT_MS": "3000", "KAFKA_HEARTBEAT_INTERVAL_MS": "500", **self.env_extra, **extra},
+        )
 
     def spawn(self, name: str, *argv: str, **env: str) -> Proc:
         log = self.work_dir / "logs" / f"{name}-{len(self.procs)}.log"

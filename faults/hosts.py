@@ -18,7 +18,6 @@ a standby promoted before it streamed.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys
@@ -30,7 +29,7 @@ import asyncpg
 from feedfabric.db.migrate import migrate
 from feedfabric.ops import devstack
 
-from faults.harness import GROUPS, SECRET, Case, Proc
+from faults.harness import GROUPS, Case, Proc, process_env
 from faults.network import Network
 
 PG_PORT = 5432
@@ -87,29 +86,22 @@ class Stack(Case):
         return self.api_url_of("api1")
 
     def env(self, **extra: str) -> dict[str, str]:
-        return {
-            **os.environ,
-            "DATABASE_URL": self.database_url,
-            "DATABASE_READ_URL": self.pg_host_url("pg2"),
-            "REDIS_URL": self.redis_url,
-            "REDIS_CLUSTER": "1",
-            "KAFKA_BOOTSTRAP_SERVERS": self.broker_url,
-            "FEEDFABRIC_JWT_SECRET": SECRET,
-            "FEEDFABRIC_EFFECT_LOG": str(self.effect_dir),
-            "METRICS_PORT": "0",
-            "LOG_FORMAT": "text",
-            "OUTBOX_IDLE_MS": "50",
-            "RATE_LIMIT_OPERATIONS": "1000000",
-            "RATE_LIMIT_COST": "1000000000000",
-            "KAFKA_SESSION_TIMEOUT_MS": "6000",
-            "KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
-            "REDIS_BREAKER_COOLDOWN_MS": "500",
-            "REQUEST_TIMEOUT_SECONDS": "5",
-            "DATABASE_COMMAND_TIMEOUT_SECONDS": "4",
-            "HF_HUB_OFFLINE": "1",
-            **self.env_extra,
-            **extra,
-        }
+        return process_env(
+            self.database_url,
+            self.redis_url,
+            self.broker_url,
+            self.effect_dir,
+            {
+                "DATABASE_READ_URL": self.pg_host_url("pg2"),
+                "REDIS_CLUSTER": "1",
+                "KAFKA_SESSION_TIMEOUT_MS": "6000",
+                "KAFKA_HEARTBEAT_INTERVAL_MS": "1000",
+                "REQUEST_TIMEOUT_SECONDS": "5",
+                "DATABASE_COMMAND_TIMEOUT_SECONDS": "4",
+                **self.env_extra,
+                **extra,
+            },
+        )
 
     # -- feedfabric processes -------------------------------------------------------
 

@@ -26,8 +26,8 @@ from feedfabric.db import posts as posts_db
 from feedfabric.feeds.timelines import feed_key
 
 from faults import checker
-from faults.harness import Client, Record, quiesce, retrying, run_load, setup_graph
-from faults.hosts import REDIS_HOSTS, REDIS_PORT, SECRET, Stack, open_stack
+from faults.harness import SECRET, Client, Record, quiesce, retrying, run_load, setup_graph
+from faults.hosts import REDIS_HOSTS, REDIS_PORT, Stack, open_stack
 from faults.reader import Reader, ReaderReport
 
 
