@@ -1,12 +1,14 @@
 """The in-process registry of live subscribers: which members are connected to this API process.
 
-The realtime consumer publishes into it; each subscription drains its own
-bounded queue in its own task, which renders and sends the item through
-Strawberry's protocol handler. Publishing never awaits a socket, so one slow socket cannot hold up the
-consumer or anyone else: a subscriber whose queue is full is dropped on the
-spot (its queue emptied, so memory stays bounded) and told why; the
-subscription then closes its socket with that reason and the client resumes
-from its last cursor.
+The realtime consumer publishes into it. A subscriber is one of two kinds.
+Most live homeTimeline subscriptions are listeners (feedfabric.realtime.listener):
+the item is handed to the listener on the spot, which writes the shared bytes
+itself. The others drain their own bounded inbox in their own task, which
+executes the item through the schema's stream. Publishing never awaits a
+socket, so one slow socket cannot hold up the consumer or anyone else: a
+subscriber whose inbox is full is dropped on the spot (its inbox emptied, so
+memory stays bounded) and told why; the subscription then closes its socket
+with that reason and the client resumes from its last cursor.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from enum import Enum
 from typing import Any
 
 from feedfabric.core import metrics
+from feedfabric.realtime.listener import Listener
 from feedfabric.realtime.mailbox import Mailbox
 
 DEFAULT_QUEUE_SIZE = 256
@@ -48,6 +51,7 @@ class Subscriber:
     member_id: uuid.UUID
     queue: Mailbox[Any] = field(default_factory=Mailbox)
     dropped: str | None = None
+    listener: Listener | None = None
 
     async def next(self) -> Any:
         item = await self.queue.get()
@@ -83,11 +87,22 @@ class Hub:
 
     @contextmanager
     def subscribe(self, channel: Channel, member_id: uuid.UUID) -> Iterator[Subscriber]:
+        """The subscriber, on the hub until the block ends, unless it became a listener (which the
+        listener's owner takes off with `Listener.close`)."""
         sub = self.add(channel, member_id)
         try:
             yield sub
         finally:
-            self.remove(sub)
+            if sub.listener is None:
+                self.remove(sub)
+
+    def listen(self, sub: Subscriber, listener: Listener) -> None:
+        """From now on `listener` takes the subscriber's items as they are published, starting with those
+        its inbox holds, in order."""
+        sub.listener = listener
+        listener.release = lambda reason: self._release(sub, reason)
+        for item in sub.queue.drain():
+            listener.offer(item)
 
     def connected(self, channel: Channel) -> list[uuid.UUID]:
         """Members with at least one live subscriber on this channel (the consumer queries only among them)."""
@@ -107,6 +122,10 @@ class Hub:
             return 0
         delivered = 0
         for sub in list(subs):
+            if sub.listener is not None:
+                sub.listener.offer(item)
+                delivered += 1
+                continue
             if len(sub.queue) >= self.queue_size:
                 self._drop(sub, f"too slow: {self.queue_size} events undelivered; resubscribe with since=<last cursor>")
                 continue
@@ -131,5 +150,14 @@ class Hub:
         sub.dropped = reason
         sub.queue.clear()
         sub.queue.put(_Dropped(reason))
+        self._count_drop(reason)
+
+    def _release(self, sub: Subscriber, dropped: str | None) -> None:
+        """A listener's subscriber off the hub: its operation ended, or (`dropped`) it was cut off."""
+        self.remove(sub)
+        if dropped is not None:
+            self._count_drop(dropped)
+
+    def _count_drop(self, reason: str) -> None:
         self.stats.dropped_subscribers += 1
         metrics.DROPPED_SUBSCRIBERS.labels(reason="slow" if reason.startswith("too slow") else "other").inc()

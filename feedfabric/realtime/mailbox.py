@@ -41,6 +41,11 @@ class Mailbox(Generic[T]):
     def clear(self) -> None:
         self._items = None
 
+    def drain(self) -> list[T]:
+        """Every waiting item, oldest first, taken out."""
+        items, self._items = self._items, None
+        return list(items) if items else []
+
     async def get(self) -> T:
         while not self._items:
             if self._waiter is not None:

@@ -4,30 +4,43 @@ Kept on the item itself, so it lives exactly as long as some subscriber's
 queue still holds the item; nothing to expire.
 
 A shared result is also kept as its data's JSON text, encoded once: a
-subscriber whose transport can write it as it is (a `SharedSink`, the
-WebSocket adapter's operation) sends those bytes with its own operation id
-and never executes the item, nor runs the per-result steps of the schema
-(an error-free shared result has nothing for them to do). Per subscriber,
-that leaves the stream's own checks (feedfabric.resolvers.streams) and a write.
+subscriber whose transport can write it as it is (a `LiveSink`, the
+WebSocket adapter's operation, through a listener: feedfabric.realtime.listener)
+sends those bytes with its own operation id and never executes the item, nor
+runs the per-result steps of the schema (an error-free shared result has
+nothing for them to do). Per subscriber, that leaves the stream's admission
+check (feedfabric.resolvers.streams) and a write.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from feedfabric.core import jsonwire
+from feedfabric.realtime.listener import Listener
+
+if TYPE_CHECKING:
+    from feedfabric.realtime.delivery import TimelineItem
+
+RenderKey = tuple[int, str]
 
 
 @runtime_checkable
-class SharedSink(Protocol):
-    """Where a subscription's results go, when it can take a shared result's text as it is."""
+class LiveSink(Protocol):
+    """Where a subscription's results go, when a listener can write them for it: the operation's executor
+    (kept when the subscription started) and a listener writing its frames."""
 
-    async def send_shared(self, data: str) -> bool:
-        """Sends the result whose `data` is this JSON text; False when it cannot (then the result is
-        executed and sent the usual way)."""
+    executor: Any
+
+    def listener(
+        self, ready: Callable[[TimelineItem], str | None], render: Callable[[TimelineItem], Awaitable[Any]]
+    ) -> Listener:
+        """A listener writing this operation's frames: `ready(item)` is the data's text of the item's finished
+        shared rendering, else None; `render(item)` executes it (sharing the rendering) and gives that text,
+        or the result itself when it is not shared."""
         ...
 
 
@@ -65,7 +78,7 @@ class SharedRenders:
         not awaited; a subscriber arriving while the first rendering is in flight waits for it rather
         than start its own.
         """
-        key = _key(operation, variables)
+        key = render_key(operation, variables)
         entry = self._results.get(key)
         if entry is None or entry.operation is not operation:
             # Registered now, before the rendering starts: a subscriber that comes meanwhile waits for it.
@@ -90,22 +103,12 @@ class SharedRenders:
             done.set_result(shared)
         return result
 
-    def finished_text(self, operation: Any, variables: Mapping[str, Any]) -> str | None:
+    def finished_text(self, operation: Any, key: RenderKey) -> str | None:
         """`shared_text` without waiting: the text when the rendering is done (the common case, for every
-        subscriber after the first few), else None."""
-        entry = self._results.get(_key(operation, variables))
+        subscriber after the first few), else None. `key` is `render_key(operation, variables)`."""
+        entry = self._results.get(key)
         if entry is None or entry.operation is not operation or not entry.done.done():
             return None
-        return entry.text
-
-    async def shared_text(self, operation: Any, variables: Mapping[str, Any]) -> str | None:
-        """The data's text of this operation's shared result, waiting for a rendering in flight; None when
-        no subscriber rendered the operation yet, or its selection is not shared, or its result had errors."""
-        entry = self._results.get(_key(operation, variables))
-        if entry is None or entry.operation is not operation:
-            return None
-        if not entry.done.done():
-            await asyncio.shield(entry.done)
         return entry.text
 
     async def _after_first(self, entry: _Rendering, execute: Callable[[], Any]) -> Any:
@@ -113,7 +116,8 @@ class SharedRenders:
         return shared if shared is not None else await _maybe_await(execute())
 
 
-def _key(operation: Any, variables: Mapping[str, Any]) -> tuple[int, str]:
+def render_key(operation: Any, variables: Mapping[str, Any]) -> RenderKey:
+    """A rendering's key: made once per subscription, not per item."""
     return id(operation), json.dumps(variables, sort_keys=True, default=str) if variables else ""
 
 

@@ -6,7 +6,9 @@ neither; live items the replay already sent (or older than `since`, which
 the client has) are dropped at the seam, and a redelivered event is dropped
 by a short memory of recent IDs. The replay is bounded (REPLAY_MAX): a
 cursor further back is refused before anything is sent, never cut short, so
-a client misses nothing without being told.
+a client misses nothing without being told. After the replay, a subscription
+that can be served by a listener (feedfabric.realtime.listener) is handed to
+one with the same admission rule, and the stream ends.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from feedfabric.core.errors import BadInput, RateLimited
@@ -23,6 +25,7 @@ from feedfabric.db import posts as posts_db
 from feedfabric.feeds import paging, ratelimit
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.realtime.hub import Channel, Hub, Subscriber, SubscriberDropped
+from feedfabric.realtime.listener import Listener
 
 if TYPE_CHECKING:
     from feedfabric.resolvers.context import Context, Resources
@@ -55,9 +58,12 @@ def hub_of(resources: Resources) -> Hub:
     return resources.hub
 
 
-async def home_timeline(ctx: Context, since: str | None, *, item_cost: int) -> AsyncIterator[TimelineItem]:
+async def home_timeline(
+    ctx: Context, since: str | None, *, item_cost: int, listener: Callable[[], Listener | None] | None = None
+) -> AsyncIterator[TimelineItem]:
     """`item_cost` is what one event of the subscription costs (its operation's query cost): the
-    replay spends it for each item it sends."""
+    replay spends it for each item it sends. `listener`, when it gives one, takes the live items
+    after the replay, and the stream ends there."""
     member = ctx.viewer.require_member()
     after = paging.cursor(since)
     hub = hub_of(ctx.resources)
@@ -72,6 +78,10 @@ async def home_timeline(ctx: Context, since: str | None, *, item_cost: int) -> A
             post_id = item.post.id
             return not (post_id in sent or (after is not None and post_id <= after)) and recent.first_time(post_id)
 
+        if listener is not None and sub.dropped is None and (live := listener()) is not None:
+            live.admit = admit
+            hub.listen(sub, live)
+            return
         while True:
             item = await _next(ctx, sub)
             if admit(item):

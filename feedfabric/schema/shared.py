@@ -13,7 +13,12 @@ reaches is marked SAME_FOR_EVERY_VIEWER where it is declared
 subscriber. Only results without errors are shared.
 
 The hook is graphql-core's `execute_operation`, through Strawberry's
-`execution_context_class` option.
+`execution_context_class` option. The executor a subscription is built with
+(graphql-core's public `Executor.build`) is kept on its root value when that
+is a LiveSink (the WebSocket adapter's operation): a listener renders live
+items with it after the stream has ended (graphql-core's public
+`build_per_event_executor` and `execute_subscription_event`), and
+HANDED_OVER, the stream's last event, executes to nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphql import (
+    ExecutionResult,
     GraphQLNamedType,
     GraphQLObjectType,
     OperationType,
@@ -29,7 +35,7 @@ from graphql import (
 )
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
-from feedfabric.realtime.render import SharedRenders
+from feedfabric.realtime.render import LiveSink, SharedRenders
 from feedfabric.schema.selections import iter_fields
 from feedfabric.schema.sharing import ViewerMarks
 
@@ -42,12 +48,25 @@ class SharedRenderingExecutionContext(StrawberryGraphQLCoreExecutionContext):
 
     marks: ViewerMarks
 
+    @classmethod
+    def build(cls, *args: Any, **kwargs: Any) -> Any:
+        executor = super().build(*args, **kwargs)
+        if (
+            isinstance(executor, SharedRenderingExecutionContext)
+            and executor.operation.operation is OperationType.SUBSCRIPTION
+            and isinstance(executor.root_value, LiveSink)
+        ):
+            executor.root_value.executor = executor
+        return executor
+
     def execute_operation(self, serially: bool | None = None) -> Any:
+        if self.root_value is HANDED_OVER:
+            return ExecutionResult(data=None)
         renders = getattr(getattr(self.root_value, "item", None), "renders", None)
         if (
             not isinstance(renders, SharedRenders)
             or self.operation.operation is not OperationType.SUBSCRIPTION
-            or not renders.shareable(self.operation, lambda: _viewer_independent(self))
+            or not renders.shareable(self.operation, lambda: viewer_independent(self))
         ):
             return super().execute_operation(serially)
         return renders.render(
@@ -57,7 +76,13 @@ class SharedRenderingExecutionContext(StrawberryGraphQLCoreExecutionContext):
         )
 
 
-def _viewer_independent(executor: SharedRenderingExecutionContext) -> bool:
+HANDED_OVER: Any = object()
+"""The last event of a subscription stream whose live items a listener writes: it executes to a result
+with no data, which carries the operation's extensions to the transport, and it is never sent."""
+
+
+def viewer_independent(executor: SharedRenderingExecutionContext) -> bool:
+    """True when the operation's selection reads nothing about the viewer."""
     root = executor.schema.subscription_type
     return root is not None and _shareable(executor, root, executor.operation.selection_set)
 

@@ -5,19 +5,31 @@ context gets fresh DataLoaders (nothing cached across events), primed with
 the rows the realtime consumer already hydrated for every recipient. They
 are made only if the event is actually executed for this subscriber: an item
 whose rendering is shared (feedfabric.schema.shared) never needs them.
+
+A homeTimeline whose selection reads nothing about the viewer, over a
+transport that can write shared bytes (a LiveSink), is handed to a listener
+after its replay (feedfabric.realtime.listener): its live items are then
+written by the fan-out, and its stream ends with HANDED_OVER.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+import inspect
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
 
 import strawberry
+from graphql import ExecutionResult, execute_subscription_event
 
 from feedfabric.realtime.delivery import TimelineItem
-from feedfabric.realtime.render import SharedSink
+from feedfabric.realtime.listener import Listener
+from feedfabric.realtime.render import LiveSink, render_key
 from feedfabric.resolvers import streams
+from feedfabric.resolvers.context import Context
 from feedfabric.schema.cost import event_cost
+from feedfabric.schema.errors import code_errors
 from feedfabric.schema.notification_groups import NotificationGroup
+from feedfabric.schema.shared import HANDED_OVER, viewer_independent
 from feedfabric.schema.sharing import SAME_FOR_EVERY_VIEWER
 from feedfabric.schema.types import ContextInfo, Notification, Post, post_of
 
@@ -51,19 +63,13 @@ class Subscription:
     )
     async def home_timeline(self, info: ContextInfo, since: str | None = None) -> AsyncGenerator[TimelineEvent, None]:
         ctx = info.context
-        sink = info.root_value if isinstance(info.root_value, SharedSink) else None
-        operation, variables = info.operation, info.variable_values
-        async for item in streams.home_timeline(ctx, since, item_cost=event_cost(info)):
-            # Rendered once already for another subscriber with this selection: its bytes, written as they are.
-            if sink is not None:
-                text = item.renders.finished_text(operation, variables) or await item.renders.shared_text(
-                    operation, variables
-                )
-                if text is not None and await sink.send_shared(text):
-                    continue
+        sink = info.root_value if isinstance(info.root_value, LiveSink) else None
+        listener = None if sink is None else _listener(ctx, sink)
+        async for item in streams.home_timeline(ctx, since, item_cost=event_cost(info), listener=listener):
             # Loaders primed lazily: a shared rendering (feedfabric.schema.shared) never resolves a field.
             ctx.reset_loaders(item.prime)
             yield TimelineEvent(cursor=str(item.post.id), item=item)
+        yield HANDED_OVER  # reached only when a listener took the live items
 
     @strawberry.subscription
     async def notification_added(self, info: ContextInfo) -> AsyncGenerator[Notification, None]:
@@ -78,3 +84,32 @@ class Subscription:
         async for group in streams.notification_groups(ctx):
             ctx.reset_loaders()
             yield NotificationGroup(row=group)
+
+
+def _listener(ctx: Context, sink: LiveSink) -> Callable[[], Listener | None]:
+    """The sink's listener for this subscription, when its selection is shared by every viewer."""
+
+    def listener() -> Listener | None:
+        executor = sink.executor
+        if executor is None or not viewer_independent(executor):
+            return None
+        operation = executor.operation
+        key = render_key(operation, executor.variable_values.coerced)
+
+        def ready(item: TimelineItem) -> str | None:
+            return item.renders.finished_text(operation, key)
+
+        async def render(item: TimelineItem) -> str | ExecutionResult:
+            ctx.reset_loaders(item.prime)
+            event = TimelineEvent(cursor=str(item.post.id), item=item)
+            result: Any = execute_subscription_event(executor.build_per_event_executor(event))
+            if inspect.isawaitable(result):
+                result = await result
+            text = item.renders.finished_text(operation, key)
+            if text is not None:
+                return text
+            return ExecutionResult(result.data, code_errors(result.errors) if result.errors else None)
+
+        return sink.listener(ready, render)
+
+    return listener

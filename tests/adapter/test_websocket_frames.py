@@ -14,7 +14,6 @@ from feedfabric.adapter.websocket.frames import (
     Extensions,
     Malformed,
     MessageBudget,
-    PayloadCache,
     parse,
     payload_text,
 )
@@ -63,21 +62,19 @@ def test_the_message_budget_refuses_past_a_seconds_frames() -> None:
     assert sum(budget.spend() for _ in range(30)) == 5
 
 
-def test_shared_data_is_encoded_once_and_spliced_into_each_operations_payload() -> None:
-    cache = PayloadCache()
+def test_each_operations_payload_carries_its_own_extensions() -> None:
     data = {"homeTimeline": {"cursor": "c", "post": {"id": "p", "content": 'caf\u00e9 "q"'}}}
     first, second = Extensions(), Extensions()
     texts = [
-        payload_text(ExecutionResult(data=data, errors=None, extensions={"cost": {"n": n}}), cache, ext)
+        payload_text(ExecutionResult(data=data, errors=None, extensions={"cost": {"n": n}}), ext)
         for n, ext in ((1, first), (2, second))
     ]
-    assert cache.hits == 1
     assert [jsonwire.loads(t) for t in texts] == [{"data": data, "extensions": {"cost": {"n": n}}} for n in (1, 2)]
 
 
 def test_a_result_with_errors_is_encoded_whole() -> None:
     result = ExecutionResult(data=None, errors=[GraphQLError("no", extensions={"code": "X"})], extensions=None)
-    text = payload_text(result, PayloadCache(), Extensions())
+    text = payload_text(result, Extensions())
     assert jsonwire.loads(text) == {"data": None, "errors": [{"message": "no", "extensions": {"code": "X"}}]}
 
 

@@ -4,6 +4,8 @@ Writes go straight to the socket while it keeps up. uvicorn's send waits while
 the peer's TCP window is full; a write made meanwhile (another operation's
 result, a pong) joins a queue that the waiting writer drains, so no operation
 waits on another's slow reader and no task is kept per socket for writing.
+A caller that may not wait at all (the hub's fan-out, through a listener)
+posts its frame: it joins that queue, and a short-lived task writes it.
 Past `max_pending` queued frames the reader is too slow: the socket is closed
 with 1013 (Try Again Later), and the client resumes with `homeTimeline(since:)`.
 
@@ -29,7 +31,17 @@ TOO_SLOW = "too slow: {} messages unsent; resubscribe with since=<last cursor>"
 class Connection:
     """The socket's writer and its close; also the key the process's sessions know the socket by."""
 
-    __slots__ = ("_closing", "_pending", "_sending", "closed", "close_code", "max_pending", "on_close", "websocket")
+    __slots__ = (
+        "_closing",
+        "_pending",
+        "_sending",
+        "_writer",
+        "closed",
+        "close_code",
+        "max_pending",
+        "on_close",
+        "websocket",
+    )
 
     def __init__(self, websocket: WebSocket, max_pending: int) -> None:
         self.websocket = websocket
@@ -40,19 +52,36 @@ class Connection:
         self._sending = False
         self._pending: deque[str] | None = None
         self._closing: asyncio.Task[None] | None = None
+        self._writer: asyncio.Task[None] | None = None
 
     async def send(self, text: str) -> None:
         """Writes the frame, or queues it behind a write that is waiting for the reader."""
         if self.closed:
             return
         if self._sending:
-            if self._pending is None:
-                self._pending = deque()
-            self._pending.append(text)
-            if len(self._pending) > self.max_pending:
-                self.close_soon(TRY_AGAIN_LATER, TOO_SLOW.format(len(self._pending)))
+            self._queue(text)
             return
         self._sending = True
+        await self._drain(text)
+
+    def post(self, text: str) -> None:
+        """`send` for a caller that may not wait: the frame is written by a task, or queued behind a write."""
+        if self.closed:
+            return
+        if self._sending:
+            self._queue(text)
+            return
+        self._sending = True
+        self._writer = asyncio.get_running_loop().create_task(self._drain(text))
+
+    def _queue(self, text: str) -> None:
+        if self._pending is None:
+            self._pending = deque()
+        self._pending.append(text)
+        if len(self._pending) > self.max_pending:
+            self.close_soon(TRY_AGAIN_LATER, TOO_SLOW.format(len(self._pending)))
+
+    async def _drain(self, text: str) -> None:
         try:
             await self._write(text)
             while self._pending and not self.closed:
@@ -60,6 +89,7 @@ class Connection:
         finally:
             self._pending = None
             self._sending = False
+            self._writer = None
 
     async def _write(self, text: str) -> None:
         try:

@@ -18,7 +18,6 @@ its operation id spliced in.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -134,31 +133,6 @@ def encode(message: dict[str, Any]) -> str:
     return jsonwire.dumps_text(message)
 
 
-class PayloadCache:
-    """Encoded result data by the identity of the data, for the last few results.
-
-    The data object is kept beside its text, so an id reused by another object after the first was freed
-    is never mistaken for it; the bound keeps the cache to the items in flight.
-    """
-
-    def __init__(self, size: int = 64) -> None:
-        self.size = size
-        self._texts: OrderedDict[int, tuple[Any, str]] = OrderedDict()
-        self.hits = 0
-
-    def data(self, data: Any) -> str:
-        key = id(data)
-        known = self._texts.get(key)
-        if known is not None and known[0] is data:
-            self.hits += 1
-            return known[1]
-        text = jsonwire.dumps_text(data)
-        self._texts[key] = (data, text)
-        if len(self._texts) > self.size:
-            self._texts.popitem(last=False)
-        return text
-
-
 class Extensions:
     """An operation's last `extensions` and their text: the same for each of its events (its cost, its
     member's rate-limit status as of the subscribe), so encoded once while they do not change."""
@@ -175,12 +149,12 @@ class Extensions:
         return self.text
 
 
-def payload_text(result: Any, shared: PayloadCache, extensions: Extensions) -> str:
-    """`{"data": ..., "errors": ..., "extensions": ...}` as text, the data's text shared by the subscribers
-    of one rendering (a result with errors is each operation's own, and encoded whole)."""
+def payload_text(result: Any, extensions: Extensions) -> str:
+    """`{"data": ..., "errors": ..., "extensions": ...}` as text, the extensions' text encoded once per
+    operation (a result with errors is encoded whole)."""
     if result.errors or result.data is None:
         return encode(result_payload(result))
-    text = '{"data":' + shared.data(result.data)
+    text = '{"data":' + jsonwire.dumps_text(result.data)
     if result.extensions:
         text += ',"extensions":' + extensions.encode(result.extensions)
     return text + "}"

@@ -7,7 +7,12 @@ protocol's shape (else 4400). Then the protocol (`transport`, `legacy`)
 handles the message.
 
 An operation is the schema's public `stream` for its document, run in a
-task of its own, its results written as the protocol's frames. Two
+task of its own, its results written as the protocol's frames. A live
+homeTimeline the schema hands to a listener (feedfabric.realtime.listener)
+keeps neither: its stream ends with a result that carries only its
+extensions, which is not sent, and from then on the fan-out writes its
+frames; the operation stays on the socket until the client or the socket
+ends it. Two
 refusals come first, as over HTTP: a document past the character cap, and a
 document of several operations that names none (the spec's GetOperation;
 Strawberry would run the first). Both spend from the rate limit as any
@@ -32,7 +37,7 @@ from strawberry.types.execution import ExecutionResult, PreExecutionError
 
 from feedfabric.adapter.websocket import frames
 from feedfabric.adapter.websocket.auth import LIMIT_CODE, Rejected, TooManySockets, authenticate
-from feedfabric.adapter.websocket.connection import Connection
+from feedfabric.adapter.websocket.connection import TOO_SLOW, Connection
 from feedfabric.adapter.websocket.frames import (
     FORBIDDEN,
     INVALID_MESSAGE,
@@ -44,45 +49,79 @@ from feedfabric.adapter.websocket.frames import (
     Extensions,
     Malformed,
     MessageBudget,
-    PayloadCache,
+    encode,
     payload_text,
+    result_payload,
 )
+from feedfabric.realtime.delivery import TimelineItem
+from feedfabric.realtime.listener import Listener
 from feedfabric.resolvers.context import Context, Resources, build_context
 from feedfabric.schema.documents import UNNAMED_OF_SEVERAL, parse_document, several_operations, too_long
 from feedfabric.schema.ratelimit import spend_refused_document
 
 log = logging.getLogger(__name__)
 
-PAYLOADS = PayloadCache()
-"""The process's encoded result payloads, shared by every socket (a live item's subscribers)."""
-
 
 class Operation:
     """One running operation of a socket: its id (as JSON, for splicing), its task, and the text of its
-    results' extensions. It is the operation's root value too: a subscription hands it a live item's
-    shared result as text (feedfabric.realtime.render.SharedSink), which it writes as its own frame."""
+    results' extensions. It is the operation's root value too: a LiveSink (feedfabric.realtime.render),
+    whose live homeTimeline items a listener may write as its own frames."""
 
-    __slots__ = ("extensions", "frame", "id", "id_json", "results", "send", "task")
-    shared_sent = 0  # results this process wrote from a shared rendering's text (a statistic)
+    __slots__ = ("conn", "executor", "extensions", "frame", "id", "id_json", "live", "queue_size", "task")
+    listeners = 0  # operations of this process handed to a listener (a statistic)
 
     def __init__(self, operation_id: str, frame: Callable[[Operation, str], str] | None = None) -> None:
         self.id = operation_id
         self.id_json = frames.id_text(operation_id)
         self.task: asyncio.Task[None] | None = None
         self.extensions = Extensions()
-        self.results = 0
         self.frame = frame
-        self.send: Callable[[str], Awaitable[None]] | None = None
+        self.conn: Connection | None = None
+        self.queue_size = 0
+        self.executor: Any = None  # the subscription's executor (feedfabric.schema.shared)
+        self.live: Listener | None = None
 
-    async def send_shared(self, data: str) -> bool:
-        """Writes a shared result: its data's text with this operation's id and extensions. The first
-        result is sent the usual way, so the operation's extensions are known by then."""
-        if self.results == 0 or self.frame is None or self.send is None:
-            return False
-        ext = self.extensions.text
-        await self.send(self.frame(self, '{"data":' + data + (',"extensions":' + ext if ext else "") + "}"))
-        Operation.shared_sent += 1
-        return True
+    def listener(
+        self, ready: Callable[[TimelineItem], str | None], render: Callable[[TimelineItem], Awaitable[Any]]
+    ) -> Listener:
+        """A listener writing this operation's frames. It holds its items until `go_live`: the frame's
+        extensions are known when the stream's last result arrives."""
+        assert self.conn is not None and self.frame is not None
+        conn, frame = self.conn, self.frame
+        parts: list[str] = []
+
+        def head_tail() -> list[str]:
+            if not parts:
+                ext = self.extensions.text
+                parts.extend(frame(self, '{"data":\x00' + (',"extensions":' + ext if ext else "") + "}").split("\x00"))
+            return parts
+
+        def ready_frame(item: TimelineItem) -> str | None:
+            data = ready(item)
+            if data is None:
+                return None
+            head, tail = head_tail()
+            return head + data + tail
+
+        async def rendered_frame(item: TimelineItem) -> str:
+            rendered = await render(item)
+            if isinstance(rendered, str):
+                head, tail = head_tail()
+                return head + rendered + tail
+            payload = result_payload(rendered)
+            if self.extensions.value:
+                payload["extensions"] = self.extensions.value
+            return frame(self, encode(payload))
+
+        self.live = Listener(ready_frame, rendered_frame, conn.post, conn.close_soon, self.queue_size, held=True)
+        Operation.listeners += 1
+        return self.live
+
+    def end(self, dropped: str | None = None) -> None:
+        if self.live is not None:
+            self.live.close(dropped)
+        if self.task is not None:
+            self.task.cancel()
 
 
 class Protocol:
@@ -241,14 +280,15 @@ class Protocol:
 
     def start(self, operation_id: str, payload: dict[str, Any]) -> None:
         operation = Operation(operation_id, self.next_frame)
-        operation.send = self.conn.send
+        operation.conn = self.conn
+        operation.queue_size = self.resources.hub.queue_size
         self.operations[operation_id] = operation
         operation.task = asyncio.create_task(self._run(operation, payload))
 
     async def stop(self, operation_id: str) -> None:
         operation = self.operations.pop(operation_id, None)
-        if operation is not None and operation.task is not None:
-            operation.task.cancel()
+        if operation is not None:
+            operation.end()
 
     async def _run(self, operation: Operation, payload: dict[str, Any]) -> None:
         variables = payload.get("variables")
@@ -270,9 +310,12 @@ class Protocol:
                     if not isinstance(result, ExecutionResult):  # @defer / @stream frames: no wire form here
                         await self.send_errors(operation, [GraphQLError("Incremental delivery is not supported")])
                         return
-                    text = payload_text(result, PAYLOADS, operation.extensions)
-                    if not result.errors:
-                        operation.results += 1
+                    if operation.live is not None:  # the stream's last result: a listener writes from now on
+                        operation.extensions.encode(result.extensions)
+                        operation.task = None
+                        operation.live.go_live()
+                        return
+                    text = payload_text(result, operation.extensions)
                     await self.conn.send(self.next_frame(operation, text))
             await self.send_complete(operation)
         except asyncio.CancelledError:
@@ -282,13 +325,14 @@ class Protocol:
             log.exception("websocket operation %s failed", operation.id)
             await self.send_errors(operation, [GraphQLError("Internal server error", extensions={"code": "INTERNAL"})])
         finally:
-            if self.operations.get(operation.id) is operation:
+            if self.operations.get(operation.id) is operation and operation.task is not None:
                 del self.operations[operation.id]
 
     def _end_operations(self) -> None:
+        # Closed for reading too slowly (feedfabric.adapter.websocket.connection): its subscribers were cut off.
+        dropped = TOO_SLOW if self.conn.close_code == TRY_AGAIN_LATER else None
         for operation in list(self.operations.values()):
-            if operation.task is not None:
-                operation.task.cancel()
+            operation.end(dropped)
         self.operations.clear()
 
     def next_frame(self, operation: Operation, payload: str) -> str:
