@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 
@@ -72,10 +72,12 @@ class BodyLimit:
         self.max_bytes = max_bytes
         self.upload_bytes = upload_bytes + 64 * 1024
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)  # no frame of ours kept for a socket's life (feedfabric.http)
+        return self._http(scope, receive, send)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers") or [])
         upload = headers.get(b"content-type", b"").startswith(b"multipart/form-data") or (
             scope["path"] == UPLOAD_PATH and scope["method"] == "POST"

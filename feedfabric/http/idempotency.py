@@ -24,6 +24,7 @@ import base64
 import hashlib
 import json
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,12 +59,14 @@ class Idempotency:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         headers = Headers(scope=scope) if scope["type"] == "http" and scope["method"] in WRITES else None
         raw_key = headers.get("idempotency-key") if headers is not None else None
         if headers is None or raw_key is None:
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)  # no frame of ours kept for a socket's life (feedfabric.http)
+        return self._keyed(scope, receive, send, headers, raw_key)
+
+    async def _keyed(self, scope: Scope, receive: Receive, send: Send, headers: Headers, raw_key: str) -> None:
         key = raw_key.strip()
         if not key or len(key) > MAX_KEY or not all("\x21" <= c <= "\x7e" for c in key):
             invalid = refusal(scope, 400, _BAD_KEY, code="BAD_USER_INPUT", rest_code="request.invalid")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Awaitable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -26,10 +27,17 @@ class RequestIdMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
-            await self.app(scope, receive, send)
-            return
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        if scope["type"] == "websocket":
+            # Set for the socket's task, which is this call's: its logs carry the ID, and no frame of ours is
+            # kept for the socket's life (feedfabric.http).
+            request_id_var.set(_incoming_id(scope))
+            return self.app(scope, receive, send)
+        if scope["type"] != "http":
+            return self.app(scope, receive, send)
+        return self._http(scope, receive, send)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         request_id = _incoming_id(scope)
         token = request_id_var.set(request_id)
         started = time.perf_counter()
@@ -45,20 +53,18 @@ class RequestIdMiddleware:
             await send(message)
 
         try:
-            # A socket's messages carry no headers: its send is left unwrapped, so live events pay nothing here.
-            await self.app(scope, receive, send_with_id if scope["type"] == "http" else send)
+            await self.app(scope, receive, send_with_id)
         finally:
-            if scope["type"] == "http":
-                access_log.info(
-                    "%s %s %s",
-                    scope.get("method"),
-                    scope.get("path"),
-                    status,
-                    extra={
-                        "method": scope.get("method"),
-                        "path": scope.get("path"),
-                        "status": status,
-                        "duration_ms": round((time.perf_counter() - started) * 1000, 2),
-                    },
-                )
+            access_log.info(
+                "%s %s %s",
+                scope.get("method"),
+                scope.get("path"),
+                status,
+                extra={
+                    "method": scope.get("method"),
+                    "path": scope.get("path"),
+                    "status": status,
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                },
+            )
             request_id_var.reset(token)

@@ -20,8 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from feedfabric.realtime.delivery import TimelineItem
@@ -31,38 +31,38 @@ log = logging.getLogger(__name__)
 TRY_AGAIN_LATER = 1013
 INTERNAL_ERROR = 1011
 
-Admit = Callable[["TimelineItem"], bool]
-Ready = Callable[["TimelineItem"], "str | None"]
-Render = Callable[["TimelineItem"], Awaitable[str]]
+
+class Frames(Protocol):
+    """A listener's transport: an item's frame, and the socket's writes and close."""
+
+    limit: int  # items a listener may hold back before its subscriber is too slow
+
+    def ready(self, item: TimelineItem) -> str | None:
+        """The item's frame when its shared rendering is finished, else None."""
+        ...
+
+    async def render(self, item: TimelineItem) -> str:
+        """The item's frame, rendering it (or waiting for the rendering in flight)."""
+        ...
+
+    def write(self, frame: str) -> None:
+        """Sends the frame without waiting (queued behind a write in progress)."""
+        ...
+
+    def end(self, code: int, reason: str) -> None:
+        """Closes the socket."""
+        ...
 
 
 class Listener:
-    """One subscription's admission, its shared bytes or rendering, and its write.
+    """One subscription's admission and its frames' writes. `admit` comes from the stream that hands the
+    subscription over (feedfabric.resolvers.streams), and `release` takes it off the hub."""
 
-    `ready(item)` is the frame of an item whose rendering is finished, else None; `render(item)` renders it
-    (or waits for the rendering in flight) and returns the frame; `write` sends a frame without waiting.
-    `admit` comes from the stream that hands the subscription over (feedfabric.resolvers.streams), and
-    `release` takes it off the hub.
-    """
+    __slots__ = ("_backlog", "_held", "_task", "admit", "frames", "release")
 
-    __slots__ = ("_backlog", "_held", "_task", "admit", "end", "limit", "ready", "release", "render", "write")
-
-    def __init__(
-        self,
-        ready: Ready,
-        render: Render,
-        write: Callable[[str], None],
-        end: Callable[[int, str], None],
-        limit: int,
-        *,
-        held: bool = False,
-    ) -> None:
-        self.ready = ready
-        self.render = render
-        self.write = write
-        self.end = end
-        self.limit = limit
-        self.admit: Admit = _admit_all
+    def __init__(self, frames: Frames, *, held: bool = False) -> None:
+        self.frames = frames
+        self.admit: Callable[[TimelineItem], bool] = _admit_all
         self.release: Callable[[str | None], None] = _nothing
         # Held items wait, in order, until `go_live` (its owner cannot write frames yet).
         self._held = held
@@ -73,16 +73,17 @@ class Listener:
         if not self.admit(item):
             return
         if self._backlog is None:
-            frame = self.ready(item)
+            frame = self.frames.ready(item)
             if frame is not None:
-                self.write(frame)
+                self.frames.write(frame)
                 return
             self._backlog = deque()
         self._backlog.append(item)
-        if len(self._backlog) > self.limit:
-            reason = f"too slow: {self.limit} events undelivered; resubscribe with since=<last cursor>"
+        limit = self.frames.limit
+        if len(self._backlog) > limit:
+            reason = f"too slow: {limit} events undelivered; resubscribe with since=<last cursor>"
             self.close(reason)
-            self.end(TRY_AGAIN_LATER, reason)
+            self.frames.end(TRY_AGAIN_LATER, reason)
         elif self._task is None and not self._held:
             self._task = asyncio.get_running_loop().create_task(self._drain())
 
@@ -97,16 +98,17 @@ class Listener:
 
     async def _drain(self) -> None:
         backlog = self._backlog
+        frames = self.frames
         try:
             while backlog:
                 item = backlog[0]
-                frame = self.ready(item) or await self.render(item)
+                frame = frames.ready(item) or await frames.render(item)
                 backlog.popleft()
-                self.write(frame)
+                frames.write(frame)
         except Exception:  # noqa: BLE001 - a rendering that failed outright ends this subscriber, nobody else's
             log.exception("live delivery failed")
             self.close("failed")
-            self.end(INTERNAL_ERROR, "Internal server error")
+            frames.end(INTERNAL_ERROR, "Internal server error")
         finally:
             if self._backlog is backlog:
                 self._backlog = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from feedfabric.core import jsonwire
@@ -28,6 +28,19 @@ if TYPE_CHECKING:
 RenderKey = tuple[int, str]
 
 
+class LiveRendering(Protocol):
+    """A live selection's renderings, as the schema makes them (feedfabric.schema.subscription)."""
+
+    def ready(self, item: TimelineItem) -> str | None:
+        """The data's text of the item's finished shared rendering, else None."""
+        ...
+
+    async def render(self, item: TimelineItem) -> Any:
+        """Executes the item (sharing the rendering) and gives that text, or the result itself when it is not
+        shared (it had errors)."""
+        ...
+
+
 @runtime_checkable
 class LiveSink(Protocol):
     """Where a subscription's results go, when a listener can write them for it: the operation's executor
@@ -35,12 +48,8 @@ class LiveSink(Protocol):
 
     executor: Any
 
-    def listener(
-        self, ready: Callable[[TimelineItem], str | None], render: Callable[[TimelineItem], Awaitable[Any]]
-    ) -> Listener:
-        """A listener writing this operation's frames: `ready(item)` is the data's text of the item's finished
-        shared rendering, else None; `render(item)` executes it (sharing the rendering) and gives that text,
-        or the result itself when it is not shared."""
+    def listener(self, rendering: LiveRendering) -> Listener:
+        """A listener writing this operation's frames of the selection's renderings."""
         ...
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from functools import partial
+from weakref import WeakValueDictionary
 
 import strawberry
 from graphql import GraphQLError
@@ -71,7 +72,12 @@ def build_schema(tracer_provider: TracerProvider | None = None) -> strawberry.Sc
     execution_context_class = type(
         "FeedFabricExecutionContext",
         (RenderOnceExecutionContext,),
-        {"marks": marks, "renders": PostRenders(marks), "__module__": __name__},
+        {
+            "marks": marks,
+            "renders": PostRenders(marks),
+            "live_renderers": WeakValueDictionary(),
+            "__module__": __name__,
+        },
     )
     served = FeedFabricSchema(
         query=Query,

@@ -24,6 +24,7 @@ HANDED_OVER, the stream's last event, executes to nothing.
 from __future__ import annotations
 
 from typing import Any
+from weakref import WeakValueDictionary
 
 from graphql import (
     ExecutionResult,
@@ -44,9 +45,11 @@ class SharedRenderingExecutionContext(StrawberryGraphQLCoreExecutionContext):
     """Strawberry's execution context, except that a subscription event carrying SharedRenders is
     executed once per viewer-independent selection and its result reused for the other subscribers.
 
-    `marks` is the served schema's (feedfabric.schema.build_schema makes one subclass per schema)."""
+    `marks` is the served schema's, and `live_renderers` its live selections' renderers, by render key
+    (feedfabric.schema.subscription; feedfabric.schema.build_schema makes one subclass per schema)."""
 
     marks: ViewerMarks
+    live_renderers: WeakValueDictionary[Any, Any]
 
     @classmethod
     def build(cls, *args: Any, **kwargs: Any) -> Any:

@@ -23,9 +23,8 @@ from graphql import ExecutionResult, execute_subscription_event
 
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.realtime.listener import Listener
-from feedfabric.realtime.render import LiveSink, render_key
+from feedfabric.realtime.render import LiveSink, RenderKey, render_key
 from feedfabric.resolvers import streams
-from feedfabric.resolvers.context import Context
 from feedfabric.schema.cost import event_cost
 from feedfabric.schema.errors import code_errors
 from feedfabric.schema.notification_groups import NotificationGroup
@@ -64,7 +63,7 @@ class Subscription:
     async def home_timeline(self, info: ContextInfo, since: str | None = None) -> AsyncGenerator[TimelineEvent, None]:
         ctx = info.context
         sink = info.root_value if isinstance(info.root_value, LiveSink) else None
-        listener = None if sink is None else _listener(ctx, sink)
+        listener = None if sink is None else _listener(sink)
         async for item in streams.home_timeline(ctx, since, item_cost=event_cost(info), listener=listener):
             # Loaders primed lazily: a shared rendering (feedfabric.schema.shared) never resolves a field.
             ctx.reset_loaders(item.prime)
@@ -86,30 +85,47 @@ class Subscription:
             yield NotificationGroup(row=group)
 
 
-def _listener(ctx: Context, sink: LiveSink) -> Callable[[], Listener | None]:
+def _listener(sink: LiveSink) -> Callable[[], Listener | None]:
     """The sink's listener for this subscription, when its selection is shared by every viewer."""
 
     def listener() -> Listener | None:
-        executor = sink.executor
+        executor, sink.executor = sink.executor, None
         if executor is None or not viewer_independent(executor):
             return None
-        operation = executor.operation
-        key = render_key(operation, executor.variable_values.coerced)
-
-        def ready(item: TimelineItem) -> str | None:
-            return item.renders.finished_text(operation, key)
-
-        async def render(item: TimelineItem) -> str | ExecutionResult:
-            ctx.reset_loaders(item.prime)
-            event = TimelineEvent(cursor=str(item.post.id), item=item)
-            result: Any = execute_subscription_event(executor.build_per_event_executor(event))
-            if inspect.isawaitable(result):
-                result = await result
-            text = item.renders.finished_text(operation, key)
-            if text is not None:
-                return text
-            return ExecutionResult(result.data, code_errors(result.errors) if result.errors else None)
-
-        return sink.listener(ready, render)
+        key = render_key(executor.operation, executor.variable_values.coerced)
+        renderers = executor.live_renderers
+        renderer = renderers.get(key)
+        if renderer is None or renderer.operation is not executor.operation:
+            renderer = renderers[key] = LiveRenderer(executor, key)
+        return sink.listener(renderer)
 
     return listener
+
+
+class LiveRenderer:
+    """Renders live items for every listener of one selection (operation and variables): one executor for
+    them all, the first subscriber's, kept while any of them listens (the schema's `live_renderers` holds it
+    weakly). The selection reads nothing about the viewer, so whose executor it is does not show."""
+
+    __slots__ = ("__weakref__", "executor", "key", "operation")
+
+    def __init__(self, executor: Any, key: RenderKey) -> None:
+        self.executor = executor
+        self.operation = executor.operation
+        self.key = key
+
+    def ready(self, item: TimelineItem) -> str | None:
+        return item.renders.finished_text(self.operation, self.key)
+
+    async def render(self, item: TimelineItem) -> str | ExecutionResult:
+        """The item's shared text, executing it if no listener did yet; the result itself if it had errors."""
+        executor = self.executor
+        executor.context_value.reset_loaders(item.prime)
+        event = TimelineEvent(cursor=str(item.post.id), item=item)
+        result: Any = execute_subscription_event(executor.build_per_event_executor(event))
+        if inspect.isawaitable(result):
+            result = await result
+        text = item.renders.finished_text(self.operation, self.key)
+        if text is not None:
+            return text
+        return ExecutionResult(result.data, code_errors(result.errors) if result.errors else None)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import aclosing
 from datetime import timedelta
 from typing import Any
@@ -55,6 +55,7 @@ from feedfabric.adapter.websocket.frames import (
 )
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.realtime.listener import Listener
+from feedfabric.realtime.render import LiveRendering
 from feedfabric.resolvers.context import Context, Resources, build_context
 from feedfabric.schema.documents import UNNAMED_OF_SEVERAL, parse_document, several_operations, too_long
 from feedfabric.schema.ratelimit import spend_refused_document
@@ -65,9 +66,23 @@ log = logging.getLogger(__name__)
 class Operation:
     """One running operation of a socket: its id (as JSON, for splicing), its task, and the text of its
     results' extensions. It is the operation's root value too: a LiveSink (feedfabric.realtime.render),
-    whose live homeTimeline items a listener may write as its own frames."""
+    whose live homeTimeline items a listener may write, with this operation as its frames
+    (feedfabric.realtime.listener.Frames)."""
 
-    __slots__ = ("conn", "executor", "extensions", "frame", "id", "id_json", "live", "queue_size", "task")
+    __slots__ = (
+        "conn",
+        "executor",
+        "extensions",
+        "frame",
+        "head",
+        "id",
+        "id_json",
+        "limit",
+        "live",
+        "rendering",
+        "tail",
+        "task",
+    )
     listeners = 0  # operations of this process handed to a listener (a statistic)
 
     def __init__(self, operation_id: str, frame: Callable[[Operation, str], str] | None = None) -> None:
@@ -77,47 +92,55 @@ class Operation:
         self.extensions = Extensions()
         self.frame = frame
         self.conn: Connection | None = None
-        self.queue_size = 0
+        self.limit = 0
         self.executor: Any = None  # the subscription's executor (feedfabric.schema.shared)
         self.live: Listener | None = None
+        self.rendering: LiveRendering | None = None
+        self.head = self.tail = ""
 
-    def listener(
-        self, ready: Callable[[TimelineItem], str | None], render: Callable[[TimelineItem], Awaitable[Any]]
-    ) -> Listener:
-        """A listener writing this operation's frames. It holds its items until `go_live`: the frame's
+    def listener(self, rendering: LiveRendering) -> Listener:
+        """A listener writing this operation's frames. It holds its items until `go_live`: the frames'
         extensions are known when the stream's last result arrives."""
-        assert self.conn is not None and self.frame is not None
-        conn, frame = self.conn, self.frame
-        parts: list[str] = []
-
-        def head_tail() -> list[str]:
-            if not parts:
-                ext = self.extensions.text
-                parts.extend(frame(self, '{"data":\x00' + (',"extensions":' + ext if ext else "") + "}").split("\x00"))
-            return parts
-
-        def ready_frame(item: TimelineItem) -> str | None:
-            data = ready(item)
-            if data is None:
-                return None
-            head, tail = head_tail()
-            return head + data + tail
-
-        async def rendered_frame(item: TimelineItem) -> str:
-            rendered = await render(item)
-            if isinstance(rendered, str):
-                head, tail = head_tail()
-                return head + rendered + tail
-            payload = result_payload(rendered)
-            if self.extensions.value:
-                payload["extensions"] = self.extensions.value
-            return frame(self, encode(payload))
-
-        self.live = Listener(ready_frame, rendered_frame, conn.post, conn.close_soon, self.queue_size, held=True)
+        self.rendering = rendering
+        self.live = Listener(self, held=True)
         Operation.listeners += 1
         return self.live
 
-    def end(self, dropped: str | None = None) -> None:
+    def go_live(self, extensions: Any) -> None:
+        assert self.live is not None and self.frame is not None
+        ext = self.extensions.encode(extensions) if extensions else ""
+        # Each frame is the same text around the data: split once at a character JSON never leaves raw.
+        self.head, self.tail = self.frame(self, '{"data":\x00' + (',"extensions":' + ext if ext else "") + "}").split(
+            "\x00"
+        )
+        self.task = None
+        self.live.go_live()
+
+    def ready(self, item: TimelineItem) -> str | None:
+        assert self.rendering is not None
+        data = self.rendering.ready(item)
+        return None if data is None else self.head + data + self.tail
+
+    async def render(self, item: TimelineItem) -> str:
+        assert self.rendering is not None and self.frame is not None
+        rendered = await self.rendering.render(item)
+        if isinstance(rendered, str):
+            return self.head + rendered + self.tail
+        payload = result_payload(rendered)
+        if self.extensions.value:
+            payload["extensions"] = self.extensions.value
+        return self.frame(self, encode(payload))
+
+    def write(self, frame: str) -> None:
+        assert self.conn is not None
+        self.conn.post(frame)
+
+    def end(self, code: int, reason: str) -> None:
+        assert self.conn is not None
+        self.conn.close_soon(code, reason)
+
+    def finish(self, dropped: str | None = None) -> None:
+        """Ends the operation: its listener (`dropped`: cut off, the reason) or its task."""
         if self.live is not None:
             self.live.close(dropped)
         if self.task is not None:
@@ -136,6 +159,7 @@ class Protocol:
         "context",
         "init_received",
         "init_timeout",
+        "init_timer",
         "max_operations",
         "operations",
         "resources",
@@ -156,6 +180,7 @@ class Protocol:
         self.resources = resources
         self.schema = schema
         self.init_timeout = init_timeout
+        self.init_timer: asyncio.TimerHandle | None = None
         self.max_operations = max_operations
         self.conn = Connection(websocket, settings.realtime_queue_size)
         self.conn.on_close = self._end_operations
@@ -168,7 +193,7 @@ class Protocol:
     # -- the loop ---------------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        timer = asyncio.get_running_loop().call_later(self.init_timeout.total_seconds(), self._init_timed_out)
+        self.init_timer = asyncio.get_running_loop().call_later(self.init_timeout.total_seconds(), self._init_timed_out)
         try:
             while not self.conn.closed:
                 message = await self.websocket.receive()
@@ -176,7 +201,8 @@ class Protocol:
                     break
                 await self._frame(message.get("text"), message.get("bytes"))
         finally:
-            timer.cancel()
+            if self.init_timer is not None:
+                self.init_timer.cancel()
             self.conn.closed = True
             tasks = [op.task for op in self.operations.values() if op.task is not None]
             self._end_operations()
@@ -219,6 +245,8 @@ class Protocol:
             return False
         self.init_received = True
         self.before_init = None
+        if self.init_timer is not None:
+            self.init_timer.cancel()  # answered now, one way or the other: an idle socket keeps no timer
         payload = message.get("payload")
         if payload is not None and not isinstance(payload, dict):
             await self.refuse_init({"message": "The connection_init payload must be an object"})
@@ -234,9 +262,7 @@ class Protocol:
             await self.refuse_init({"message": str(refused), "code": LIMIT_CODE})
             self.conn.close_soon(TRY_AGAIN_LATER, str(refused))
             return False
-        self.context = build_context(
-            self.resources, viewer, request=self.websocket, response=self.conn, connection_params=payload
-        )
+        self.context = build_context(self.resources, viewer, request=self.websocket, response=self.conn)
         await self.conn.send('{"type":"connection_ack"}')
         return True
 
@@ -281,14 +307,14 @@ class Protocol:
     def start(self, operation_id: str, payload: dict[str, Any]) -> None:
         operation = Operation(operation_id, self.next_frame)
         operation.conn = self.conn
-        operation.queue_size = self.resources.hub.queue_size
+        operation.limit = self.resources.hub.queue_size
         self.operations[operation_id] = operation
         operation.task = asyncio.create_task(self._run(operation, payload))
 
     async def stop(self, operation_id: str) -> None:
         operation = self.operations.pop(operation_id, None)
         if operation is not None:
-            operation.end()
+            operation.finish()
 
     async def _run(self, operation: Operation, payload: dict[str, Any]) -> None:
         variables = payload.get("variables")
@@ -311,9 +337,7 @@ class Protocol:
                         await self.send_errors(operation, [GraphQLError("Incremental delivery is not supported")])
                         return
                     if operation.live is not None:  # the stream's last result: a listener writes from now on
-                        operation.extensions.encode(result.extensions)
-                        operation.task = None
-                        operation.live.go_live()
+                        operation.go_live(result.extensions)
                         return
                     text = payload_text(result, operation.extensions)
                     await self.conn.send(self.next_frame(operation, text))
@@ -332,7 +356,7 @@ class Protocol:
         # Closed for reading too slowly (feedfabric.adapter.websocket.connection): its subscribers were cut off.
         dropped = TOO_SLOW if self.conn.close_code == TRY_AGAIN_LATER else None
         for operation in list(self.operations.values()):
-            operation.end(dropped)
+            operation.finish(dropped)
         self.operations.clear()
 
     def next_frame(self, operation: Operation, payload: str) -> str:
