@@ -138,3 +138,28 @@ async def test_writes_queued_behind_a_slow_one_go_out_in_order() -> None:
     socket.readable.set()
     await blocked
     assert socket.sent == ["a", "b", "c"] and not conn.closed
+
+
+async def test_posted_frames_never_wait_and_go_out_in_order_behind_a_waiting_write() -> None:
+    socket = _BlockedSocket()
+    conn = Connection(socket, max_pending=8)  # type: ignore[arg-type]
+    conn.post("a")  # returns at once: a task of the connection's writes it
+    conn.post("b")
+    await asyncio.sleep(0)
+    await conn.send("c")  # queued behind the posted write, which waits for the reader
+    assert socket.sent == []
+    socket.readable.set()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert socket.sent == ["a", "b", "c"] and not conn.closed
+
+
+async def test_posting_past_the_send_queue_closes_with_try_again_later() -> None:
+    socket = _BlockedSocket()
+    conn = Connection(socket, max_pending=2)  # type: ignore[arg-type]
+    for n in range(4):
+        conn.post(str(n))
+    assert conn.closed
+    socket.readable.set()
+    await conn.closed_down()
+    assert socket.closed is not None and socket.closed[0] == TRY_AGAIN_LATER

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -77,3 +78,29 @@ async def test_viewer_dependent_selection_renders_per_viewer(settings: Settings,
     assert by_follower == {"username": "alice", "viewerFollows": True}
     assert by_tag_reader == {"username": "alice", "viewerFollows": False}
     assert len(executions) == 2
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_live_subscription_its_client_ends_leaves_the_hub_and_gets_nothing_more(
+    settings: Settings, protocol: str
+) -> None:
+    """A subscription written by the fan-out (feedfabric.realtime.listener) has no stream left to cancel:
+    the client's complete (graphql-transport-ws) or stop (graphql-ws) takes it off the hub itself."""
+    async with serve(settings) as server, running(relay(settings).run):
+        api = server.api
+        alice, bob = await api.member("alice"), await api.member("bob")
+        await api.follow(bob, "alice")
+        async with ws_client(server, protocol, bob) as ws:
+            op = await ws.subscribe("subscription { homeTimeline { post { id } } }")
+            await wait_subscribed(server, 1)
+            first = await api.post(alice, "seen")
+            assert (await ws.next_data())["homeTimeline"]["post"]["id"] == first
+            end = "complete" if protocol == TRANSPORT_WS else "stop"
+            await ws.conn.send(json.dumps({"id": op, "type": end}))
+            for _ in range(100):
+                if server.hub.subscriber_count() == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert server.hub.subscriber_count() == 0
+            await api.post(alice, "not seen")
+            assert await ws.nothing_within(1.0)
