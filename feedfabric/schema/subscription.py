@@ -6,10 +6,10 @@ the rows the realtime consumer already hydrated for every recipient. They
 are made only if the event is actually executed for this subscriber: an item
 whose rendering is shared (feedfabric.schema.shared) never needs them.
 
-A homeTimeline whose selection reads nothing about the viewer, over a
-transport that can write shared bytes (a LiveSink), is handed to a listener
-after its replay (feedfabric.realtime.listener): its live items are then
-written by the fan-out, and its stream ends with HANDED_OVER.
+A homeTimeline over a transport that writes its own frames (a LiveSink, the
+WebSocket adapter's operation) is handed to a listener after its replay
+(feedfabric.realtime.listener): its live items are then rendered by a
+LiveRenderer and written by the fan-out, and its stream ends with HANDED_OVER.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 import strawberry
 from graphql import ExecutionResult, execute_subscription_event
 
+from feedfabric.core import jsonwire
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.realtime.listener import Listener
 from feedfabric.realtime.render import LiveSink, RenderKey, render_key
@@ -86,12 +87,15 @@ class Subscription:
 
 
 def _listener(sink: LiveSink) -> Callable[[], Listener | None]:
-    """The sink's listener for this subscription, when its selection is shared by every viewer."""
+    """The sink's listener for this subscription, writing the renderings of its selection: one renderer for
+    every listener of a selection that reads nothing about the viewer, else a renderer of its own."""
 
     def listener() -> Listener | None:
         executor, sink.executor = sink.executor, None
-        if executor is None or not viewer_independent(executor):
+        if executor is None:
             return None
+        if not viewer_independent(executor):
+            return sink.listener(LiveRenderer(executor, None))
         key = render_key(executor.operation, executor.variable_values.coerced)
         renderers = executor.live_renderers
         renderer = renderers.get(key)
@@ -103,29 +107,36 @@ def _listener(sink: LiveSink) -> Callable[[], Listener | None]:
 
 
 class LiveRenderer:
-    """Renders live items for every listener of one selection (operation and variables): one executor for
-    them all, the first subscriber's, kept while any of them listens (the schema's `live_renderers` holds it
-    weakly). The selection reads nothing about the viewer, so whose executor it is does not show."""
+    """Renders live items of one selection (operation and variables) with the executor its subscription
+    was started with, through graphql-core's public per-event execution.
+
+    With a `key`, the selection reads nothing about the viewer: its rendering is shared (feedfabric.schema.shared)
+    and one renderer serves every listener of it, with the first subscriber's executor, kept while any of
+    them listens (the schema's `live_renderers` holds it weakly); whose executor it is does not show.
+    Without one, the renderer is its subscriber's own, and each item is executed for that viewer: no
+    Strawberry stream per subscription, and a post's shared part still completed once per version
+    (feedfabric.schema.render_once)."""
 
     __slots__ = ("__weakref__", "executor", "key", "operation")
 
-    def __init__(self, executor: Any, key: RenderKey) -> None:
+    def __init__(self, executor: Any, key: RenderKey | None) -> None:
         self.executor = executor
         self.operation = executor.operation
         self.key = key
 
     def ready(self, item: TimelineItem) -> str | None:
-        return item.renders.finished_text(self.operation, self.key)
+        return None if self.key is None else item.renders.finished_text(self.operation, self.key)
 
     async def render(self, item: TimelineItem) -> str | ExecutionResult:
-        """The item's shared text, executing it if no listener did yet; the result itself if it had errors."""
+        """The item's data as text (the shared text, if any); the result itself if it had errors."""
         executor = self.executor
         executor.context_value.reset_loaders(item.prime)
         event = TimelineEvent(cursor=str(item.post.id), item=item)
         result: Any = execute_subscription_event(executor.build_per_event_executor(event))
         if inspect.isawaitable(result):
             result = await result
-        text = item.renders.finished_text(self.operation, self.key)
-        if text is not None:
+        if self.key is not None and (text := item.renders.finished_text(self.operation, self.key)) is not None:
             return text
+        if not result.errors and result.data is not None:
+            return jsonwire.dumps_text(result.data)
         return ExecutionResult(result.data, code_errors(result.errors) if result.errors else None)
