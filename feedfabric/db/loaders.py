@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, TypeVar
 
 import asyncpg
@@ -43,62 +43,81 @@ async def _by_uuid(found: Awaitable[Mapping[str, V]]) -> dict[uuid.UUID, V]:
     return {uuid.UUID(k): v for k, v in (await found).items()}
 
 
-@dataclass
 class Loaders:
-    member: DataLoader[uuid.UUID, Member | None]
-    member_stats: DataLoader[uuid.UUID, tuple[int, int]]
-    visible_post: DataLoader[uuid.UUID, Post | None]
-    comment: DataLoader[uuid.UUID, Comment | None]
-    mentions: DataLoader[uuid.UUID, list[uuid.UUID]]
-    # Everything a feed shows beside a post's row (db.post_extras), for all the posts asked for at once:
-    # each key maps to the batch's whole PageExtras (it holds the originals of reposts too).
-    post_extras: DataLoader[uuid.UUID, PageExtras]
-    viewer_follows: DataLoader[uuid.UUID, bool]
-    viewer_favourite: DataLoader[uuid.UUID, bool]
-    # Playlists: the Liked one by owner ID (upserted on first use); follows keyed by playlist ID.
-    liked_playlist: DataLoader[uuid.UUID, Playlist | None]
-    playlist_followers: DataLoader[uuid.UUID, int]
-    viewer_follows_playlist: DataLoader[uuid.UUID, bool]
-    # A notification group's most recent actors (IDs), for a page of groups at once.
-    group_actors: DataLoader[uuid.UUID, list[uuid.UUID]]
+    """One request's loaders, each made on first use: a page reads a few of them, and a live item's
+    rendering (a fresh set per event) one or two."""
 
+    def __init__(self, pool: asyncpg.Pool, viewer_id: uuid.UUID | None) -> None:
+        self.pool = pool
+        self.viewer_id = viewer_id
 
-def make_loaders(pool: asyncpg.Pool, viewer_id: uuid.UUID | None) -> Loaders:
-    async def viewer_set(fetch: Callable[[uuid.UUID], Awaitable[set[Any]]], keys: list[Any]) -> dict[Any, bool]:
-        if viewer_id is None:
+    @cached_property
+    def member(self) -> DataLoader[uuid.UUID, Member | None]:
+        return _loader(lambda ids: members_db.by_ids(self.pool, ids))
+
+    @cached_property
+    def member_stats(self) -> DataLoader[uuid.UUID, tuple[int, int]]:
+        return _loader(lambda ids: follows_db.member_stats(self.pool, ids), lambda: (0, 0))
+
+    @cached_property
+    def visible_post(self) -> DataLoader[uuid.UUID, Post | None]:
+        return _loader(lambda ids: posts_db.visible_by_ids(self.pool, ids, self.viewer_id))
+
+    @cached_property
+    def comment(self) -> DataLoader[uuid.UUID, Comment | None]:
+        return _loader(lambda ids: comments_db.by_ids(self.pool, ids))
+
+    @cached_property
+    def mentions(self) -> DataLoader[uuid.UUID, list[uuid.UUID]]:
+        return _loader(lambda ids: posts_db.mentioned_in(self.pool, ids), list)
+
+    @cached_property
+    def post_extras(self) -> DataLoader[uuid.UUID, PageExtras]:
+        """Everything a feed shows beside a post's row (db.post_extras), for all the posts asked for at once:
+        each key maps to the batch's whole PageExtras (it holds the originals of reposts too)."""
+
+        async def extras(ids: list[uuid.UUID]) -> dict[uuid.UUID, PageExtras]:
+            loaded = await post_extras_db.page_extras(self.pool, ids, self.viewer_id)
+            return dict.fromkeys(ids, loaded)
+
+        return _loader(extras)
+
+    @cached_property
+    def viewer_follows(self) -> DataLoader[uuid.UUID, bool]:
+        return _loader(lambda ids: self._followed(ids, "member"), bool)
+
+    @cached_property
+    def viewer_favourite(self) -> DataLoader[uuid.UUID, bool]:
+        async def favourites(ids: list[uuid.UUID]) -> dict[uuid.UUID, bool]:
+            if self.viewer_id is None:
+                return {}
+            hits = await favourites_db.among(self.pool, self.viewer_id, ids)
+            return {k: k in hits for k in ids}
+
+        return _loader(favourites, bool)
+
+    @cached_property
+    def liked_playlist(self) -> DataLoader[uuid.UUID, Playlist | None]:
+        """The Liked playlist by owner ID (upserted on first use)."""
+        return _loader(lambda ids: playlists_db.liked_of(self.pool, ids))
+
+    @cached_property
+    def playlist_followers(self) -> DataLoader[uuid.UUID, int]:
+        return _loader(
+            lambda ids: _by_uuid(follows_db.follower_counts(self.pool, "playlist", [str(k) for k in ids])), int
+        )
+
+    @cached_property
+    def viewer_follows_playlist(self) -> DataLoader[uuid.UUID, bool]:
+        return _loader(lambda ids: self._followed(ids, "playlist"), bool)
+
+    @cached_property
+    def group_actors(self) -> DataLoader[uuid.UUID, list[uuid.UUID]]:
+        """A notification group's most recent actors (IDs), for a page of groups at once."""
+        return _loader(lambda ids: notification_groups_db.sample_actors(self.pool, ids), list)
+
+    async def _followed(self, keys: list[uuid.UUID], target_type: str) -> dict[uuid.UUID, bool]:
+        if self.viewer_id is None:
             return {}
-        hits = await fetch(viewer_id)
-        return {k: k in hits for k in keys}
-
-    async def follows(keys: list[uuid.UUID]) -> dict[uuid.UUID, bool]:
-        if viewer_id is None:
-            return {}
-        followed = await follows_db.followed_among(pool, viewer_id, "member", [str(k) for k in keys])
+        followed = await follows_db.followed_among(self.pool, self.viewer_id, target_type, [str(k) for k in keys])
         return {k: str(k) in followed for k in keys}
-
-    async def playlist_follows(keys: list[uuid.UUID]) -> dict[uuid.UUID, bool]:
-        if viewer_id is None:
-            return {}
-        followed = await follows_db.followed_among(pool, viewer_id, "playlist", [str(k) for k in keys])
-        return {k: str(k) in followed for k in keys}
-
-    async def extras(ids: list[uuid.UUID]) -> dict[uuid.UUID, PageExtras]:
-        loaded = await post_extras_db.page_extras(pool, ids, viewer_id)
-        return dict.fromkeys(ids, loaded)
-
-    return Loaders(
-        member=_loader(lambda ids: members_db.by_ids(pool, ids)),
-        member_stats=_loader(lambda ids: follows_db.member_stats(pool, ids), lambda: (0, 0)),
-        visible_post=_loader(lambda ids: posts_db.visible_by_ids(pool, ids, viewer_id)),
-        comment=_loader(lambda ids: comments_db.by_ids(pool, ids)),
-        mentions=_loader(lambda ids: posts_db.mentioned_in(pool, ids), list),
-        post_extras=_loader(extras),
-        viewer_follows=_loader(follows, bool),
-        viewer_favourite=_loader(lambda ids: viewer_set(lambda v: favourites_db.among(pool, v, ids), ids), bool),
-        liked_playlist=_loader(lambda ids: playlists_db.liked_of(pool, ids)),
-        playlist_followers=_loader(
-            lambda ids: _by_uuid(follows_db.follower_counts(pool, "playlist", [str(k) for k in ids])), int
-        ),
-        viewer_follows_playlist=_loader(playlist_follows, bool),
-        group_actors=_loader(lambda ids: notification_groups_db.sample_actors(pool, ids), list),
-    )

@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 from feedfabric.core.bytelru import ByteBoundedLRU
 from feedfabric.core.settings import Settings
 from feedfabric.db.breaker import CircuitBreaker
-from feedfabric.db.loaders import Loaders, make_loaders
+from feedfabric.db.loaders import Loaders
 from feedfabric.db.replica import ReadRouting
 from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.feeds.viewer import Viewer, ViewerResult
@@ -100,7 +100,7 @@ class Context:
     def loaders(self) -> Loaders:
         if self._loaders is None:
             member = self.viewer_result.viewer.member
-            self._loaders = make_loaders(self.read_pool, member.id if member else None)
+            self._loaders = Loaders(self.read_pool, member.id if member else None)
             if self._prime is not None:
                 self._prime(self._loaders)
                 self._prime = None

@@ -112,7 +112,7 @@ class RenderOnceExecutionContext(SharedRenderingExecutionContext):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.post_plans: dict[int, tuple[Any, Plan | None]] = {}
+        self.post_plans: dict[tuple[object, ...], tuple[tuple[Any, ...], Plan | None]] = {}
         self.field_errors = 0
 
     def handle_field_error(self, *args: Any, **kwargs: Any) -> None:
@@ -170,12 +170,15 @@ class RenderOnceExecutionContext(SharedRenderingExecutionContext):
         return _merged(plan.order, done, await own if self.is_awaitable(own) else cast("dict[str, Any]", own))
 
     def _plan(self, renders: PostRenders, return_type: GraphQLObjectType, field_details_list: Any) -> Plan | None:
-        """The split of this selection, once per operation (the posts of a list share their selection)."""
-        known = self.post_plans.get(id(field_details_list))
-        if known is not None and known[0] is field_details_list:
+        """The split of this selection, once per operation: the posts of a list share their selection, and
+        a subscription's events their operation's (each event collects its fields anew, from the same nodes)."""
+        nodes = tuple(details.node for details in field_details_list)
+        key = (return_type.name, *map(id, nodes))
+        known = self.post_plans.get(key)
+        if known is not None:  # the nodes are kept beside the plan, so their ids name them alone
             return known[1]
         plan = self._split(renders, return_type, field_details_list)
-        self.post_plans[id(field_details_list)] = (field_details_list, plan)
+        self.post_plans[key] = (nodes, plan)
         return plan
 
     def _split(self, renders: PostRenders, return_type: GraphQLObjectType, field_details_list: Any) -> Plan | None:

@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 from feedfabric.core.events import Event
 from feedfabric.core.settings import Settings
-from feedfabric.db.loaders import make_loaders
+from feedfabric.db.loaders import Loaders
 from feedfabric.realtime.delivery import deliver
 from feedfabric.realtime.hub import Channel, Hub
 
@@ -53,9 +53,9 @@ async def test_a_live_repost_is_rendered_from_primed_rows_equal_to_a_fresh_load(
     item = await reader.next()
     assert item.post.id == repost_id and item.original is not None and item.original.id == original_id
 
-    primed = make_loaders(_NoDatabase(), None)  # type: ignore[arg-type]
+    primed = Loaders(_NoDatabase(), None)  # type: ignore[arg-type]
     item.prime(primed)
-    fresh = make_loaders(pool, None)
+    fresh = Loaders(pool, None)
     assert await _loaded(primed, original_id) == await _loaded(fresh, original_id)
     assert await primed.member.load(item.post.author_id) == await fresh.member.load(item.post.author_id)
     assert await primed.visible_post.load(original_id) == item.original
