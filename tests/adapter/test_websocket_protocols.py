@@ -6,8 +6,8 @@ import asyncio
 import json
 
 import pytest
-from feedfabric.adapter.websocket import protocol as socket_protocol
 from feedfabric.adapter.websocket.frames import MAX_CHARS_BEFORE_INIT, MAX_FRAMES_BEFORE_INIT
+from feedfabric.adapter.websocket.operation import Operation
 from feedfabric.core.settings import Settings
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
@@ -116,12 +116,12 @@ async def test_shared_live_bytes_equal_a_per_subscriber_execution(settings: Sett
             await api.follow(reader, "alice")
         before = await api.post(alice, "before")
         async with ws_client(server, protocol, readers[0]) as a, ws_client(server, protocol, readers[1]) as b:
-            listeners = socket_protocol.Operation.listeners
+            listeners = Operation.listeners
             await a.subscribe(HOME_SUB)
             await b.subscribe(HOME_SUB)
             await wait_subscribed(server, 2)
             # Both live subscriptions are written by the fan-out (feedfabric.realtime.listener), not their streams.
-            assert socket_protocol.Operation.listeners == listeners + 2
+            assert Operation.listeners == listeners + 2
             shared = await api.post(alice, 'shared, caf\u00e9 \u2713 "quoted"')
             live = [await _raw_for(ws, shared) for ws in (a, b)]
             again = await api.post(alice, "again")

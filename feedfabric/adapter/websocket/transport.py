@@ -14,7 +14,8 @@ from graphql import GraphQLError
 
 from feedfabric.adapter.websocket import frames
 from feedfabric.adapter.websocket.frames import DUPLICATE_OPERATION, INVALID_MESSAGE, UNAUTHORIZED
-from feedfabric.adapter.websocket.protocol import Operation, Protocol
+from feedfabric.adapter.websocket.operation import Operation
+from feedfabric.adapter.websocket.protocol import Protocol
 
 PROTOCOL = "graphql-transport-ws"
 

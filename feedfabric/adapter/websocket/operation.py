@@ -1,0 +1,104 @@
+"""One operation of a socket, and the frames a listener writes for it (feedfabric.realtime.listener).
+
+A live homeTimeline keeps neither a task nor a stream once its replay is sent
+(feedfabric.schema.subscription hands it to a listener): its operation is
+what remains, and every frame of it is the same text around the item's data,
+split once when the stream's last result brings the operation's extensions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from feedfabric.adapter.websocket import frames
+from feedfabric.adapter.websocket.connection import Connection
+from feedfabric.adapter.websocket.frames import Extensions, encode, result_payload
+from feedfabric.realtime.delivery import TimelineItem
+from feedfabric.realtime.listener import Listener
+from feedfabric.realtime.render import LiveRendering
+
+
+class Operation:
+    """One running operation of a socket: its id (as JSON, for splicing), its task, and the text of its
+    results' extensions. It is the operation's root value too: a LiveSink (feedfabric.realtime.render),
+    whose live homeTimeline items a listener may write, with this operation as its frames
+    (feedfabric.realtime.listener.Frames)."""
+
+    __slots__ = (
+        "conn",
+        "executor",
+        "extensions",
+        "frame",
+        "head",
+        "id",
+        "id_json",
+        "limit",
+        "live",
+        "rendering",
+        "tail",
+        "task",
+    )
+    listeners = 0  # operations of this process handed to a listener (a statistic)
+
+    def __init__(self, operation_id: str, frame: Callable[[Operation, str], str] | None = None) -> None:
+        self.id = operation_id
+        self.id_json = frames.id_text(operation_id)
+        self.task: asyncio.Task[None] | None = None
+        self.extensions = Extensions()
+        self.frame = frame
+        self.conn: Connection | None = None
+        self.limit = 0
+        self.executor: Any = None  # the subscription's executor (feedfabric.schema.shared)
+        self.live: Listener | None = None
+        self.rendering: LiveRendering | None = None
+        self.head = self.tail = ""
+
+    def listener(self, rendering: LiveRendering) -> Listener:
+        """A listener writing this operation's frames. It holds its items until `go_live`: the frames'
+        extensions are known when the stream's last result arrives."""
+        self.rendering = rendering
+        self.live = Listener(self, held=True)
+        Operation.listeners += 1
+        return self.live
+
+    def go_live(self, extensions: Any) -> None:
+        assert self.live is not None and self.frame is not None
+        ext = self.extensions.encode(extensions) if extensions else ""
+        # Each frame is the same text around the data: split once at a character JSON never leaves raw.
+        self.head, self.tail = self.frame(self, '{"data":\x00' + (',"extensions":' + ext if ext else "") + "}").split(
+            "\x00"
+        )
+        self.task = None
+        self.live.go_live()
+
+    def ready(self, item: TimelineItem) -> str | None:
+        assert self.rendering is not None
+        data = self.rendering.ready(item)
+        return None if data is None else self.head + data + self.tail
+
+    async def render(self, item: TimelineItem) -> str:
+        assert self.rendering is not None and self.frame is not None
+        rendered = await self.rendering.render(item)
+        if isinstance(rendered, str):
+            return self.head + rendered + self.tail
+        payload = result_payload(rendered)
+        if self.extensions.value:
+            payload["extensions"] = self.extensions.value
+        return self.frame(self, encode(payload))
+
+    def write(self, frame: str) -> None:
+        assert self.conn is not None
+        self.conn.post(frame)
+
+    def end(self, code: int, reason: str) -> None:
+        assert self.conn is not None
+        self.conn.close_soon(code, reason)
+
+    def finish(self, dropped: str | None = None) -> None:
+        """Ends the operation: its listener (`dropped`: cut off, the reason) or its task."""
+        if self.live is not None:
+            self.live.close(dropped)
+        if self.task is not None:
+            self.task.cancel()
