@@ -172,6 +172,7 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
         if args.no_floor
         else await ws_floor.measure(args.subscribers, args.posts, tuple(args.idle))
     )
+    alone = float("nan")
     port = free_port()
     api_env = {
         **os.environ,
@@ -225,6 +226,7 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
             }
             for label, query in (variants[v] for v in args.variants):
                 runs.append((label, await deliver(args, http, pool, api.pid, port, names, poster, query)))
+            alone = await posts_alone(args, http, api.pid, poster)
     finally:
         stop.set()
         await asyncio.wait_for(relay_task, 30)
@@ -233,8 +235,14 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
         api.send_signal(signal.SIGINT) if args.profile else api.terminate()
         api.wait(60)
     print(floor)
+    fixed = alone / args.subscribers
+    print(
+        f"a post with no subscriber: {alone:.0f} us API CPU, {fixed:.1f} us per event at {args.subscribers} subscribers"
+    )
     for label, figures in runs:
         print(f"{label}: {figures} -> {figures.cpu_us / floor.us_per_send:.2f}x the floor's CPU per send")
+        beyond = figures.cpu_us - fixed
+        print(f"  less the post's own share: {beyond:.1f} us per event -> {beyond / floor.us_per_send:.2f}x the floor")
     for count, per in per_idle.items():
         ratio = per / floor.bytes_per_idle[count] if floor.bytes_per_idle.get(count) else float("nan")
         print(
@@ -270,6 +278,22 @@ class Delivery:
             f"API CPU {self.cpu_us:.1f} us per delivered event ({self.api_user:.1f} user + {self.api_sys:.1f} system); "
             f"clients and relay {self.clients:.0f} us per received event"
         )
+
+
+async def posts_alone(args: argparse.Namespace, http: httpx.AsyncClient, pid: int, poster: dict[str, str]) -> float:
+    """API CPU (µs) per post with no subscriber connected: the createPost request, the relay's records
+    consumed, the background of an idle process over the same wall time. Every delivered event of a post
+    carries 1/SUBSCRIBERS of it, which no WebSocket floor has."""
+    await settled(pid)
+    api_cpu = psutil.Process(pid)
+    before = after = api_cpu.cpu_times()
+    for i in range(args.posts + 1):
+        if i == 1:
+            before = api_cpu.cpu_times()
+        await http.post("/graphql", json={"query": CREATE, "variables": {"c": f"alone {i}"}}, headers=poster)
+        await asyncio.sleep(0.25)
+    after = api_cpu.cpu_times()
+    return (after.user + after.system - before.user - before.system) * 1e6 / args.posts
 
 
 async def settled(pid: int, busy: float = 0.1, timeout: float = 60) -> None:
