@@ -26,11 +26,16 @@ install: $(STAMP) $(CHROMIUM)
 dev: $(STAMP)
 	$(BIN)/feedfabric dev --demo
 
-test: $(STAMP) $(CHROMIUM) check-installed lint
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider
+# The lint gate runs beside the tests, which mostly wait on their services and leave a core to it; both
+# must pass, and the lint's output follows the tests'.
+test: $(STAMP) $(CHROMIUM) check-installed
+	@$(MAKE) --no-print-directory lint > $(VENV)/lint.log 2>&1 & lint=$$!; \
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider; tests=$$?; \
+	wait $$lint; linted=$$?; cat $(VENV)/lint.log; \
+	test $$tests -eq 0 && test $$linted -eq 0
 
 # ruff (lint and format), mypy and the import-linter layer contracts, configured in pyproject.toml;
-# `make test` runs them first.
+# `make test` runs them beside the tests.
 lint: $(STAMP)
 	$(BIN)/ruff check feedfabric tests bench faults
 	$(BIN)/ruff format --check feedfabric tests bench faults
