@@ -5,7 +5,8 @@ One API process (`feedfabric api`, its own process so its memory is its own),
 the outbox relay in this process, and real WebSocket clients here speaking
 graphql-transport-ws (websockets' sans-I/O client on bare asyncio transports,
 bench/_wsclient.py). First the floor: a bare Starlette WebSocket endpoint
-under the same uvicorn, its CPU per send_text and RSS per idle connection.
+under the same uvicorn, its CPU per send_text (one after another, and each in a
+task of its own) and RSS per idle connection.
 Then, in the API's fresh process, idle subscriptions up to each count of
 IDLE: the RSS growth over the count is the cost per subscription. Then
 delivery: SUBSCRIBERS members follow a poster and subscribe to homeTimeline;
@@ -14,6 +15,8 @@ receipt time minus the createPost response time is one sample (p50/p99 over
 all samples); API CPU over the posts per delivered event. Delivery runs
 twice: a selection that reads nothing about the viewer (rendered once for
 all) and the same selection with `viewerHasLiked` (executed per viewer).
+Last, the same posts with no subscriber connected (each post's own share of
+an event) and ten seconds with nothing to do (the idle process's background).
 Clients and server share the machine's cores, so the figures include the
 clients' own scheduling (their CPU per message is printed). Runs on a
 private devstack unless DATABASE_URL / REDIS_URL / KAFKA_BOOTSTRAP_SERVERS
@@ -22,7 +25,8 @@ are set.
     .venv/bin/python bench/realtime.py [--subscribers 1000] [--posts 20] [--idle 1000 10000]
 
 Targets (issue 37): at most 60 us of API CPU per delivered event and at most 1.5x the floor's CPU per
-send, p99 < 250 ms at 1,000 subscribers; an idle subscription at most 1.2x the floor's idle connection.
+send (printed against both of the floor's sends: one after another, and each in a task of its own),
+p99 < 250 ms at 1,000 subscribers; an idle subscription at most 1.2x the floor's idle connection.
 The latest figures are in docs/benchmarks.md.
 """
 
@@ -168,11 +172,11 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
         outbox_idle_ms=50,
     )
     floor = (
-        ws_floor.Floor(0, float("nan"), {})
+        ws_floor.Floor(0, float("nan"), float("nan"), {})
         if args.no_floor
         else await ws_floor.measure(args.subscribers, args.posts, tuple(args.idle))
     )
-    alone = float("nan")
+    alone = idle = float("nan")
     port = free_port()
     api_env = {
         **os.environ,
@@ -227,6 +231,7 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
             for label, query in (variants[v] for v in args.variants):
                 runs.append((label, await deliver(args, http, pool, api.pid, port, names, poster, query)))
             alone = await posts_alone(args, http, api.pid, poster)
+            idle = await idle_cpu(api.pid)
     finally:
         stop.set()
         await asyncio.wait_for(relay_task, 30)
@@ -238,11 +243,19 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
     fixed = alone / args.subscribers
     print(
         f"a post with no subscriber: {alone:.0f} us API CPU, {fixed:.1f} us per event at {args.subscribers} subscribers"
+        f" (of it, the idle process's background over the post's {ALONE_GAP * 1000:.0f} ms: "
+        f"{idle * ALONE_GAP:.0f} us; an idle API process spends {idle / 1000:.1f} ms of CPU a second)"
     )
     for label, figures in runs:
-        print(f"{label}: {figures} -> {figures.cpu_us / floor.us_per_send:.2f}x the floor's CPU per send")
+        print(
+            f"{label}: {figures} -> {figures.cpu_us / floor.us_per_send:.2f}x the floor's CPU per send, "
+            f"{figures.cpu_us / floor.us_per_task_send:.2f}x per send in a task"
+        )
         beyond = figures.cpu_us - fixed
-        print(f"  less the post's own share: {beyond:.1f} us per event -> {beyond / floor.us_per_send:.2f}x the floor")
+        print(
+            f"  less the post's own share: {beyond:.1f} us per event -> {beyond / floor.us_per_send:.2f}x the floor, "
+            f"{beyond / floor.us_per_task_send:.2f}x per send in a task"
+        )
     for count, per in per_idle.items():
         ratio = per / floor.bytes_per_idle[count] if floor.bytes_per_idle.get(count) else float("nan")
         print(
@@ -280,6 +293,9 @@ class Delivery:
         )
 
 
+ALONE_GAP = 0.25  # seconds between the posts with no subscriber
+
+
 async def posts_alone(args: argparse.Namespace, http: httpx.AsyncClient, pid: int, poster: dict[str, str]) -> float:
     """API CPU (µs) per post with no subscriber connected: the createPost request, the relay's records
     consumed, the background of an idle process over the same wall time. Every delivered event of a post
@@ -291,9 +307,20 @@ async def posts_alone(args: argparse.Namespace, http: httpx.AsyncClient, pid: in
         if i == 1:
             before = api_cpu.cpu_times()
         await http.post("/graphql", json={"query": CREATE, "variables": {"c": f"alone {i}"}}, headers=poster)
-        await asyncio.sleep(0.25)
+        await asyncio.sleep(ALONE_GAP)
     after = api_cpu.cpu_times()
     return (after.user + after.system - before.user - before.system) * 1e6 / args.posts
+
+
+async def idle_cpu(pid: int, seconds: float = 10) -> float:
+    """API CPU (µs) a second with nothing to do: its timers, and its consumers' fetches that come back
+    empty after REALTIME_FETCH_WAIT_MS."""
+    await settled(pid)
+    process = psutil.Process(pid)
+    before = process.cpu_times()
+    await asyncio.sleep(seconds)
+    after = process.cpu_times()
+    return (after.user + after.system - before.user - before.system) * 1e6 / seconds
 
 
 async def settled(pid: int, busy: float = 0.1, timeout: float = 60) -> None:

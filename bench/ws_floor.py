@@ -1,12 +1,17 @@
 """The WebSocket floor: what a bare Starlette endpoint costs under the API's own uvicorn.
 
-A Starlette app with one WebSocket route (accept, then read until the peer goes) and one HTTP route that
-sends a ~700-byte text message to every open socket, one `send_text` after another. It runs under uvicorn
-with the API's options (feedfabric.adapter.serving: websockets-sansio, no permessage-deflate; uvloop) in
-a process of its own, so its CPU and memory are its own. Two figures:
+A Starlette app with one WebSocket route (accept, then read until the peer goes) and two HTTP routes that
+send a ~700-byte text message to every open socket: one `send_text` after another, or each `send_text` in
+a task of its own. It runs under uvicorn with the API's options (feedfabric.adapter.serving:
+websockets-sansio, no permessage-deflate; uvloop) in a process of its own, so its CPU and memory are its
+own. Three figures:
 
 - CPU per `send_text`: SOCKETS sockets, ROUNDS rounds of one message to each; the server process's CPU
   over the rounds divided by the messages received (the clients count them);
+- CPU per `send_text` in a task of its own, in rounds alternating with the first: the floor of any
+  delivery where no reader holds up another. ASGI's `send` waits while a socket's transport is paused
+  (uvicorn's websockets-sansio awaits its `writable` event), so sends one after another in one coroutine
+  let a slow reader stall every socket behind it;
 - RSS per idle connection: sockets opened and left alone (first, in the fresh process), up to each
   count of IDLE; the RSS growth over their count.
 
@@ -48,6 +53,7 @@ def app() -> object:
     from starlette.websockets import WebSocket, WebSocketDisconnect
 
     open_sockets: set[WebSocket] = set()
+    sending: set[asyncio.Task[None]] = set()
 
     async def endpoint(websocket: WebSocket) -> None:
         await websocket.accept(subprotocol="graphql-transport-ws")
@@ -65,11 +71,23 @@ def app() -> object:
             await websocket.send_text(MESSAGE)
         return PlainTextResponse(str(len(open_sockets)))
 
+    async def blast_tasks(request: Request) -> PlainTextResponse:
+        for websocket in list(open_sockets):
+            task = asyncio.create_task(websocket.send_text(MESSAGE))
+            sending.add(task)
+            task.add_done_callback(sending.discard)
+        return PlainTextResponse(str(len(open_sockets)))
+
     async def healthz(request: Request) -> PlainTextResponse:
         return PlainTextResponse("ok")
 
     return Starlette(
-        routes=[Route("/blast", blast, methods=["POST"]), Route("/healthz", healthz), WebSocketRoute("/ws", endpoint)]
+        routes=[
+            Route("/blast", blast, methods=["POST"]),
+            Route("/blast-tasks", blast_tasks, methods=["POST"]),
+            Route("/healthz", healthz),
+            WebSocketRoute("/ws", endpoint),
+        ]
     )
 
 
@@ -77,13 +95,15 @@ def app() -> object:
 class Floor:
     sockets: int
     us_per_send: float
+    us_per_task_send: float  # each send in a task of its own
     bytes_per_idle: dict[int, float]  # open idle connections -> RSS growth per connection
 
     def __str__(self) -> str:
         idle = ", ".join(f"{b / 1000:.1f} kB at {n:,}" for n, b in self.bytes_per_idle.items())
         return (
             f"floor (bare Starlette WebSocket, same uvicorn): {self.us_per_send:.1f} us CPU per send_text of "
-            f"{len(MESSAGE)} bytes to each of {self.sockets} sockets; RSS per idle connection {idle}"
+            f"{len(MESSAGE)} bytes to each of {self.sockets} sockets one after another, "
+            f"{self.us_per_task_send:.1f} us each in a task of its own; RSS per idle connection {idle}"
         )
 
 
@@ -144,20 +164,24 @@ async def measure(sockets: int = 1000, rounds: int = 20, idle: tuple[int, ...] =
 
             for conn in conns:
                 conn.on_message = count
-            await http.post("/blast")  # warm-up round
-            await _wait(received, sockets)
             proc = psutil.Process(server.pid)
-            received[0] = 0
-            before = proc.cpu_times()
-            for done in range(1, rounds + 1):
-                await http.post("/blast")
-                await _wait(received, done * sockets)
-                await asyncio.sleep(0.1)
-            after = proc.cpu_times()
-            cpu = (after.user + after.system - before.user - before.system) * 1e6
-            us_per_send = cpu / max(received[0], 1)
+            routes = ("/blast", "/blast-tasks")
+            cpu = dict.fromkeys(routes, 0.0)
+            sent = dict.fromkeys(routes, 0)
+            for done in range(rounds + 1):  # round 0 warms up
+                for route in routes:
+                    received[0] = 0
+                    before = proc.cpu_times()
+                    await http.post(route)
+                    await _wait(received, sockets)
+                    await asyncio.sleep(0.1)
+                    after = proc.cpu_times()
+                    if done:
+                        cpu[route] += (after.user + after.system - before.user - before.system) * 1e6
+                        sent[route] += received[0]
             await _close(conns)
-            return Floor(sockets, us_per_send, per_idle)
+            per_send = {route: cpu[route] / max(sent[route], 1) for route in routes}
+            return Floor(sockets, per_send["/blast"], per_send["/blast-tasks"], per_idle)
     finally:
         server.terminate()
         server.wait(30)
