@@ -148,6 +148,11 @@ class Extensions:
             self.value, self.text = value, jsonwire.dumps_text(value)
         return self.text
 
+    def clear(self) -> None:
+        """Forgets them: an operation whose live items a listener writes has them in its frames' text
+        (feedfabric.adapter.websocket.operation), so its idle subscription holds no dicts of them."""
+        self.value, self.text = None, ""
+
 
 def payload_text(result: Any, extensions: Extensions) -> str:
     """`{"data": ..., "errors": ..., "extensions": ...}` as text, the extensions' text encoded once per

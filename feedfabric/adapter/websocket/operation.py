@@ -19,6 +19,8 @@ from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.realtime.listener import Listener
 from feedfabric.realtime.render import LiveRendering
 
+DATA = '{"data":'  # how every payload opens: a frame's head ends with it
+
 
 class Operation:
     """One running operation of a socket: its id (as JSON, for splicing), its task, and the text of its
@@ -66,8 +68,9 @@ class Operation:
     def go_live(self, extensions: Any) -> None:
         assert self.live is not None and self.frame is not None
         ext = self.extensions.encode(extensions) if extensions else ""
+        self.extensions.clear()
         # Each frame is the same text around the data: split once at a character JSON never leaves raw.
-        self.head, self.tail = self.frame(self, '{"data":\x00' + (',"extensions":' + ext if ext else "") + "}").split(
+        self.head, self.tail = self.frame(self, DATA + "\x00" + (',"extensions":' + ext if ext else "") + "}").split(
             "\x00"
         )
         self.task = None
@@ -83,10 +86,8 @@ class Operation:
         rendered = await self.rendering.render(item)
         if isinstance(rendered, str):
             return self.head + rendered + self.tail
-        payload = result_payload(rendered)
-        if self.extensions.value:
-            payload["extensions"] = self.extensions.value
-        return self.frame(self, encode(payload))
+        # A result with errors: the same text around its members (`{"data":null,"errors":[...]`, unclosed).
+        return self.head.removesuffix(DATA) + encode(result_payload(rendered))[:-1] + self.tail
 
     def write(self, frame: str) -> None:
         assert self.conn is not None
