@@ -1,4 +1,5 @@
-"""Rows for tests, written with plain SQL, and their events through the real outbox."""
+"""Rows for tests, written with plain SQL, and their events through the real outbox; and the live items
+that unit tests of delivery hand around without a database."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from collections.abc import Sequence
 
 import asyncpg
 from feedfabric.core.ids import id_millis, new_id
+from feedfabric.core.models import Post
 from feedfabric.db.outbox import add_event
+from feedfabric.realtime.delivery import TimelineItem
 
 
 async def member(
@@ -100,3 +103,9 @@ async def member_returned(pool: asyncpg.Pool, member_id: uuid.UUID, *, shards: i
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute("UPDATE members SET last_seen_at = now() WHERE id = $1", member_id)
         return await add_event(conn, "MemberReturned", str(member_id), {"memberId": str(member_id)}, shards=shards)
+
+
+def timeline_item(n: int) -> TimelineItem:
+    """Item `n`: its post's ID is the UUID of `n`, so items order by `n`."""
+    at = dt.datetime(2026, 12, 7, tzinfo=dt.UTC)
+    return TimelineItem(post=Post(uuid.UUID(int=n), uuid.UUID(int=0), f"post {n}", None, "PUBLISHED", at, None))

@@ -3,26 +3,20 @@ and nothing of them kept but that text (feedfabric.adapter.websocket.operation).
 
 from __future__ import annotations
 
-import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 from feedfabric.adapter.websocket.operation import Operation
 from feedfabric.core import jsonwire
-from feedfabric.core.models import Post
 from feedfabric.realtime.delivery import TimelineItem
 from graphql import GraphQLError
 from strawberry.types.execution import ExecutionResult
+
+from tests.factories import timeline_item
 
 EXTENSIONS = {
     "cost": {"requestedQueryCost": 12, "maximumAvailable": 10_000},
     "rateLimit": {"limit": 600, "remaining": 598, "resetSeconds": 41, "costLimit": 60_000, "costRemaining": 59_976},
 }
-
-
-def _item(n: int) -> TimelineItem:
-    at = datetime(2026, 12, 7, tzinfo=UTC)
-    return TimelineItem(post=Post(uuid.UUID(int=n), uuid.UUID(int=0), f"post {n}", None, "PUBLISHED", at, None))
 
 
 class _Rendering:
@@ -47,7 +41,7 @@ def _live(extensions: Any) -> Operation:
 
 
 def test_a_shared_items_frame_is_its_data_with_the_operations_id_and_extensions() -> None:
-    frame = _live(EXTENSIONS).ready(_item(1))
+    frame = _live(EXTENSIONS).ready(timeline_item(1))
     assert frame is not None
     assert jsonwire.loads(frame) == {
         "id": "op-7",
@@ -57,7 +51,7 @@ def test_a_shared_items_frame_is_its_data_with_the_operations_id_and_extensions(
 
 
 async def test_an_items_errors_go_out_with_the_same_extensions() -> None:
-    frame = await _live(EXTENSIONS).render(_item(2))
+    frame = await _live(EXTENSIONS).render(timeline_item(2))
     assert jsonwire.loads(frame)["payload"] == {
         "data": None,
         "errors": [{"message": "gone", "extensions": {"code": "NOT_FOUND"}}],
@@ -67,7 +61,7 @@ async def test_an_items_errors_go_out_with_the_same_extensions() -> None:
 
 async def test_without_extensions_no_frame_carries_any() -> None:
     operation = _live(None)
-    shared, failed = operation.ready(_item(1)), await operation.render(_item(2))
+    shared, failed = operation.ready(timeline_item(1)), await operation.render(timeline_item(2))
     assert shared is not None
     assert "extensions" not in jsonwire.loads(shared)["payload"]
     assert set(jsonwire.loads(failed)["payload"]) == {"data", "errors"}

@@ -4,19 +4,12 @@ and a subscriber too far behind is cut off (feedfabric.realtime.listener)."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
-from feedfabric.core.models import Post
 from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.realtime.listener import INTERNAL_ERROR, TRY_AGAIN_LATER, Listener
 
-
-def _item(n: int) -> TimelineItem:
-    at = datetime(2026, 12, 7, tzinfo=UTC)
-    post = Post(uuid.UUID(int=n), uuid.UUID(int=0), f"post {n}", None, "PUBLISHED", at, None)
-    return TimelineItem(post=post)
+from tests.factories import timeline_item
 
 
 @dataclass
@@ -58,15 +51,15 @@ async def _settle() -> None:
 async def test_an_item_whose_rendering_is_finished_is_written_on_the_spot() -> None:
     frames = _Frames(ready_ids={1})
     listener = Listener(frames)
-    listener.offer(_item(1))
+    listener.offer(timeline_item(1))
     assert frames.written == ["frame 1"] and frames.renders == 0
 
 
 async def test_items_behind_one_being_rendered_wait_for_it_and_keep_their_order() -> None:
     frames = _Frames(ready_ids={2})
     listener = Listener(frames)
-    listener.offer(_item(1))
-    listener.offer(_item(2))  # ready, but behind 1
+    listener.offer(timeline_item(1))
+    listener.offer(timeline_item(2))  # ready, but behind 1
     await _settle()
     assert frames.written == []
     frames.rendered.set()
@@ -77,13 +70,13 @@ async def test_items_behind_one_being_rendered_wait_for_it_and_keep_their_order(
 async def test_a_held_listener_writes_nothing_until_it_goes_live_then_everything_in_order() -> None:
     frames = _Frames(ready_ids={1, 2})
     listener = Listener(frames, held=True)
-    listener.offer(_item(1))
-    listener.offer(_item(2))
+    listener.offer(timeline_item(1))
+    listener.offer(timeline_item(2))
     await _settle()
     assert frames.written == []
     listener.go_live()
     await _settle()
-    listener.offer(_item(3))
+    listener.offer(timeline_item(3))
     frames.rendered.set()
     await _settle()
     assert frames.written == ["frame 1", "frame 2", "frame 3"]
@@ -93,8 +86,8 @@ async def test_items_the_stream_would_not_admit_are_not_written() -> None:
     frames = _Frames(ready_ids={1, 2})
     listener = Listener(frames)
     listener.admit = lambda item: item.post.id.int != 1
-    listener.offer(_item(1))
-    listener.offer(_item(2))
+    listener.offer(timeline_item(1))
+    listener.offer(timeline_item(2))
     assert frames.written == ["frame 2"]
 
 
@@ -104,11 +97,11 @@ async def test_a_subscriber_past_its_limit_is_cut_off_with_try_again_later() -> 
     released: list[str | None] = []
     listener.release = released.append
     for n in range(4):
-        listener.offer(_item(n))
+        listener.offer(timeline_item(n))
     assert [code for code, _ in frames.ended] == [TRY_AGAIN_LATER]
     assert "since" in frames.ended[0][1]
     assert released and released[0] is not None and released[0].startswith("too slow")
-    listener.offer(_item(9))  # off the hub: nothing more is held for it
+    listener.offer(timeline_item(9))  # off the hub: nothing more is held for it
     assert len(frames.ended) == 1
 
 
@@ -117,7 +110,7 @@ async def test_a_rendering_that_fails_ends_this_subscriber_only_with_1011() -> N
     listener = Listener(frames)
     released: list[str | None] = []
     listener.release = released.append
-    listener.offer(_item(1))
+    listener.offer(timeline_item(1))
     frames.rendered.set()
     await _settle()
     assert frames.ended == [(INTERNAL_ERROR, "Internal server error")] and released == ["failed"]
@@ -128,7 +121,7 @@ async def test_closing_a_listener_cancels_its_rendering_and_takes_it_off_the_hub
     listener = Listener(frames)
     released: list[str | None] = []
     listener.release = released.append
-    listener.offer(_item(1))
+    listener.offer(timeline_item(1))
     await _settle()
     listener.close()
     listener.close()

@@ -82,7 +82,7 @@ class Operation:
         return None if data is None else self.head + data + self.tail
 
     async def render(self, item: TimelineItem) -> str:
-        assert self.rendering is not None and self.frame is not None
+        assert self.rendering is not None
         rendered = await self.rendering.render(item)
         if isinstance(rendered, str):
             return self.head + rendered + self.tail
