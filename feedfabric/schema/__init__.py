@@ -81,7 +81,7 @@ def build_schema(tracer_provider: TracerProvider | None = None, *, engine: Engin
         # post's shared part once per post version (the engine room: feedfabric.adapter.execution).
         execution_context_class=engine(marks) if engine is not None else None,
         extensions=[
-            # Order matters (docs/operations.md): OperationHooks (the only on_operation hook: a
+            # Order matters (docs/api.md, "GraphQL over HTTP"): OperationHooks (the only on_operation hook: a
             # subscription keeps each one suspended for its whole life) times everything and sees
             # coded errors, sets the token limit before the parser cache and the limit and production
             # rules before the validation cache, and from on_execute refuses what is wrong as sent
