@@ -6,7 +6,7 @@ each, 200,000 posts over 30 days, a quarter tagged, 100,000 likes), plus one mem
 The app runs in this process behind httpx's ASGI transport, as bench/foryou_pages.py: REST pages of
 20 for 200 members, blocks of BLOCK requests of each kind taking turns, ROUNDS times; each block's
 cost is this process's CPU plus the CPU of this benchmark's Postgres server. "members, cold" forgets
-every viewer's cached suggestions before its block (each page computes them); "members, cached"
+every viewer's cached suggestions before each request (each page computes them); "members, cached"
 reads them from the cache (filtered again, hydrated). "members, 10k follows" is the member following
 everyone, cold.
 
@@ -117,17 +117,17 @@ async def measure(database_url: str, redis_url: str, rounds: int) -> dict[str, f
         n = 0
         for _ in range(rounds):
             for name, (run, before) in kinds.items():
+                pg = our_postgres_cpu(postmaster)
+                own = time.process_time()
                 for _ in range(BLOCK):
                     if before is not None:
-                        await before()  # outside the measured time
-                    pg = our_postgres_cpu(postmaster)
-                    own = time.process_time()
+                        await before()  # one DEL: a Redis round trip, no Postgres
                     await run(n)
                     n += 1
-                    cpu[name] += time.process_time() - own + grown(pg, our_postgres_cpu(postmaster))
-                    count[name] += 1
                 while await app.state.resources.feed_log.flush():
                     pass
+                cpu[name] += time.process_time() - own + grown(pg, our_postgres_cpu(postmaster))
+                count[name] += BLOCK
     await redis.aclose()
     return {name: cpu[name] / count[name] * 1000 for name in kinds}
 
