@@ -22,9 +22,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from feedfabric.app import schema
 from feedfabric.core.settings import Settings
 from feedfabric.feeds.paging import MAX_PAGE
-from feedfabric.schema import schema
 from feedfabric.schema.cost import MAX_ITEMS, cached_cost
 from feedfabric.schema.served import graphql_schema, metadata_of
 from feedfabric.schema.variables import variable_errors
