@@ -429,7 +429,7 @@ class ForYouService:
         if len(ranked) > limit and await self._keep(member_id, chain, ranked):
             source = "redis"
         # Visible when ranked a moment ago; one that went since is passed over like on later pages.
-        visible = await posts_db.visible_by_ids(self.pool, [r.post_id for r in ranked[:limit]], member_id)
+        visible = await posts_db.feed_by_ids(self.pool, [r.post_id for r in ranked[:limit]], member_id)
         served = [r for r in ranked[:limit] if r.post_id in visible]
         offsets = [n for n, r in enumerate(ranked[:limit], start=1) if r.post_id in visible]
         start = Place(_NO_PAGE, 0, 0)
@@ -464,7 +464,7 @@ class ForYouService:
                 offset = 0
             entries = kept if kept is not None else (rebuilt or [])[offset : offset + requested]
             window = entries[: limit - len(served) + _SLACK]
-            visible = await posts_db.visible_by_ids(self.pool, [r.post_id for r in window], member_id) if window else {}
+            visible = await posts_db.feed_by_ids(self.pool, [r.post_id for r in window], member_id) if window else {}
             consumed = 0
             for r in window:
                 consumed += 1

@@ -16,6 +16,7 @@ from feedfabric.db import follows as follows_db
 from feedfabric.db import members as members_db
 from feedfabric.db.outbox import add_event
 from feedfabric.feeds import paging, text
+from feedfabric.feeds.blocking import ensure_not_blocked
 
 
 async def upsert_profile(
@@ -53,6 +54,7 @@ async def follow(conn: asyncpg.Connection, settings: Settings, follower: Member,
         raise BadInput("you cannot follow yourself")
     if not followed.active:
         raise NotFound("member not found")
+    await ensure_not_blocked(conn, follower.id, followed.id)
     if await follows_db.add(conn, follower.id, "member", str(followed.id)):
         await add_event(
             conn,
@@ -102,6 +104,7 @@ async def add_favourite(conn: asyncpg.Connection, settings: Settings, member: Me
         raise BadInput("you cannot favourite yourself")
     if not favourite.active:
         raise NotFound("member not found")
+    await ensure_not_blocked(conn, member.id, favourite.id)
     await members_db.lock(conn, member.id)
     if await favourites_db.exists(conn, member.id, favourite.id):
         return favourite

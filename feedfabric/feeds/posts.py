@@ -16,6 +16,7 @@ from feedfabric.db import members as members_db
 from feedfabric.db import posts as posts_db
 from feedfabric.db.outbox import add_event
 from feedfabric.feeds import text
+from feedfabric.feeds.blocking import ensure_not_blocked
 
 MAX_MEDIA_PER_POST = 4
 # Post.mentions has no `first`: the query cost multiplies it by this bound (schema/cost.py).
@@ -91,11 +92,15 @@ async def _attach_media(
 async def repost(conn: asyncpg.Connection, settings: Settings, author: Member, post_id: uuid.UUID) -> Post:
     """Sharing a repost shares its original; sharing twice returns the first repost."""
     target = await posts_db.get(conn, post_id)
+    if target is not None and target.status != "deleted":
+        await ensure_not_blocked(conn, author.id, target.author_id)
     if target is None or not await posts_db.is_visible(conn, post_id, author.id):
         raise NotFound("post not found")
     original_id = target.repost_of or target.id
     # The original locked for share, as a like locks its post (feeds.reactions): a deletion under way is seen.
     original = await posts_db.get(conn, original_id, for_share=True)
+    if original is not None and original.status != "deleted":
+        await ensure_not_blocked(conn, author.id, original.author_id)
     if original is None or not await posts_db.is_visible(conn, original_id, author.id):
         raise NotFound("post not found")
     existing = await posts_db.live_repost(conn, author.id, original_id)

@@ -16,12 +16,21 @@ from feedfabric.db import members as members_db
 from feedfabric.db import posts as posts_db
 from feedfabric.db.outbox import add_event
 from feedfabric.feeds import playlists, text
+from feedfabric.feeds.blocking import ensure_not_blocked
 
 
-async def _visible_post(conn: asyncpg.Connection, post_id: uuid.UUID, viewer: Member) -> Post:
+async def _visible_post(conn: asyncpg.Connection, post_id: uuid.UUID, viewer: Member, *, liking: bool = True) -> Post:
     """Locked for share until the transaction ends: a deletion (or hold) under way is waited for and
-    seen, so no like or comment commits on a post deleted after it was checked."""
+    seen, so no like or comment commits on a post deleted after it was checked. A like or comment on a
+    post of a member blocked either way (or sharing one) is BLOCKED (`liking` False: an unlike, which
+    only undoes)."""
     post = await posts_db.get(conn, post_id, for_share=True)
+    if post is not None and post.status != "deleted" and liking:
+        await ensure_not_blocked(conn, viewer.id, post.author_id)
+        if post.repost_of is not None:
+            original = await posts_db.get(conn, post.repost_of)
+            if original is not None:
+                await ensure_not_blocked(conn, viewer.id, original.author_id)
     if post is None or not await posts_db.is_visible(conn, post_id, viewer.id):
         raise NotFound("post not found")
     return post
@@ -43,7 +52,7 @@ async def like(conn: asyncpg.Connection, settings: Settings, member: Member, pos
 
 
 async def unlike(conn: asyncpg.Connection, settings: Settings, member: Member, post_id: uuid.UUID) -> Post:
-    post = await _visible_post(conn, post_id, member)
+    post = await _visible_post(conn, post_id, member, liking=False)
     if await likes_db.remove(conn, post.id, member.id):
         await playlists.on_unliked(conn, member, post.id)
         await add_event(
