@@ -138,3 +138,18 @@ async def items_without_muted_words(
         return stays, None
 
     return await read_full(read, keep, key, before, limit)
+
+
+def posts_hidden_by_words(
+    extras_of: ExtrasRead, relations: Relations, context: str
+) -> Callable[[list[Post]], Awaitable[set[uuid.UUID]]] | None:
+    """For a ranked feed that reads on by itself (For You): which of a batch of posts the viewer's words
+    hide in `context`, their tags and originals read in one statement; None when no word applies."""
+    if not relations.matcher.applies(context):
+        return None
+
+    async def hides(posts: list[Post]) -> set[uuid.UUID]:
+        extras = await extras_of([p.id for p in posts])
+        return {p.id for p in posts if hidden_by_words(relations, context, p, extras)}
+
+    return hides
