@@ -59,21 +59,27 @@ async def home_feed(ctx: Context, first: int | None, after: str | None) -> FeedP
 
     page = await _filtered(ctx, read, "HOME", before, limit)
     metrics.HOME_FEED_PAGES.labels(source=page.source).inc()
+    finished = await pages.finished(ctx, page)
     if r.feed_log is not None:
-        r.feed_log.record(member.id, "following", page)
-    return await pages.finished(ctx, page)
+        r.feed_log.record(member.id, "following", finished)
+    return finished
 
 
 async def favourites_feed(ctx: Context, first: int | None, after: str | None) -> FeedPage:
     member = ctx.viewer.require_member()
+<<<<<<< HEAD
 
     async def read(cursor: uuid.UUID | None, size: int) -> Page:
         return await lists.favourites(ctx.read_pool, member.id, cursor, size)
 
     page = await _filtered(ctx, read, "FAVOURITES", paging.cursor(after), paging.page_size(first))
+=======
+    page = await lists.favourites(ctx.read_pool, member.id, paging.cursor(after), paging.page_size(first))
+    finished = await pages.finished(ctx, page)
+>>>>>>> main
     if ctx.resources.feed_log is not None:
-        ctx.resources.feed_log.record(member.id, "favourites", page)
-    return await pages.finished(ctx, page)
+        ctx.resources.feed_log.record(member.id, "favourites", finished)
+    return finished
 
 
 async def tag_feed(ctx: Context, tag: str, first: int | None, after: str | None) -> FeedPage:

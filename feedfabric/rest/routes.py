@@ -1,4 +1,4 @@
-"""REST routes of OPERATIONS.md over the same resolvers as GraphQL."""
+"""REST routes (docs/api.md, "REST routes") over the same resolvers as GraphQL."""
 
 from __future__ import annotations
 
@@ -18,7 +18,12 @@ from feedfabric.feeds import ratelimit
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.resolvers import foryou as foryou_resolvers
 from feedfabric.resolvers import media as media_resolvers
+<<<<<<< HEAD
 from feedfabric.resolvers import reads, safety, writes
+=======
+from feedfabric.resolvers import reads, writes
+from feedfabric.resolvers import suggestions as suggestion_resolvers
+>>>>>>> main
 from feedfabric.resolvers.context import Context, Resources, build_context, note_write, route_reads
 from feedfabric.rest import serialize
 from feedfabric.rest.responses import JSONResponse
@@ -233,6 +238,18 @@ async def favourites(ctx: Context, request: Request) -> dict[str, Any]:
     return {"favourites": [serialize.member(m) for m in await reads.favourites(ctx)]}
 
 
+async def suggested_members(ctx: Context, request: Request) -> dict[str, Any]:
+    found = await suggestion_resolvers.members(ctx, _limit(request))
+    return {"members": [{"member": serialize.member(s.member), "reason": s.reason.upper()} for s in found]}
+
+
+async def suggested_topics(ctx: Context, request: Request) -> dict[str, Any]:
+    found = await suggestion_resolvers.topics(ctx, _limit(request))
+    return {
+        "topics": [{"tag": s.tag, "reason": s.reason.upper(), "recentPostCount": s.recent_post_count} for s in found]
+    }
+
+
 async def upload_media(ctx: Context, request: Request) -> dict[str, Any]:
     """POST /media: multipart with a `file` part, or the raw bytes as the body."""
     limit = ctx.settings.media_max_bytes
@@ -285,10 +302,15 @@ def routes() -> list[Route]:
         Route("/follows/{external_id}", endpoint(follow), methods=["PUT", "DELETE"]),
         Route("/favourites/{external_id}", endpoint(favourite), methods=["PUT", "DELETE"]),
         Route("/favourites", endpoint(favourites), methods=["GET"]),
+<<<<<<< HEAD
         Route("/blocks/{external_id}", endpoint(block), methods=["PUT", "DELETE"]),
         Route("/blocks", endpoint(blocked_members), methods=["GET"]),
         Route("/mutes/{external_id}", endpoint(mute), methods=["PUT", "DELETE"]),
         Route("/mutes", endpoint(muted_members), methods=["GET"]),
+=======
+        Route("/suggestions/members", endpoint(suggested_members), methods=["GET"]),
+        Route("/suggestions/topics", endpoint(suggested_topics), methods=["GET"]),
+>>>>>>> main
         Route("/media", endpoint(upload_media), methods=["POST"]),
         Route("/media/{media_id}/status", endpoint(media_status), methods=["GET"]),
         # Photo bytes are immutable and fetched by the dozen per page: not operations.

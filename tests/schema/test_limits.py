@@ -271,6 +271,8 @@ PAGED_FIELDS = {
     "Query.forYouFeed": "forYouFeed(first: $n) { edges { cursor } }",
     "Query.rankerModels": "rankerModels(first: $n) { id }",
     "Query.similarPosts": "similarPosts(postId: $p, first: $n) { id }",
+    "Query.suggestedMembers": "suggestedMembers(first: $n) { reason }",
+    "Query.suggestedTopics": "suggestedTopics(first: $n) { tag }",
     "Member.posts": 'member(username: "pager") { posts(first: $n) { edges { cursor } } }',
     "Member.followers": 'member(username: "pager") { followers(first: $n) { edges { cursor } } }',
     "Member.following": 'member(username: "pager") { following(first: $n) { edges { cursor } } }',
