@@ -114,6 +114,21 @@ async def is_visible(conn: Executor, post_id: uuid.UUID, viewer_id: uuid.UUID | 
     )
 
 
+async def visibility(conn: Executor, post_id: uuid.UUID, viewer_id: uuid.UUID) -> tuple[bool, bool]:
+    """(visible, blocked) in one statement: whether the viewer may see the post (visible_posts), and whether
+    its author or its original's author blocks the viewer or is blocked by them (BLOCKED, not NOT_FOUND)."""
+    row = await conn.fetchrow(
+        """SELECT EXISTS (SELECT 1 FROM visible_posts($2) WHERE id = $1) AS visible,
+                  EXISTS (SELECT 1 FROM posts p LEFT JOIN posts o ON o.id = p.repost_of
+                          JOIN blocks b ON (b.blocker_id = $2 AND b.blocked_id IN (p.author_id, o.author_id))
+                                        OR (b.blocked_id = $2 AND b.blocker_id IN (p.author_id, o.author_id))
+                          WHERE p.id = $1 AND p.status <> 'deleted') AS blocked""",
+        post_id,
+        viewer_id,
+    )
+    return bool(row["visible"]), bool(row["blocked"])
+
+
 async def update_content(conn: asyncpg.Connection, post_id: uuid.UUID, content: str) -> Post:
     row = await conn.fetchrow(
         f"UPDATE posts SET content = $2, updated_at = now(), version = version + 1 WHERE id = $1 RETURNING {_COLUMNS}",

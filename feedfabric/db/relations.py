@@ -50,6 +50,43 @@ async def lock_pair(conn: asyncpg.Connection, a: uuid.UUID, b: uuid.UUID, *, exc
         await conn.execute("SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 320))", f"{low}:{high}")
 
 
+async def member_locking_pair(conn: asyncpg.Connection, external_id: str, actor_id: uuid.UUID) -> asyncpg.Record | None:
+    """The member named by `external_id`, taking the pair's shared lock (`lock_pair`) in the same statement:
+    an interaction's lookup and lock in one round trip. The statement after it sees any block that
+    committed while it waited (READ COMMITTED: a new snapshot per statement)."""
+    row: asyncpg.Record | None = await conn.fetchrow(
+        f"""SELECT {_M.replace("m.", "")},
+                   pg_advisory_xact_lock_shared(hashtextextended(
+                       least(id::text COLLATE "C", $2::uuid::text) || ':' || greatest(id::text COLLATE "C", $2::uuid::text),
+                       320)) IS NULL AS locked
+            FROM members WHERE external_id = $1""",
+        external_id,
+        actor_id,
+    )
+    return row
+
+
+async def follow_unless_blocked(conn: asyncpg.Connection, follower_id: uuid.UUID, member_id: uuid.UUID) -> bool | None:
+    """The follow, unless either member blocks the other, in one statement: True when new, False when it
+    was there, None when a block stands between them (the caller answers BLOCKED)."""
+    row = await conn.fetchrow(
+        """WITH blocked AS (
+               SELECT EXISTS (SELECT 1 FROM blocks WHERE blocker_id = $1 AND blocked_id = $2)
+                   OR EXISTS (SELECT 1 FROM blocks WHERE blocker_id = $2 AND blocked_id = $1) AS yes
+           ), added AS (
+               INSERT INTO follows (follower_id, target_type, target_id)
+               SELECT $1, 'member', $2::uuid::text FROM blocked WHERE NOT blocked.yes
+               ON CONFLICT DO NOTHING RETURNING 1
+           )
+           SELECT (SELECT yes FROM blocked) AS blocked, EXISTS (SELECT 1 FROM added) AS added""",
+        follower_id,
+        member_id,
+    )
+    if row["blocked"]:
+        return None
+    return bool(row["added"])
+
+
 async def add_block(conn: asyncpg.Connection, blocker_id: uuid.UUID, blocked_id: uuid.UUID) -> bool:
     """True when the block is new."""
     status = await conn.execute(

@@ -6,7 +6,7 @@ import uuid
 
 import asyncpg
 
-from feedfabric.core.errors import NotFound
+from feedfabric.core.errors import Blocked, NotFound
 from feedfabric.core.ids import new_id
 from feedfabric.core.models import Comment, Member, Post
 from feedfabric.core.settings import Settings
@@ -16,22 +16,20 @@ from feedfabric.db import members as members_db
 from feedfabric.db import posts as posts_db
 from feedfabric.db.outbox import add_event
 from feedfabric.feeds import playlists, text
-from feedfabric.feeds.blocking import ensure_not_blocked
 
 
 async def _visible_post(conn: asyncpg.Connection, post_id: uuid.UUID, viewer: Member, *, liking: bool = True) -> Post:
     """Locked for share until the transaction ends: a deletion (or hold) under way is waited for and
     seen, so no like or comment commits on a post deleted after it was checked. A like or comment on a
-    post of a member blocked either way (or sharing one) is BLOCKED (`liking` False: an unlike, which
-    only undoes)."""
+    post of a member blocked either way (or sharing one) is BLOCKED, in the same statement as the
+    visibility check (`liking` False: an unlike, which only undoes, is NOT_FOUND as before)."""
     post = await posts_db.get(conn, post_id, for_share=True)
-    if post is not None and post.status != "deleted" and liking:
-        await ensure_not_blocked(conn, viewer.id, post.author_id)
-        if post.repost_of is not None:
-            original = await posts_db.get(conn, post.repost_of)
-            if original is not None:
-                await ensure_not_blocked(conn, viewer.id, original.author_id)
-    if post is None or not await posts_db.is_visible(conn, post_id, viewer.id):
+    if post is None:
+        raise NotFound("post not found")
+    visible, blocked = await posts_db.visibility(conn, post_id, viewer.id)
+    if blocked and liking:
+        raise Blocked("you cannot interact with this member")
+    if not visible:
         raise NotFound("post not found")
     return post
 

@@ -67,16 +67,12 @@ async def home_feed(ctx: Context, first: int | None, after: str | None) -> FeedP
 
 async def favourites_feed(ctx: Context, first: int | None, after: str | None) -> FeedPage:
     member = ctx.viewer.require_member()
-<<<<<<< HEAD
 
     async def read(cursor: uuid.UUID | None, size: int) -> Page:
         return await lists.favourites(ctx.read_pool, member.id, cursor, size)
 
     page = await _filtered(ctx, read, "FAVOURITES", paging.cursor(after), paging.page_size(first))
-=======
-    page = await lists.favourites(ctx.read_pool, member.id, paging.cursor(after), paging.page_size(first))
     finished = await pages.finished(ctx, page)
->>>>>>> main
     if ctx.resources.feed_log is not None:
         ctx.resources.feed_log.record(member.id, "favourites", finished)
     return finished

@@ -18,12 +18,8 @@ from feedfabric.feeds import ratelimit
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.resolvers import foryou as foryou_resolvers
 from feedfabric.resolvers import media as media_resolvers
-<<<<<<< HEAD
 from feedfabric.resolvers import reads, safety, writes
-=======
-from feedfabric.resolvers import reads, writes
 from feedfabric.resolvers import suggestions as suggestion_resolvers
->>>>>>> main
 from feedfabric.resolvers.context import Context, Resources, build_context, note_write, route_reads
 from feedfabric.rest import serialize
 from feedfabric.rest.responses import JSONResponse
@@ -302,15 +298,12 @@ def routes() -> list[Route]:
         Route("/follows/{external_id}", endpoint(follow), methods=["PUT", "DELETE"]),
         Route("/favourites/{external_id}", endpoint(favourite), methods=["PUT", "DELETE"]),
         Route("/favourites", endpoint(favourites), methods=["GET"]),
-<<<<<<< HEAD
         Route("/blocks/{external_id}", endpoint(block), methods=["PUT", "DELETE"]),
         Route("/blocks", endpoint(blocked_members), methods=["GET"]),
         Route("/mutes/{external_id}", endpoint(mute), methods=["PUT", "DELETE"]),
         Route("/mutes", endpoint(muted_members), methods=["GET"]),
-=======
         Route("/suggestions/members", endpoint(suggested_members), methods=["GET"]),
         Route("/suggestions/topics", endpoint(suggested_topics), methods=["GET"]),
->>>>>>> main
         Route("/media", endpoint(upload_media), methods=["POST"]),
         Route("/media/{media_id}/status", endpoint(media_status), methods=["GET"]),
         # Photo bytes are immutable and fetched by the dozen per page: not operations.

@@ -9,11 +9,8 @@ from feedfabric.schema.foryou import ForYouMutation
 from feedfabric.schema.media import MediaMutation
 from feedfabric.schema.notification_groups import NotificationGroupMutation
 from feedfabric.schema.playlists import PlaylistMutation
-<<<<<<< HEAD
 from feedfabric.schema.safety import SafetyMutation
-=======
 from feedfabric.schema.suggestions import SuggestionMutation
->>>>>>> main
 from feedfabric.schema.types import Comment, ContextInfo, Member, Post, post_of
 
 
@@ -24,11 +21,9 @@ class CreatePostInput:
 
 
 @strawberry.type
-<<<<<<< HEAD
-class Mutation(PlaylistMutation, MediaMutation, ForYouMutation, NotificationGroupMutation, SafetyMutation):
-=======
-class Mutation(PlaylistMutation, MediaMutation, ForYouMutation, NotificationGroupMutation, SuggestionMutation):
->>>>>>> main
+class Mutation(
+    PlaylistMutation, MediaMutation, ForYouMutation, NotificationGroupMutation, SuggestionMutation, SafetyMutation
+):
     @strawberry.mutation(description="Create or update the signed-in member's profile (sub of the token = externalId).")
     async def upsert_profile(
         self, info: ContextInfo, username: str, display_name: str, avatar_url: str | None = None
