@@ -304,7 +304,7 @@ async def mention_page(
            WHERE m.member_id = $1 AND ($2::uuid IS NULL OR m.item_id < $2)
              AND (m.comment_id IS NULL OR EXISTS (
                   SELECT 1 FROM comments c JOIN members ca ON ca.id = c.author_id
-                  WHERE c.id = m.comment_id AND ca.status = 'active'))
+                  WHERE c.id = m.comment_id AND ca.status = 'active' AND c.deleted_at IS NULL))
            ORDER BY m.item_id DESC LIMIT $3""",
         viewer_id,
         before,

@@ -20,6 +20,7 @@ from feedfabric.resolvers import foryou as foryou_resolvers
 from feedfabric.resolvers import media as media_resolvers
 from feedfabric.resolvers import reads, writes
 from feedfabric.resolvers.context import Context, Resources, build_context, note_write, route_reads
+from feedfabric.rest import reports as rest_reports
 from feedfabric.rest import serialize
 from feedfabric.rest.responses import JSONResponse
 
@@ -240,6 +241,7 @@ def routes() -> list[Route]:
         Route("/favourites/{external_id}", endpoint(favourite), methods=["PUT", "DELETE"]),
         Route("/favourites", endpoint(favourites), methods=["GET"]),
         Route("/media", endpoint(upload_media), methods=["POST"]),
+        Route("/reports", endpoint(rest_reports.post_report), methods=["POST"]),
         Route("/media/{media_id}/status", endpoint(media_status), methods=["GET"]),
         # Photo bytes are immutable and fetched by the dozen per page: not operations.
         Route("/media/{media_id}", endpoint(media_file, rate_limited=False), methods=["GET"]),

@@ -9,6 +9,7 @@ from feedfabric.schema.foryou import ForYouMutation
 from feedfabric.schema.media import MediaMutation
 from feedfabric.schema.notification_groups import NotificationGroupMutation
 from feedfabric.schema.playlists import PlaylistMutation
+from feedfabric.schema.reports import ReportMutation
 from feedfabric.schema.types import Comment, ContextInfo, Member, Post, post_of
 
 
@@ -19,7 +20,7 @@ class CreatePostInput:
 
 
 @strawberry.type
-class Mutation(PlaylistMutation, MediaMutation, ForYouMutation, NotificationGroupMutation):
+class Mutation(PlaylistMutation, MediaMutation, ForYouMutation, NotificationGroupMutation, ReportMutation):
     @strawberry.mutation(description="Create or update the signed-in member's profile (sub of the token = externalId).")
     async def upsert_profile(
         self, info: ContextInfo, username: str, display_name: str, avatar_url: str | None = None
