@@ -14,6 +14,8 @@ RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 
 COPY pyproject.toml README.md ./
 COPY feedfabric ./feedfabric
+# feedfabric/playground is a symlink to it; the install copies the playground into the package.
+COPY graphql-playground ./graphql-playground
 RUN pip install ".[ml]"
 
 RUN useradd --system --uid 10001 --home-dir /app feedfabric

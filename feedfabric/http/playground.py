@@ -1,8 +1,11 @@
 """The graphql-playground web client at /playground, and its dev-only sign-in routes.
 
-`/playground` serves the files of `graphql-playground/` at the top of the
-repository (plain HTML, CSS and JavaScript modules; no build step). It is
-mounted only when that folder exists (a source checkout or `pip install -e`).
+`/playground` serves the package's `playground/` files (plain HTML, CSS and
+JavaScript modules; no build step). In the repository they live in
+`graphql-playground/` at the top, and `feedfabric/playground` is a symlink to
+it; a wheel copies them into the package (pyproject's package-data), so an
+installed API serves the same playground as a checkout. It is mounted only
+when the folder is there.
 
 `GET /dev/members` and `GET /dev/token?externalId=...` let the playground sign
 in as any member. They exist only when FEEDFABRIC_DEV_MODE is on (`feedfabric
@@ -24,6 +27,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from collections.abc import Awaitable, Callable
+from importlib import resources
 from pathlib import Path
 
 from starlette.requests import Request
@@ -35,7 +39,7 @@ from feedfabric.core.auth import issue_token
 from feedfabric.core.settings import Settings
 from feedfabric.rest.responses import JSONResponse
 
-PLAYGROUND_DIR = Path(__file__).resolve().parents[2] / "graphql-playground"
+PLAYGROUND_DIR = Path(str(resources.files("feedfabric") / "playground"))
 # The demo's moderator signs in with role=admin (feedfabric.ops.demo.ADMIN).
 ADMIN_EXTERNAL_ID = "demo-admin"
 TOKEN_TTL_SECONDS = 7 * 86_400
