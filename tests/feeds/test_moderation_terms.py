@@ -77,7 +77,12 @@ async def test_a_post_with_a_term_is_created_held_with_a_system_report(api: Api,
     )
     nodes = [e["node"] for e in queue["reports"]["edges"]]
     assert nodes == [
-        {"reason": "OTHER", "reporter": None, "member": {"username": "theo"}, "post": {"id": held["id"], "status": "HELD"}}
+        {
+            "reason": "OTHER",
+            "reporter": None,
+            "member": {"username": "theo"},
+            "post": {"id": held["id"], "status": "HELD"},
+        }
     ]
 
 

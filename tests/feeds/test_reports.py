@@ -102,9 +102,7 @@ async def test_bad_input_files_nothing(api: Api, pool: asyncpg.Pool) -> None:
         assert await api.error_codes(REPORT, {"i": given}, token=maya) == ["BAD_USER_INPUT"], given
     inline = f'mutation {{ report(input: {{postId: "{post}", reason: NOT_A_REASON}}) {{ id }} }}'
     assert await api.error_codes(inline, token=maya) == ["BAD_USER_INPUT"]
-    assert await api.error_codes(REPORT, {"i": {"reason": "BOGUS", "postId": post}}, token=maya) == [
-        "BAD_USER_INPUT"
-    ]
+    assert await api.error_codes(REPORT, {"i": {"reason": "BOGUS", "postId": post}}, token=maya) == ["BAD_USER_INPUT"]
     assert await api.error_codes(REPORT, {"i": {"reason": "SPAM", "externalUserId": "nobody"}}, token=maya) == [
         "NOT_FOUND"
     ]

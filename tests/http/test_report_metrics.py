@@ -25,9 +25,7 @@ async def test_open_reports_and_the_age_of_the_oldest(api: Api, pool: asyncpg.Po
     scraped = samples((await api.client.get("/metrics")).text)
     assert scraped["feedfabric_reports_open"] == 2
     assert 7200 <= scraped["feedfabric_report_oldest_open_seconds"] < 7300
-    await api.gql(
-        "mutation($id: ID!) { resolveReport(id: $id, action: DISMISS) { id } }", {"id": filed}, token=admin
-    )
+    await api.gql("mutation($id: ID!) { resolveReport(id: $id, action: DISMISS) { id } }", {"id": filed}, token=admin)
     scraped = samples((await api.client.get("/metrics")).text)
     assert scraped["feedfabric_reports_open"] == 1
     assert scraped["feedfabric_report_oldest_open_seconds"] < 600
