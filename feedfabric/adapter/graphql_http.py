@@ -1,7 +1,7 @@
 """GraphQL over HTTP as the GraphQL-over-HTTP specification has it: a Starlette endpoint on the schema's `execute`.
 
 The HTTP layer is ours, not a subclass of Strawberry's view: what the contract
-asks of it (docs/operations.md, the contract's OPERATIONS.md) sits between
+asks of it (docs/api.md, "GraphQL over HTTP") sits between
 the request and the schema at points the view's documented hooks do not
 reach, so the endpoint reads the request with Starlette's public API and calls
 Strawberry's public `Schema.execute`. Every answer that is not an execution

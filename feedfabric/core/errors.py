@@ -1,4 +1,4 @@
-"""Domain errors, each with the public code of OPERATIONS.md and its REST form."""
+"""Domain errors, each with its public code and its REST form (docs/api.md, "Error codes")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The event catalogue of OPERATIONS.md: each event's topic and key.
+"""The event catalogue (docs/api.md, "Events"): each event's topic and key.
 
 Events are thin: IDs and the few facts a consumer cannot look up later.
 """

@@ -1,4 +1,4 @@
-"""Configuration from the environment; the names and defaults are public (OPERATIONS.md)."""
+"""Configuration from the environment; the names and defaults are public (docs/api.md, "Environment")."""
 
 from __future__ import annotations
 

@@ -28,28 +28,25 @@ async def add_event(
 ) -> int:
     """Writes one event in the caller's transaction and returns its ID (the eventId).
 
-    The per-key version row is locked until commit, so two writers of one key
-    commit their events in version order and outbox ID order alike. The traceparent
-    of the current span goes with the row, so the trace of the change goes on in
-    every consumer of the event.
+    One statement, one round trip (issue 50): the per-key version bump, the row and the NOTIFY that wakes
+    the relays. The version row is locked until commit, and the outbox row is formed from the bumped version,
+    so its ID is drawn only once the lock is held: two writers of one key commit their events in version
+    order and outbox ID order alike. The NOTIFY is delivered at commit, as before. The traceparent of the
+    current span goes with the row, so the trace of the change goes on in every consumer of the event.
     """
-    topic = TOPIC_OF[event_type]
-    version = await conn.fetchval(
-        "INSERT INTO outbox_keys (key, version) VALUES ($1, 1)"
-        " ON CONFLICT (key) DO UPDATE SET version = outbox_keys.version + 1"
-        " RETURNING version",
-        key,
-    )
+    shard = shard_of(key, shards)
     event_id = await conn.fetchval(
-        "INSERT INTO outbox (topic, key, shard, event_type, aggregate_version, payload, traceparent)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
-        topic,
-        key,
-        shard_of(key, shards),
-        event_type,
-        version,
-        data,
-        tracing.traceparent(),
+        _ADD_EVENT, key, TOPIC_OF[event_type], shard, event_type, data, tracing.traceparent()
     )
-    await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, str(shard_of(key, shards)))
     return int(event_id)
+
+
+_ADD_EVENT = (
+    "WITH bumped AS ("
+    "  INSERT INTO outbox_keys (key, version) VALUES ($1, 1)"
+    "  ON CONFLICT (key) DO UPDATE SET version = outbox_keys.version + 1 RETURNING version),"
+    " added AS ("
+    "  INSERT INTO outbox (topic, key, shard, event_type, aggregate_version, payload, traceparent)"
+    "  SELECT $2, $1, $3::int, $4, bumped.version, $5, $6 FROM bumped RETURNING id)"
+    f" SELECT added.id, pg_notify('{NOTIFY_CHANNEL}', $3::int::text) FROM added"
+)

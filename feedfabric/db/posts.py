@@ -32,6 +32,51 @@ async def insert(
     return Post.of(row)
 
 
+async def insert_with_entities(
+    conn: asyncpg.Connection,
+    post_id: uuid.UUID,
+    author_id: uuid.UUID,
+    content: str,
+    tags: Sequence[str],
+    mentioned_names: Sequence[str],
+) -> tuple[Post, list[uuid.UUID], int]:
+    """A new post with its hashtags and @mentions, in one statement (one round trip, issue 50); returns the
+    post, the active members mentioned (never the author), in ID order, and the moderation terms' version
+    (migration 330), read in the same round trip so screening the text for terms costs none of its own
+    while the terms are unchanged (feeds.moderation_terms).
+
+    A new post has no tags or mentions to replace, so nothing is deleted first (update_content's path,
+    replace_hashtags and replace_mentions, does). The foreign keys of post_tags and mentions are checked at
+    the statement's end, when the post's row is there.
+    """
+    row = await conn.fetchrow(
+        f"""WITH post AS (
+                INSERT INTO posts (id, author_id, content, repost_of) VALUES ($1, $2, $3, NULL)
+                RETURNING {_COLUMNS}
+            ), tagged AS (
+                INSERT INTO post_tags (post_id, tag, source)
+                SELECT $1, t, 'hashtag' FROM unnest($4::text[]) AS t
+                ON CONFLICT (post_id, tag) DO UPDATE SET source = 'hashtag'
+            ), mentioned AS (
+                INSERT INTO mentions (member_id, item_id, post_id, comment_id)
+                SELECT m.id, $1, $1, NULL FROM members m
+                WHERE lower(m.username) = ANY($5::text[]) AND m.status = 'active' AND m.id <> $2
+                ON CONFLICT DO NOTHING
+                RETURNING member_id
+            )
+            SELECT post.*, ARRAY(SELECT member_id FROM mentioned ORDER BY member_id) AS mentioned,
+                   (SELECT version FROM moderation_terms_version) AS terms_version
+            FROM post""",
+        post_id,
+        author_id,
+        content,
+        list(tags),
+        [name.lower() for name in mentioned_names],
+    )
+    assert row is not None
+    return Post.of(row), list(row["mentioned"]), int(row["terms_version"])
+
+
 async def insert_repost(
     conn: asyncpg.Connection, post_id: uuid.UUID, author_id: uuid.UUID, original_id: uuid.UUID
 ) -> Post | None:

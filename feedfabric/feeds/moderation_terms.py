@@ -33,10 +33,11 @@ def clean_phrase(phrase: str) -> tuple[str, str]:
     return phrase, folded
 
 
-async def matcher(conn: Executor) -> term_matcher.Matcher:
-    """The matcher of the terms as committed now (as this transaction sees them)."""
+async def matcher(conn: Executor, known_version: int | None = None) -> term_matcher.Matcher:
+    """The matcher of the terms as committed now (as this transaction sees them); `known_version` is the
+    version a statement of the caller's already read (createPost's insert does)."""
     global _compiled
-    current = await terms_db.version(conn)
+    current = known_version if known_version is not None else await terms_db.version(conn)
     cached = _compiled
     if cached is not None and cached[0] == current:
         return cached[1]
@@ -47,9 +48,9 @@ async def matcher(conn: Executor) -> term_matcher.Matcher:
     return compiled
 
 
-async def holds(conn: Executor, content: str) -> bool:
+async def holds(conn: Executor, content: str, known_version: int | None = None) -> bool:
     """Whether `content` carries a moderation term (whole words, NFKC and case-folded)."""
-    return (await matcher(conn)).matches(content)
+    return (await matcher(conn, known_version)).matches(content)
 
 
 async def add(conn: asyncpg.Connection, phrase: str) -> Term:

@@ -258,9 +258,20 @@ async def remove_item(conn: asyncpg.Connection, owner: Member, item_id: uuid.UUI
 
 
 async def on_liked(conn: asyncpg.Connection, member: Member, post_id: uuid.UUID) -> PlaylistItem:
-    """Called in the like's transaction: the post joins the end of the member's Liked playlist."""
-    liked = await liked_playlist(conn, member.id)
-    return await add_item(conn, member, liked.id, post_id, from_like=True)
+    """Called in the like's transaction: the post joins the end of the member's Liked playlist.
+
+    add_item's checks hold by construction here: the Liked playlist's ID is fixed by its owner, and the like
+    has just found the post visible and locked it for share in this transaction. So the common case costs
+    the lock, the end's rank and the insert (issue 50); the playlist is made on the member's first like.
+    """
+    liked_id = liked_playlist_id(member.id)
+    liked = await playlists_db.get(conn, liked_id, for_update=True)
+    if liked is None:
+        await liked_playlist(conn, member.id)
+        liked = await playlists_db.get(conn, liked_id, for_update=True)
+    assert liked is not None
+    rank = await _place(conn, liked.id, None, None, None)
+    return await playlists_db.insert_item(conn, new_id(), liked.id, post_id, rank)
 
 
 async def on_unliked(conn: asyncpg.Connection, member: Member, post_id: uuid.UUID) -> bool:

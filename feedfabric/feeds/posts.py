@@ -10,7 +10,7 @@ import asyncpg
 from feedfabric.core import failpoints
 from feedfabric.core.errors import BadInput, Forbidden, NotFound
 from feedfabric.core.ids import id_millis, new_id
-from feedfabric.core.models import Member, Post
+from feedfabric.core.models import Extras, Member, PageExtras, Post
 from feedfabric.core.moderation import Target
 from feedfabric.core.settings import Settings
 from feedfabric.db import members as members_db
@@ -27,15 +27,21 @@ MAX_MENTIONS_PER_POST = 50
 MAX_HASHTAGS_PER_POST = 30
 
 
-async def _write_entities(conn: asyncpg.Connection, post: Post, author: Member) -> list[uuid.UUID]:
-    """Hashtags and @mentions of the text; returns the members mentioned (never the author)."""
-    tags = text.hashtags(post.content)
+def _entities(content: str) -> tuple[list[str], list[str]]:
+    """The hashtags and @mentioned usernames of a text, within their bounds."""
+    tags = text.hashtags(content)
     if len(tags) > MAX_HASHTAGS_PER_POST:
         raise BadInput(f"a post carries at most {MAX_HASHTAGS_PER_POST} hashtags")
-    await posts_db.replace_hashtags(conn, post.id, tags)
-    names = text.mentions(post.content)
+    names = text.mentions(content)
     if len(names) > MAX_MENTIONS_PER_POST:
         raise BadInput(f"a post mentions at most {MAX_MENTIONS_PER_POST} members")
+    return list(tags), list(names)
+
+
+async def _write_entities(conn: asyncpg.Connection, post: Post, author: Member) -> list[uuid.UUID]:
+    """Replaces the hashtags and @mentions of an edited text; returns the members mentioned (never the author)."""
+    tags, names = _entities(post.content)
+    await posts_db.replace_hashtags(conn, post.id, tags)
     found = await members_db.ids_by_usernames(conn, names) if names else {}
     mentioned = sorted(m for m in found.values() if m != author.id)
     await posts_db.replace_mentions(conn, post.id, None, mentioned)
@@ -52,10 +58,12 @@ async def create_post(
     content = text.clean_text(content, "content", max_length=settings.post_max_length)
     if len(set(media_ids)) != len(media_ids) or len(media_ids) > MAX_MEDIA_PER_POST:
         raise BadInput(f"a post takes at most {MAX_MEDIA_PER_POST} distinct media")
-    post = await posts_db.insert(conn, new_id(), author.id, content, None)
+    tags, names = _entities(content)
+    post, mentioned, terms_version = await posts_db.insert_with_entities(
+        conn, new_id(), author.id, content, tags, names
+    )
     if media_ids:
         await _attach_media(conn, post.id, author.id, media_ids)
-    mentioned = await _write_entities(conn, post, author)
     await add_event(
         conn,
         "PostCreated",
@@ -69,21 +77,29 @@ async def create_post(
         },
         shards=settings.outbox_shards,
     )
-    post = await _screen(conn, settings, post)
+    post = await _screen(conn, settings, post, terms_version)
     failpoints.crash_point("post-before-commit", content=content)  # fault suite: dies with the transaction open
     return post
 
 
-async def _screen(conn: asyncpg.Connection, settings: Settings, post: Post) -> Post:
+async def _screen(conn: asyncpg.Connection, settings: Settings, post: Post, terms_version: int | None = None) -> Post:
     """A text carrying a moderation term is held as holdPost holds (after its PostCreated or
     PostUpdated, so every consumer sees it written, then held) and a report with no reporter is filed
-    for a moderator, all in the writing transaction: the post is never shown to anyone but its author."""
-    if not await moderation_terms.holds(conn, post.content):
+    for a moderator, all in the writing transaction: the post is never shown to anyone but its author.
+    `terms_version`, when the caller read it with its own statement, spares the round trip that reads it."""
+    if not await moderation_terms.holds(conn, post.content, terms_version):
         return post
     post = await set_held(conn, settings, post.id, True)
     target = Target("post", post.id, post.author_id, post_id=post.id)
     await reports_db.insert(conn, new_id(), None, target, "other", None)
     return post
+
+
+def fresh_extras(post: Post, author: Member) -> PageExtras:
+    """What a post created without media shows beside its row the moment it commits: its author, the hashtags
+    of its text, no likes or comments. The mutation answers with these rather than reading them back (one
+    statement less a createPost, issue 50); inferred topics come later, from worker-embeddings."""
+    return PageExtras({post.id: Extras(author, text.hashtags(post.content), [], 0, 0, False)}, {})
 
 
 async def _attach_media(

@@ -1,4 +1,4 @@
-"""Open WebSockets held to their rights for their whole life (OPERATIONS.md, Authentication).
+"""Open WebSockets held to their rights for their whole life (docs/api.md, "Authentication").
 
 A socket is authenticated once, at `connection_init`; its token may expire and
 its member may be suspended while it stays open. Every signed-in socket is

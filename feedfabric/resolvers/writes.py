@@ -23,7 +23,10 @@ async def create_post(ctx: Context, content: str, media_ids: Sequence[str] | Non
     author = ctx.viewer.require_member()
     ids = [parse_id(m, "media id") for m in media_ids or ()]
     async with transaction(ctx.pool) as conn:
-        return await posts_svc.create_post(conn, ctx.settings, author, content, ids)
+        post = await posts_svc.create_post(conn, ctx.settings, author, content, ids)
+    if not ids:
+        ctx.loaders.post_extras.prime(post.id, posts_svc.fresh_extras(post, author))
+    return post
 
 
 async def repost(ctx: Context, post_id: str) -> Post:

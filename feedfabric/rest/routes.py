@@ -1,4 +1,4 @@
-"""REST routes of OPERATIONS.md over the same resolvers as GraphQL."""
+"""REST routes (docs/api.md, "REST routes") over the same resolvers as GraphQL."""
 
 from __future__ import annotations
 

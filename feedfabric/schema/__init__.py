@@ -87,7 +87,7 @@ def build_schema(tracer_provider: TracerProvider | None = None) -> strawberry.Sc
         # post's shared part once per post version (feedfabric.schema.render_once).
         execution_context_class=execution_context_class,
         extensions=[
-            # Order matters (docs/operations.md): OperationHooks (the only on_operation hook: a
+            # Order matters (docs/api.md, "GraphQL over HTTP"): OperationHooks (the only on_operation hook: a
             # subscription keeps each one suspended for its whole life) times everything and sees
             # coded errors, sets the token limit before the parser cache and the limit and production
             # rules before the validation cache, and from on_execute refuses what is wrong as sent

@@ -45,7 +45,7 @@ from feedfabric.schema.idmemo import IdMemo
 
 # Fields of a document with its fragments expanded: the token limit's order of
 # magnitude, so an ordinary document never meets it and a fan-out document is
-# refused long before a walker would notice it (docs/operations.md).
+# refused long before a walker would notice it (docs/api.md, "Fragment cycles and fan-out").
 MAX_EXPANDED_FIELDS = 2_000
 # Pairs of same-keyed fields (merged_pairs): graphql-core's
 # OverlappingFieldsCanBeMerged compares them pairwise, and their merged

@@ -42,7 +42,8 @@ CREATE TABLE moderation_terms (
     created_at  timestamptz NOT NULL DEFAULT now()
 );
 -- One row whose version moves with every add and remove: a write reads this one value and reuses the
--- matcher it compiled for that version, on any API instance.
+-- matcher it compiled for that version, on any API instance. 0 is "no terms ever"; each change sets
+-- the clock in microseconds, so versions of two databases do not collide in one process's cache.
 CREATE TABLE moderation_terms_version (
     only_row  boolean PRIMARY KEY DEFAULT true CHECK (only_row),
     version   bigint NOT NULL
