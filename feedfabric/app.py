@@ -173,8 +173,10 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
             marked_for_s=settings.read_your_writes_seconds,
         )
         reads.start()
-        feed_log = FeedLog(pool)
-        feed_log.start()
+        # Off only to measure what logging costs (bench/home_feed.py); settings refuse it in production.
+        feed_log = FeedLog(pool, comment_weight=settings.comment_weight) if settings.feed_log_enabled else None
+        if feed_log is not None:
+            feed_log.start()
         app.state.resources = Resources(
             settings=settings,
             pool=pool,
@@ -202,7 +204,8 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
             await app.state.resources.sessions.stop()
             if realtime is not None:
                 await realtime.stop()
-            await feed_log.stop()
+            if feed_log is not None:
+                await feed_log.stop()
             await reads.stop()
             await primary_watch.stop()
             if read_pool is not None:

@@ -20,16 +20,16 @@ async def for_you(ctx: Context, first: int | None, after: str | None) -> RankedP
     r = ctx.resources
     service = foryou.ForYouService(r.settings, r.pool, r.redis)
     result = await service.next_page(member.id, after, limit) if after else await service.first_page(member.id, limit)
+    page = await pages.finished(ctx, result.page)
     if r.feed_log is not None:
         r.feed_log.record(
             member.id,
             "for_you",
-            result.page,
+            page,
             preset=result.preset,
             reasons=result.reasons,
             similarities=result.similarities,
         )
-    page = await pages.finished(ctx, result.page)
     return RankedPage(page, result.reasons, result.scores, result.cursors, result.preset, result.ranked_at)
 
 

@@ -52,17 +52,19 @@ async def home_feed(ctx: Context, first: int | None, after: str | None) -> FeedP
     service = home.HomeFeedService(r.settings, r.pool, r.redis, r.breaker, read_pool=ctx.read_pool)
     page = await service.read(viewer, member, before, limit)
     metrics.HOME_FEED_PAGES.labels(source=page.source).inc()
+    finished = await pages.finished(ctx, page)
     if r.feed_log is not None:
-        r.feed_log.record(member.id, "following", page)
-    return await pages.finished(ctx, page)
+        r.feed_log.record(member.id, "following", finished)
+    return finished
 
 
 async def favourites_feed(ctx: Context, first: int | None, after: str | None) -> FeedPage:
     member = ctx.viewer.require_member()
     page = await lists.favourites(ctx.read_pool, member.id, paging.cursor(after), paging.page_size(first))
+    finished = await pages.finished(ctx, page)
     if ctx.resources.feed_log is not None:
-        ctx.resources.feed_log.record(member.id, "favourites", page)
-    return await pages.finished(ctx, page)
+        ctx.resources.feed_log.record(member.id, "favourites", finished)
+    return finished
 
 
 async def tag_feed(ctx: Context, tag: str, first: int | None, after: str | None) -> FeedPage:
