@@ -19,6 +19,7 @@ from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.resolvers import foryou as foryou_resolvers
 from feedfabric.resolvers import media as media_resolvers
 from feedfabric.resolvers import reads, writes
+from feedfabric.resolvers import suggestions as suggestion_resolvers
 from feedfabric.resolvers.context import Context, Resources, build_context, note_write, route_reads
 from feedfabric.rest import reports as rest_reports
 from feedfabric.rest import serialize
@@ -188,6 +189,18 @@ async def favourites(ctx: Context, request: Request) -> dict[str, Any]:
     return {"favourites": [serialize.member(m) for m in await reads.favourites(ctx)]}
 
 
+async def suggested_members(ctx: Context, request: Request) -> dict[str, Any]:
+    found = await suggestion_resolvers.members(ctx, _limit(request))
+    return {"members": [{"member": serialize.member(s.member), "reason": s.reason.upper()} for s in found]}
+
+
+async def suggested_topics(ctx: Context, request: Request) -> dict[str, Any]:
+    found = await suggestion_resolvers.topics(ctx, _limit(request))
+    return {
+        "topics": [{"tag": s.tag, "reason": s.reason.upper(), "recentPostCount": s.recent_post_count} for s in found]
+    }
+
+
 async def upload_media(ctx: Context, request: Request) -> dict[str, Any]:
     """POST /media: multipart with a `file` part, or the raw bytes as the body."""
     limit = ctx.settings.media_max_bytes
@@ -240,6 +253,8 @@ def routes() -> list[Route]:
         Route("/follows/{external_id}", endpoint(follow), methods=["PUT", "DELETE"]),
         Route("/favourites/{external_id}", endpoint(favourite), methods=["PUT", "DELETE"]),
         Route("/favourites", endpoint(favourites), methods=["GET"]),
+        Route("/suggestions/members", endpoint(suggested_members), methods=["GET"]),
+        Route("/suggestions/topics", endpoint(suggested_topics), methods=["GET"]),
         Route("/media", endpoint(upload_media), methods=["POST"]),
         Route("/reports", endpoint(rest_reports.post_report), methods=["POST"]),
         Route("/media/{media_id}/status", endpoint(media_status), methods=["GET"]),

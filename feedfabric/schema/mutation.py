@@ -10,6 +10,7 @@ from feedfabric.schema.media import MediaMutation
 from feedfabric.schema.notification_groups import NotificationGroupMutation
 from feedfabric.schema.playlists import PlaylistMutation
 from feedfabric.schema.reports import ReportMutation
+from feedfabric.schema.suggestions import SuggestionMutation
 from feedfabric.schema.types import Comment, ContextInfo, Member, Post, post_of
 
 
@@ -20,7 +21,9 @@ class CreatePostInput:
 
 
 @strawberry.type
-class Mutation(PlaylistMutation, MediaMutation, ForYouMutation, NotificationGroupMutation, ReportMutation):
+class Mutation(
+    PlaylistMutation, MediaMutation, ForYouMutation, NotificationGroupMutation, ReportMutation, SuggestionMutation
+):
     @strawberry.mutation(description="Create or update the signed-in member's profile (sub of the token = externalId).")
     async def upsert_profile(
         self, info: ContextInfo, username: str, display_name: str, avatar_url: str | None = None

@@ -10,6 +10,7 @@ from feedfabric.schema.media import MediaQuery
 from feedfabric.schema.notification_groups import NotificationGroupQuery
 from feedfabric.schema.playlists import PlaylistQuery
 from feedfabric.schema.reports import ReportQuery
+from feedfabric.schema.suggestions import SuggestionQuery
 from feedfabric.schema.types import (
     Comment,
     ContextInfo,
@@ -28,7 +29,7 @@ from feedfabric.schema.types import (
 
 
 @strawberry.type
-class Query(PlaylistQuery, MediaQuery, ForYouQuery, NotificationGroupQuery, ReportQuery):
+class Query(PlaylistQuery, MediaQuery, ForYouQuery, NotificationGroupQuery, ReportQuery, SuggestionQuery):
     @strawberry.field(description="The signed-in member; null when signed out.")
     async def viewer(self, info: ContextInfo) -> Member | None:
         return member_or_none(await reads.viewer(info.context))

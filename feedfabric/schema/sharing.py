@@ -2,7 +2,7 @@
 
 A live item's rendering is shared between its subscribers, and a feed post's
 shared part is completed once per version, only when every field the
-selection reaches says so (feedfabric.schema.shared, feedfabric.schema.render_once).
+selection reaches says so (feedfabric.adapter.execution).
 The mark sits in the field's own declaration,
 `strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)`, so whoever makes a field
 read the viewer sees it there, and a new field is per viewer until someone
@@ -10,15 +10,21 @@ marks it: it can never leak one viewer's data to another.
 
 The mark is read through Strawberry's public `Schema.get_field_for_type`, by
 the served type's and field's GraphQL names, once per field.
+
+An object's shared version (`shared_values`, Post.shared_version) is derived
+from the same marks: the values of every marked field answered from the
+object, so a newly marked field is in the version from its first line, and a
+version can never leave out something a shared completion shows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from operator import attrgetter
+from typing import Any, cast
 
 from strawberry import Schema
-from strawberry.types.base import StrawberryObjectDefinition
+from strawberry.types.base import StrawberryList, StrawberryObjectDefinition, StrawberryOptional, get_object_definition
 
 _KEY = "feedfabric.same_for_every_viewer"
 SAME_FOR_EVERY_VIEWER: dict[str, Any] = {_KEY: True}
@@ -72,3 +78,61 @@ class ViewerMarks:
         field = self.schema.get_field_for_type(field_name, type_name)
         metadata: Mapping[str, Any] = field.metadata if field is not None and field.metadata else {}
         return metadata.get(_KEY) is True
+
+
+Reader = Callable[[Any], tuple[object, ...]]
+_READERS: dict[type, Reader] = {}
+
+
+def shared_values(obj: object) -> tuple[object, ...]:
+    """The values of the object's fields marked SAME_FOR_EVERY_VIEWER and answered from the object
+    (synchronous, no arguments), a nested object's by the same rule, as one hashable tuple: equal tuples
+    complete equally for every viewer, so it is the key of a completion kept across requests."""
+    cls = type(obj)
+    reader = _READERS.get(cls)
+    if reader is None:
+        reader = _READERS[cls] = _reader(cls)
+    return reader(obj)
+
+
+def _reader(cls: type) -> Reader:
+    """Made once per class: a getter and a conversion per marked field, chosen by the field's type."""
+    definition = get_object_definition(cls, strict=True)
+    parts: list[tuple[str, Callable[[Any], Any] | None, Callable[[Any], object] | None]] = []
+    for field in definition.fields:
+        metadata: Mapping[str, Any] = field.metadata or {}
+        if metadata.get(_KEY) is not True or field.is_async or field.arguments:
+            continue
+        resolver = field.base_resolver
+        resolved = None if resolver is None else cast("Callable[[Any], Any]", resolver.wrapped_func)
+        parts.append((field.python_name, resolved, _conversion(field.type)))
+    plain_names = [name for name, resolved, convert in parts if not resolved and convert is None]
+    plain = attrgetter(*plain_names) if len(plain_names) > 1 else None  # one C call for the plain attributes
+    rest = tuple(
+        (attrgetter(name) if not resolved else resolved, convert)
+        for name, resolved, convert in parts
+        if plain is None or resolved or convert is not None
+    )
+    if plain is None:
+        return lambda obj: tuple([get(obj) if convert is None else convert(get(obj)) for get, convert in rest])
+    if not rest:
+        return plain
+    return lambda obj: (plain(obj), *[get(obj) if convert is None else convert(get(obj)) for get, convert in rest])
+
+
+def _conversion(of: object) -> Callable[[Any], object] | None:
+    """How a value of the type becomes a hashable part of a version (None: it is one already): a list as a
+    tuple, an object as its own shared values."""
+    if isinstance(of, StrawberryOptional):
+        optional = _conversion(of.of_type)
+        if optional is None:
+            return None
+        return lambda value: None if value is None else optional(value)
+    if isinstance(of, StrawberryList):
+        each = _conversion(of.of_type)
+        if each is None:
+            return tuple
+        return lambda values: tuple([each(value) for value in values])
+    if isinstance(of, type) and get_object_definition(of) is not None:
+        return shared_values
+    return None

@@ -17,8 +17,9 @@ from types import FrameType
 from typing import Any
 
 import pytest
+from feedfabric.app import schema
 from feedfabric.core.settings import Settings
-from feedfabric.schema import _LIMIT_RULES, schema
+from feedfabric.schema import _LIMIT_RULES
 from feedfabric.schema.cost import operation_cost
 from feedfabric.schema.operation import screen
 from feedfabric.schema.ratelimit import root_field_count
