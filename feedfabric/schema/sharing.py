@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from operator import attrgetter
-from typing import Any, cast
+from typing import Any
 
 from strawberry import Schema
 from strawberry.types.base import StrawberryList, StrawberryObjectDefinition, StrawberryOptional, get_object_definition
+from strawberry.types.private import is_private
 
 _KEY = "feedfabric.same_for_every_viewer"
 SAME_FOR_EVERY_VIEWER: dict[str, Any] = {_KEY: True}
@@ -80,44 +81,70 @@ class ViewerMarks:
         return metadata.get(_KEY) is True
 
 
-Reader = Callable[[Any], tuple[object, ...]]
+Reader = Callable[[Any], object]
 _READERS: dict[type, Reader] = {}
+_BUILDING: set[type] = set()
 
 
-def shared_values(obj: object) -> tuple[object, ...]:
-    """The values of the object's fields marked SAME_FOR_EVERY_VIEWER and answered from the object
-    (synchronous, no arguments), a nested object's by the same rule, as one hashable tuple: equal tuples
-    complete equally for every viewer, so it is the key of a completion kept across requests."""
-    cls = type(obj)
+def shared_values(obj: object) -> object:
+    """What the object's fields marked SAME_FOR_EVERY_VIEWER and answered from the object (synchronous, no
+    arguments) read, a nested object's by the same rule, as one hashable value: equal values complete
+    equally for every viewer, so it is the key of a completion kept across requests."""
+    return _reader_of(type(obj))(obj)
+
+
+def _reader_of(cls: type) -> Reader:
     reader = _READERS.get(cls)
     if reader is None:
-        reader = _READERS[cls] = _reader(cls)
-    return reader(obj)
+        if cls in _BUILDING:  # a type that reaches itself: its reader is looked up when it is read
+            return shared_values
+        _BUILDING.add(cls)
+        try:
+            reader = _READERS[cls] = _reader(cls)
+        finally:
+            _BUILDING.discard(cls)
+    return reader
 
 
 def _reader(cls: type) -> Reader:
-    """Made once per class: a getter and a conversion per marked field, chosen by the field's type."""
+    """Made once per class: what each marked field answered from the object reads. A plain attribute is
+    read as it is (a nested object as its own shared values); a field computed by a resolver reads the
+    object, so the object's private inputs (the row it was built from) stand for all such fields at once:
+    cheaper than running every resolver, and they cover whatever a resolver takes from them."""
     definition = get_object_definition(cls, strict=True)
-    parts: list[tuple[str, Callable[[Any], Any] | None, Callable[[Any], object] | None]] = []
+    plain: list[tuple[str, Callable[[Any], object] | None]] = []
+    resolved = False
     for field in definition.fields:
         metadata: Mapping[str, Any] = field.metadata or {}
         if metadata.get(_KEY) is not True or field.is_async or field.arguments:
             continue
-        resolver = field.base_resolver
-        resolved = None if resolver is None else cast("Callable[[Any], Any]", resolver.wrapped_func)
-        parts.append((field.python_name, resolved, _conversion(field.type)))
-    plain_names = [name for name, resolved, convert in parts if not resolved and convert is None]
-    plain = attrgetter(*plain_names) if len(plain_names) > 1 else None  # one C call for the plain attributes
-    rest = tuple(
-        (attrgetter(name) if not resolved else resolved, convert)
-        for name, resolved, convert in parts
-        if plain is None or resolved or convert is not None
-    )
-    if plain is None:
-        return lambda obj: tuple([get(obj) if convert is None else convert(get(obj)) for get, convert in rest])
+        if field.base_resolver is None:
+            plain.append((field.python_name, _conversion(field.type)))
+        else:
+            resolved = True
+    if resolved:
+        plain += [(field.python_name, _hashable) for field in definition.fields if is_private(field.type)]
+    as_is = [name for name, convert in plain if convert is None]
+    rest = tuple((attrgetter(name), convert) for name, convert in plain if convert is not None)
+    read_as_is = attrgetter(*as_is) if len(as_is) > 1 else None  # one C call for the plain attributes
+    if len(plain) == 1:
+        name, convert = plain[0]
+        return attrgetter(name) if convert is None else lambda obj: convert(getattr(obj, name))
+    if read_as_is is None:
+        every = tuple((attrgetter(name), convert) for name, convert in plain)
+        return lambda obj: tuple([get(obj) if convert is None else convert(get(obj)) for get, convert in every])
     if not rest:
-        return plain
-    return lambda obj: (plain(obj), *[get(obj) if convert is None else convert(get(obj)) for get, convert in rest])
+        return read_as_is
+    return lambda obj: (read_as_is(obj), *[convert(get(obj)) for get, convert in rest])
+
+
+def _hashable(value: Any) -> object:
+    """A private input as a hashable value: a dict (a row's columns) as its items, a list as a tuple."""
+    if isinstance(value, dict):
+        return tuple(value.items())
+    if isinstance(value, list):
+        return tuple(value)
+    return value
 
 
 def _conversion(of: object) -> Callable[[Any], object] | None:
@@ -134,5 +161,7 @@ def _conversion(of: object) -> Callable[[Any], object] | None:
             return tuple
         return lambda values: tuple([each(value) for value in values])
     if isinstance(of, type) and get_object_definition(of) is not None:
-        return shared_values
+        reader = _reader_of(of)
+        # Null even where the type says not: a post's author gone between two reads (GraphQL nulls the post).
+        return lambda value: None if value is None else reader(value)
     return None

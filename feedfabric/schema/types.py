@@ -318,7 +318,7 @@ class Post:
     def of(cls, post: models.FeedPost, *, nested: bool = False) -> Post:
         return cls(row=post.row, feed=post, nested=nested)
 
-    def shared_version(self) -> tuple[object, ...]:
+    def shared_version(self) -> object:
         """The values of the fields marked SAME_FOR_EVERY_VIEWER and answered from the post, its author's and
         media's included (feedfabric.schema.sharing.shared_values). Equal versions complete equally, for every
         viewer (feedfabric.adapter.execution.render_once keys its cache on it); a change to any is a new one."""
