@@ -12,6 +12,7 @@ from feedfabric.schema.media import MediaMutation
 from feedfabric.schema.notification_groups import NotificationGroupMutation
 from feedfabric.schema.playlists import PlaylistMutation
 from feedfabric.schema.reports import ReportMutation
+from feedfabric.schema.safety import SafetyMutation
 from feedfabric.schema.suggestions import SuggestionMutation
 from feedfabric.schema.types import Comment, ContextInfo, Member, Post, post_of
 
@@ -25,7 +26,13 @@ class CreatePostInput:
 
 @strawberry.type
 class Mutation(
-    PlaylistMutation, MediaMutation, ForYouMutation, NotificationGroupMutation, ReportMutation, SuggestionMutation
+    PlaylistMutation,
+    MediaMutation,
+    ForYouMutation,
+    NotificationGroupMutation,
+    ReportMutation,
+    SuggestionMutation,
+    SafetyMutation,
 ):
     @strawberry.mutation(description="Create or update the signed-in member's profile (sub of the token = externalId).")
     async def upsert_profile(
