@@ -21,7 +21,7 @@ from feedfabric.db import reports as reports_db
 from feedfabric.db.executor import Executor
 from feedfabric.feeds import members as members_svc
 from feedfabric.feeds import posts as posts_svc
-from feedfabric.feeds import text
+from feedfabric.feeds import safety, text
 
 REASONS = frozenset({"spam", "harassment", "hate", "violence", "sexual_content", "self_harm", "illegal", "other"})
 STATUSES = frozenset({"open", "actioned", "dismissed"})
@@ -94,6 +94,15 @@ async def file(conn: asyncpg.Connection, reporter: Member, target: Target, reaso
     report = await reports_db.get(conn, report_id)
     assert report is not None
     return report
+
+
+async def also_block(conn: asyncpg.Connection, settings: Settings, reporter: Member, target: Target) -> None:
+    """alsoBlock: the reported member blocked in the report's transaction, by `block`'s own path (its
+    follows and favourites ended both ways, its event, the relations versions)."""
+    blocked = (await members_db.by_ids(conn, [target.member_id])).get(target.member_id)
+    if blocked is None:
+        raise NotFound("member not found")
+    await safety.block_member(conn, settings, reporter, blocked)
 
 
 def _action_fits(action: str, target_kind: str) -> bool:

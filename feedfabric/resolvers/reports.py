@@ -10,10 +10,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from feedfabric.core.errors import BadInput
 from feedfabric.core.ids import parse_id, parse_optional_id
-from feedfabric.core.models import Comment, FeedPost, Member, Page
-from feedfabric.core.moderation import Report, Target, Term
+from feedfabric.core.models import Comment, FeedPost, Page
+from feedfabric.core.moderation import Report, Term
 from feedfabric.db import reports as reports_db
 from feedfabric.db.pool import transaction
 from feedfabric.feeds import lists, paging
@@ -89,13 +88,8 @@ async def report(ctx: Context, given: ReportInput) -> ReportView:
         target = await reports_svc.target_of(conn, reporter, post_id, comment_id, given.external_user_id)
         filed = await reports_svc.file(conn, reporter, target, given.reason, given.note)
         if given.also_block:
-            await _also_block(ctx, conn, reporter, target)
+            await reports_svc.also_block(conn, ctx.settings, reporter, target)
     return await _view(ctx, filed)
-
-
-async def _also_block(ctx: Context, conn: object, reporter: Member, target: Target) -> None:
-    """Blocks the reported member in the report's transaction (feeds' block, as `block` does)."""
-    raise BadInput("alsoBlock is not served yet")
 
 
 async def resolve(ctx: Context, report_id: str, action: str) -> ReportView:

@@ -6,6 +6,7 @@ import strawberry
 
 from feedfabric.feeds.posts import MAX_MEDIA_PER_POST
 from feedfabric.resolvers import writes
+from feedfabric.schema.block_import import BlockImportMutation
 from feedfabric.schema.cost import MAX_ITEMS
 from feedfabric.schema.foryou import ForYouMutation
 from feedfabric.schema.media import MediaMutation
@@ -33,6 +34,7 @@ class Mutation(
     ReportMutation,
     SuggestionMutation,
     SafetyMutation,
+    BlockImportMutation,
 ):
     @strawberry.mutation(description="Create or update the signed-in member's profile (sub of the token = externalId).")
     async def upsert_profile(

@@ -25,7 +25,8 @@ UPDATE = "mutation($id: ID!, $c: String!) { updatePost(id: $id, content: $c) { i
         ("scamcoins are plural", False),
         ("notscamcoin", False),
         ("a sure thing", True),  # a phrase of two words
-        ("a surething", False),
+        ("#surething", True),  # the hashtag of the same text
+        ("a sure thingy", False),
         ("STRASSE", True),  # case folding: ß folds to ss
     ],
 )

@@ -258,3 +258,22 @@ async def test_post_reports_over_rest_is_201_with_the_report(api: Api) -> None:
         assert refused.status_code == 400, bad
         assert refused.json()["error"]["code"] == "request.invalid"
     assert (await api.rest("POST", "/reports", json={"postId": post, "reason": "SPAM"})).status_code == 401
+
+
+async def test_also_block_blocks_the_reported_member_in_the_same_step(api: Api, pool: asyncpg.Pool) -> None:
+    maya = await api.member("maya")
+    theo = await api.member("theo")
+    await api.follow(maya, "theo")
+    post = await api.post(theo, "rude")
+    filed = await report(api, maya, postId=post, alsoBlock=True)
+    assert filed["member"] == {"username": "theo"}
+    assert await pool.fetchval("SELECT count(*) FROM blocks") == 1
+    assert await pool.fetchval("SELECT count(*) FROM follows WHERE target_type = 'member'") == 0
+    assert await pool.fetchval("SELECT count(*) FROM outbox WHERE event_type = 'MemberBlocked'") == 1
+    seen = await api.gql("query($id: ID!) { post(id: $id) { id } }", {"id": post}, token=maya)
+    assert seen["post"] is None
+    # Blocking oneself is refused, so alsoBlock on one's own report fails with the report itself.
+    codes = await api.error_codes(
+        REPORT, {"i": {"reason": "SPAM", "externalUserId": "maya", "alsoBlock": True}}, token=maya
+    )
+    assert codes == ["BAD_USER_INPUT"]

@@ -112,3 +112,49 @@ async def test_a_member_reports_a_post_and_the_moderator_holds_it_from_the_queue
         await expect(maya.locator("#feed article.post")).to_have_count(1)
         await expect(maya.locator("#feed")).not_to_contain_text("cheap watches")
         assert maya.errors == [] and mod.errors == []  # type: ignore[attr-defined]
+
+
+async def test_a_member_blocks_from_a_post_and_reports_with_also_block(
+    settings: Settings, pool: asyncpg.Pool, browser: Browser
+) -> None:
+    dev = settings.model_copy(update={"feedfabric_dev_mode": True, "feedfabric_dev_secret": DEV_SECRET})
+    async with serve(dev) as server:
+        api = server.api
+        maya_token = await api.member("maya")
+        theo = await api.member("theo")
+        ivy = await api.member("ivy")
+        await api.follow(maya_token, "theo")
+        await api.post(theo, "first from theo #blockdemo")
+        await api.post(theo, "second from theo #blockdemo")
+        rude = await api.post(ivy, "rude words from ivy #blockdemo")
+        await api.post(ivy, "more from ivy #blockdemo")
+
+        maya = await signed_in(browser, server, "maya")
+        await open_tag(maya, "blockdemo")
+        posts = maya.locator("#feed article.post")
+        await expect(posts).to_have_count(4)
+        # Block from a card: every post of that author leaves the page at once, and stays out on a new read.
+        await posts.filter(has_text="first from theo").locator('[data-action="block"]').click()
+        await expect(maya.locator("#feed")).not_to_contain_text("from theo")
+        await expect(posts).to_have_count(2)
+        row = await pool.fetchrow(
+            """SELECT count(*) AS n FROM blocks b JOIN members a ON a.id = b.blocker_id JOIN members t ON t.id = b.blocked_id
+               WHERE a.username = 'maya' AND t.username = 'theo'"""
+        )
+        assert row["n"] == 1
+        assert await pool.fetchval("SELECT count(*) FROM follows WHERE target_type = 'member'") == 0  # ended
+
+        # Report with "also block": the report is filed and the author is blocked in the same step.
+        card = maya.locator(f'#feed article.post[data-id="{rude}"]')
+        await card.locator('[data-action="open-report"]').click()
+        await card.locator("select[name=reason]").select_option("HARASSMENT")
+        await card.locator("input[name=alsoBlock]").check()
+        await card.locator("form.report-form button[type=submit]").click()
+        await expect(posts).to_have_count(0)
+        assert await pool.fetchval("SELECT count(*) FROM reports WHERE reason = 'harassment'") == 1
+        assert await pool.fetchval("SELECT count(*) FROM blocks") == 2
+
+        await maya.locator("[data-view=home]").click()
+        await open_tag(maya, "blockdemo")
+        await expect(maya.locator("#feed")).to_contain_text("Nothing here yet.")
+        assert maya.errors == []  # type: ignore[attr-defined]
