@@ -65,10 +65,3 @@ async def last_fit(conn: Executor) -> datetime | None:
     """The end of the log the last refit read (its rows were served before it)."""
     found: datetime | None = await conn.fetchval("SELECT max(log_until) FROM reader_effect_fits")
     return found
-
-
-async def of_member(conn: Executor, member_id: uuid.UUID) -> tuple[dict[uuid.UUID, float], dict[str, float]]:
-    """A reader's stored effects: by author, by tag."""
-    authors = await conn.fetch("SELECT author_id, effect FROM reader_author_effects WHERE member_id = $1", member_id)
-    topics = await conn.fetch("SELECT tag, effect FROM reader_topic_effects WHERE member_id = $1", member_id)
-    return {r["author_id"]: r["effect"] for r in authors}, {r["tag"]: r["effect"] for r in topics}
