@@ -58,7 +58,7 @@ class Context:
 
     Loaders are made on first use, not with the context: a socket holding an
     idle subscription never needs any, and an event whose rendering is shared
-    with other subscribers (feedfabric.realtime.render) never touches them.
+    with other subscribers (feedfabric.adapter.execution) never touches them.
     """
 
     resources: Resources

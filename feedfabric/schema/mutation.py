@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import strawberry
 
+from feedfabric.feeds.posts import MAX_MEDIA_PER_POST
 from feedfabric.resolvers import writes
+from feedfabric.schema.cost import MAX_ITEMS
 from feedfabric.schema.foryou import ForYouMutation
 from feedfabric.schema.media import MediaMutation
 from feedfabric.schema.notification_groups import NotificationGroupMutation
@@ -16,7 +18,8 @@ from feedfabric.schema.types import Comment, ContextInfo, Member, Post, post_of
 @strawberry.input
 class CreatePostInput:
     content: str
-    media_ids: list[strawberry.ID] | None = None
+    # Bounded before coercion (feedfabric.schema.input_bounds): a post's media limit.
+    media_ids: list[strawberry.ID] | None = strawberry.field(default=None, metadata={MAX_ITEMS: MAX_MEDIA_PER_POST})
 
 
 @strawberry.type

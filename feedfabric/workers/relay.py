@@ -44,10 +44,10 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from feedfabric.core import failpoints, metrics, tracing
 from feedfabric.core.settings import Settings
+from feedfabric.core.topics import all_topic_names, ensure_topics, topic_name
 from feedfabric.db import pipeline as db
 from feedfabric.db.outbox import NOTIFY_CHANNEL
 from feedfabric.db.pool import init_connection
-from feedfabric.workers.topics import all_topic_names, ensure_topics, topic_name
 
 log = logging.getLogger(__name__)
 # Holds the relay's marker records (see _Kafka._place_marker); no consumer reads it.

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
+from feedfabric.app import schema
 from feedfabric.core.ids import new_id
 from feedfabric.db import notification_groups
-from feedfabric.schema import schema
 from feedfabric.schema.served import graphql_schema
 from graphql import GraphQLNamedType, GraphQLObjectType, GraphQLUnionType, get_named_type
 

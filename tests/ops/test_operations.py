@@ -18,8 +18,8 @@ from typing import Any
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
+from feedfabric.app import schema
 from feedfabric.core.settings import Settings
-from feedfabric.schema import schema
 from feedfabric.schema.served import graphql_schema
 from feedfabric.workers import notifications
 from feedfabric.workers.base import WorkerContext

@@ -131,7 +131,7 @@ HOME_COST = "query($n: Int) { homeFeed(first: $n) { edges { node { author { user
 
 
 def test_cost_model() -> None:
-    from feedfabric.schema import schema
+    from feedfabric.app import schema
     from graphql import parse
 
     def cost(query: str, variables: dict[str, Any] | None = None) -> int:
@@ -191,7 +191,7 @@ async def test_every_response_reports_cost(api: Api) -> None:
 
 
 def test_list_fields_multiply_what_is_under_them() -> None:
-    from feedfabric.schema import schema
+    from feedfabric.app import schema
     from feedfabric.schema.served import graphql_schema
     from graphql import parse
 
@@ -244,7 +244,7 @@ async def test_huge_first_is_bad_input_with_a_figure_json_can_carry(api: Api) ->
 
 
 def test_a_field_refused_for_its_page_size_costs_only_the_refusal() -> None:
-    from feedfabric.schema import schema
+    from feedfabric.app import schema
     from graphql import parse
 
     def cost(query: str) -> int:
@@ -283,7 +283,7 @@ PAGED_FIELDS = {
 
 
 def test_paged_fields_lists_every_field_that_takes_first() -> None:
-    from feedfabric.schema import schema
+    from feedfabric.app import schema
     from graphql import GraphQLInterfaceType, GraphQLObjectType
 
     served = graphql_schema(schema)
