@@ -61,7 +61,8 @@ async def add_for_event(
     """Writes one notification per (notification ID, recipient) pair; returns the (id, recipient) rows inserted.
 
     Skipped in SQL, so a redelivered event and a racing writer agree: the actor
-    themself, an actor no longer active, a post the recipient may not see, an
+    themself, an actor no longer active, an actor blocked either way by the recipient (migration 320),
+    a post the recipient may not see (which covers a mention by a member blocked either way), an
     (event, recipient, kind) already written, and with `only_new_mentions`
     recipients already told of a mention in this same post or comment (an edit
     re-lists everyone it mentions; only the newly mentioned hear about it).
@@ -75,6 +76,7 @@ async def add_for_event(
            WHERE r.recipient_id <> $3
              AND EXISTS (SELECT 1 FROM members rm WHERE rm.id = r.recipient_id)
              AND EXISTS (SELECT 1 FROM members a WHERE a.id = $3 AND a.status = 'active')
+             AND NOT member_hidden(r.recipient_id, $3, false)
              AND ($4::uuid IS NULL OR EXISTS (
                   SELECT 1 FROM posts p WHERE p.id = $4
                     AND post_visible(p.status, p.author_id, p.repost_of, r.recipient_id)))
