@@ -31,15 +31,20 @@ async def by_ids(conn: Executor, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Co
     return {r["id"]: Comment.of(r) for r in rows}
 
 
-async def page(conn: Executor, post_id: uuid.UUID, after: uuid.UUID | None, limit: int) -> list[Comment]:
-    """Oldest first, as a conversation reads."""
+async def page(
+    conn: Executor, post_id: uuid.UUID, after: uuid.UUID | None, limit: int, viewer_id: uuid.UUID | None = None
+) -> list[Comment]:
+    """Oldest first, as a conversation reads; without the comments of members the viewer blocks or is
+    blocked by (member_hidden, migration 320). The post's comment count stays as stored."""
     rows = await conn.fetch(
         """SELECT c.id, c.post_id, c.author_id, c.content, c.created_at
             FROM comments c JOIN members m ON m.id = c.author_id
             WHERE c.post_id = $1 AND ($2::uuid IS NULL OR c.id > $2) AND m.status = 'active'
+              AND ($4::uuid IS NULL OR NOT member_hidden($4, c.author_id, false))
             ORDER BY c.id LIMIT $3""",
         post_id,
         after,
         limit,
+        viewer_id,
     )
     return [Comment.of(r) for r in rows]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from feedfabric.core import failpoints
-from feedfabric.core.errors import BadInput, Forbidden, NotFound
+from feedfabric.core.errors import BadInput, Blocked, Forbidden, NotFound
 from feedfabric.core.ids import id_millis, new_id
 from feedfabric.core.models import Extras, Member, PageExtras, Post
 from feedfabric.core.settings import Settings
@@ -104,13 +104,15 @@ async def _attach_media(
 async def repost(conn: asyncpg.Connection, settings: Settings, author: Member, post_id: uuid.UUID) -> Post:
     """Sharing a repost shares its original; sharing twice returns the first repost."""
     target = await posts_db.get(conn, post_id)
-    if target is None or not await posts_db.is_visible(conn, post_id, author.id):
+    if target is None:
         raise NotFound("post not found")
+    _visible_or_raise(*await posts_db.visibility(conn, post_id, author.id))
     original_id = target.repost_of or target.id
     # The original locked for share, as a like locks its post (feeds.reactions): a deletion under way is seen.
     original = await posts_db.get(conn, original_id, for_share=True)
-    if original is None or not await posts_db.is_visible(conn, original_id, author.id):
+    if original is None:
         raise NotFound("post not found")
+    _visible_or_raise(*await posts_db.visibility(conn, original_id, author.id))
     existing = await posts_db.live_repost(conn, author.id, original_id)
     if existing is not None:
         return existing
@@ -135,6 +137,14 @@ async def repost(conn: asyncpg.Connection, settings: Settings, author: Member, p
         shards=settings.outbox_shards,
     )
     return post
+
+
+def _visible_or_raise(visible: bool, blocked: bool) -> None:
+    """BLOCKED before NOT_FOUND: sharing a post of a member blocked either way is refused as such."""
+    if blocked:
+        raise Blocked("you cannot interact with this member")
+    if not visible:
+        raise NotFound("post not found")
 
 
 async def _own_post(conn: asyncpg.Connection, author: Member, post_id: uuid.UUID) -> Post:

@@ -11,6 +11,7 @@ from feedfabric.schema.foryou import ForYouMutation
 from feedfabric.schema.media import MediaMutation
 from feedfabric.schema.notification_groups import NotificationGroupMutation
 from feedfabric.schema.playlists import PlaylistMutation
+from feedfabric.schema.safety import SafetyMutation
 from feedfabric.schema.suggestions import SuggestionMutation
 from feedfabric.schema.types import Comment, ContextInfo, Member, Post, post_of
 
@@ -23,7 +24,9 @@ class CreatePostInput:
 
 
 @strawberry.type
-class Mutation(PlaylistMutation, MediaMutation, ForYouMutation, NotificationGroupMutation, SuggestionMutation):
+class Mutation(
+    PlaylistMutation, MediaMutation, ForYouMutation, NotificationGroupMutation, SuggestionMutation, SafetyMutation
+):
     @strawberry.mutation(description="Create or update the signed-in member's profile (sub of the token = externalId).")
     async def upsert_profile(
         self, info: ContextInfo, username: str, display_name: str, avatar_url: str | None = None

@@ -138,6 +138,16 @@ class Member:
     async def is_favourite(self, info: ContextInfo) -> bool:
         return await fields.is_favourite(info.context, self.row.id)
 
+    @strawberry.field(description="Whether the viewer has blocked this member (false when signed out).")
+    async def viewer_blocks(self, info: ContextInfo) -> bool:
+        return await fields.viewer_blocks(info.context, self.row.id)
+
+    @strawberry.field(
+        description="Whether the viewer has muted this member and the mute has not expired (false when signed out)."
+    )
+    async def viewer_mutes(self, info: ContextInfo) -> bool:
+        return await fields.viewer_mutes(info.context, self.row.id)
+
     @strawberry.field(description="The member's own posts: GET /userfeed. Bounds are post IDs.")
     async def posts(
         self,
