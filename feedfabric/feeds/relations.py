@@ -26,7 +26,7 @@ from datetime import timedelta
 from time import monotonic
 
 from feedfabric.db import relations as relations_db
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 from feedfabric.feeds.matcher import EMPTY, Matcher, Phrase, context_mask
 
 # Members whose relations one API process keeps (each a few sets and one automaton).
@@ -136,7 +136,7 @@ class RelationsCache:
 CACHE = RelationsCache()
 
 
-async def relations_of(conn: Executor, member_id: uuid.UUID | None, version: int | None = None) -> Relations:
+async def relations_of(conn: Queryable, member_id: uuid.UUID | None, version: int | None = None) -> Relations:
     """The member's relations at `version` or newer (None: whatever Postgres holds now)."""
     if member_id is None:
         return NONE
