@@ -41,9 +41,11 @@ async def insert_with_entities(
     content: str,
     tags: Sequence[str],
     mentioned_names: Sequence[str],
-) -> tuple[Post, list[uuid.UUID]]:
+) -> tuple[Post, list[uuid.UUID], int]:
     """A new post with its hashtags and @mentions, in one statement (one round trip, issue 50); returns the
-    post and the active members mentioned (never the author), in ID order.
+    post, the active members mentioned (never the author), in ID order, and the moderation terms' version
+    (migration 330), read in the same round trip so screening the text for terms costs none of its own
+    while the terms are unchanged (feeds.moderation_terms).
 
     A new post has no tags or mentions to replace, so nothing is deleted first (update_content's path,
     replace_hashtags and replace_mentions, does). The foreign keys of post_tags and mentions are checked at
@@ -64,7 +66,9 @@ async def insert_with_entities(
                 ON CONFLICT DO NOTHING
                 RETURNING member_id
             )
-            SELECT post.*, ARRAY(SELECT member_id FROM mentioned ORDER BY member_id) AS mentioned FROM post""",
+            SELECT post.*, ARRAY(SELECT member_id FROM mentioned ORDER BY member_id) AS mentioned,
+                   (SELECT version FROM moderation_terms_version) AS terms_version
+            FROM post""",
         post_id,
         author_id,
         content,
@@ -72,7 +76,7 @@ async def insert_with_entities(
         [name.lower() for name in mentioned_names],
     )
     assert row is not None
-    return Post.of(row), list(row["mentioned"])
+    return Post.of(row), list(row["mentioned"]), int(row["terms_version"])
 
 
 async def insert_repost(
@@ -376,7 +380,8 @@ async def mention_page(
            LEFT JOIN comments c ON c.id = m.comment_id
            WHERE m.member_id = $1 AND ($2::uuid IS NULL OR m.item_id < $2)
              AND (m.comment_id IS NULL OR EXISTS (
-                  SELECT 1 FROM members ca WHERE ca.id = c.author_id AND ca.status = 'active'))
+                  SELECT 1 FROM members ca WHERE ca.id = c.author_id AND ca.status = 'active')
+                  AND c.deleted_at IS NULL)
              AND NOT member_hidden($1, COALESCE(c.author_id, p.author_id), true)
            ORDER BY m.item_id DESC LIMIT $3""",
         viewer_id,

@@ -22,7 +22,7 @@ import asyncpg
 
 from feedfabric.core.models import FeedPage, FeedPost, Page
 from feedfabric.db import feed_log as feed_log_db
-from feedfabric.db.feed_log import PostSeen, ServedPage
+from feedfabric.db.feed_log import ServedPage
 from feedfabric.feeds.served_signals import Served, ServedPost, SignalBook
 
 log = logging.getLogger("feedfabric.feed_log")
@@ -46,19 +46,17 @@ def served(
         shown: FeedPost | None = post.original if post.row.repost_of is not None else post
         if shown is None:
             continue
-        seen = PostSeen(
-            shown.row.author_id,
-            tuple(shown.tags),
-            shown.row.created_at,
-            shown.like_count,
-            shown.comment_count,
-            shown.viewer_liked,
-        )
+        row = shown.row
         posts.append(
             ServedPost(
-                shown.row.id,
+                row.id,
                 position,
-                seen,
+                row.author_id,
+                tuple(shown.tags),
+                row.created_at,
+                shown.like_count,
+                shown.comment_count,
+                shown.viewer_liked,
                 reasons[position] if reasons is not None else None,
                 similarities[position] if similarities is not None else 0.0,
             )
@@ -72,7 +70,7 @@ async def described(conn: asyncpg.Connection, pages: Sequence[ServedPage]) -> li
     out = []
     for n, page in enumerate(pages):
         posts = tuple(
-            ServedPost(
+            ServedPost.of(
                 post_id,
                 position,
                 seen[n, post_id],

@@ -426,7 +426,11 @@ async def test_ranking_reads_each_signal_as_the_feed_log_keeps_it_for_training(a
     await pool.execute(
         "INSERT INTO reader_author_effects (member_id, author_id, effect) VALUES ($1, $2, 0.7)", member_id, author_id
     )
-    await pool.execute("INSERT INTO reader_topic_effects (member_id, tag, effect) VALUES ($1, 'trail', 0.4)", member_id)
+    await pool.execute(  # following the tag declared its prior as the effect: a refit replaced it since
+        "INSERT INTO reader_topic_effects (member_id, tag, effect) VALUES ($1, 'trail', 0.4)"
+        " ON CONFLICT (member_id, tag) DO UPDATE SET effect = EXCLUDED.effect",
+        member_id,
+    )
     served = tuple(uuid.UUID(p) for p in posts[2:])
     earlier = datetime.now(UTC)
     await feed_log_svc.log_pages(pool, [ServedPage(member_id, "following", served, "redis", earlier)])

@@ -279,6 +279,8 @@ PAGED_FIELDS = {
     "Member.playlists": 'member(username: "pager") { playlists(first: $n) { edges { cursor } } }',
     "Playlist.items": 'member(username: "pager") { likedPlaylist { items(first: $n) { edges { cursor } } } }',
     "Post.comments": "post(id: $p) { comments(first: $n) { edges { cursor } } }",
+    "Query.myReports": "myReports(first: $n) { edges { cursor } }",
+    "Query.reports": "reports(first: $n) { edges { cursor } }",
 }
 
 
