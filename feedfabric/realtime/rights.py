@@ -122,6 +122,17 @@ class Sessions:
                 await session.close(FORBIDDEN, f"Forbidden: {reason}")
         return len(ended)
 
+    async def close_member(self, member_id: uuid.UUID, reason: str) -> int:
+        """Closes this process's sockets of the member at once (a suspension answered here: nothing more
+        reaches them from this process); other processes' sweeps find the suspension within their
+        interval. Returns how many."""
+        ended = [(key, s) for key, s in list(self._open.items()) if s.member_id == member_id]
+        for key, session in ended:
+            await self.forget(key)
+            with contextlib.suppress(Exception):  # a socket already gone has nothing left to close
+                await session.close(FORBIDDEN, f"Forbidden: {reason}")
+        return len(ended)
+
     async def renew_leases(self, now: float | None = None) -> None:
         """Extends the Redis leases of this process's open sockets, a third of a lease after the last time."""
         now = time.time() if now is None else now
