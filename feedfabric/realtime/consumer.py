@@ -23,6 +23,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Tracer
 
 from feedfabric.core import metrics, tracing
+from feedfabric.core.background import Background
 from feedfabric.core.events import MEMBERS, NOTIFICATIONS, POSTS, Event
 from feedfabric.core.settings import Settings
 from feedfabric.core.topics import ensure_topics, topic_name
@@ -53,26 +54,18 @@ class RealtimeConsumer:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     events_seen: int = 0
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
-    _task: asyncio.Task[None] | None = None
+    _task: Background = field(default_factory=lambda: Background("realtime-consumer"))
 
     def __post_init__(self) -> None:
         self.instance = self.instance or self.settings.feedfabric_instance or uuid.uuid4().hex[:12]
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="realtime-consumer")
+        self._task.start(self._run)
 
     async def stop(self) -> None:
+        """Asks the loop to end after its poll, and cancels it if it has not within 10 s."""
         self._stop.set()
-        if self._task is not None:
-            try:
-                await asyncio.wait_for(self._task, 10)
-            except TimeoutError:
-                self._task.cancel()
-                with contextlib.suppress(BaseException):
-                    await self._task
-
-    async def wait_ready(self, timeout: float = 30.0) -> None:
-        await asyncio.wait_for(self.ready.wait(), timeout)
+        await self._task.stop(grace_s=10)
 
     async def _run(self) -> None:
         failures = 0
