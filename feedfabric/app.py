@@ -206,7 +206,9 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
             hub=Hub(queue_size=settings.realtime_queue_size),
             tracing=traced,
         )
-        realtime = start_realtime(settings, pool, app.state.resources.hub, tracing.tracer_of(traced))
+        realtime = start_realtime(
+            settings, pool, app.state.resources.hub, tracing.tracer_of(traced), app.state.resources.relations
+        )
         app.state.resources.realtime_consumer = realtime
         app.state.resources.sessions.start(pool)
         watchdog = LoopWatchdog(threshold_s=settings.loop_stall_seconds, grace_s=settings.shutdown_grace_seconds)
