@@ -18,7 +18,7 @@ _ALGORITHM = "HS256"
 class Claims:
     external_id: str
     is_admin: bool
-    # The token's `exp` (Unix seconds): an open WebSocket is closed when it passes (feedfabric.realtime.rights).
+    # The token's `exp` (Unix seconds): an open WebSocket is closed when it passes (feedfabric.realtime.sessions).
     expires_at: float = float("inf")
 
 
@@ -47,10 +47,6 @@ def _verify(secret: str, token: str) -> tuple[Claims, float]:
         raise Unauthenticated("invalid token")
     expires = float(exp)
     return Claims(external_id=sub, is_admin=payload.get("role") == "admin", expires_at=expires), expires
-
-
-def decode_token(secret: str, token: str) -> Claims:
-    return _verify(secret, token)[0]
 
 
 class TokenCache:
