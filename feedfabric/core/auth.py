@@ -49,10 +49,6 @@ def _verify(secret: str, token: str) -> tuple[Claims, float]:
     return Claims(external_id=sub, is_admin=payload.get("role") == "admin", expires_at=expires), expires
 
 
-def decode_token(secret: str, token: str) -> Claims:
-    return _verify(secret, token)[0]
-
-
 class TokenCache:
     """Verified tokens, so a client sending the same bearer token on every request is not re-verified each time.
 

@@ -260,8 +260,11 @@ async def copy_rows(conn: asyncpg.Connection, rows: Sequence[LogRow]) -> None:
     """Binary COPY into each served day's partition (made first when it is missing): no routing
     through the parent, no statement to plan."""
     days: dict[date, list[LogRow]] = {}
+    served_at, day = None, date.min
     for row in rows:
-        days.setdefault(row.served_at.astimezone(UTC).date(), []).append(row)
+        if row.served_at is not served_at:  # a page's rows share their time
+            served_at, day = row.served_at, row.served_at.astimezone(UTC).date()
+        days.setdefault(day, []).append(row)
     for day, part in sorted(days.items()):
         table = f"feed_log_{day:%Y%m%d}"
         try:

@@ -313,10 +313,11 @@ async def record_page(
     posts: bytes,
 ) -> None:
     """Records the posts (16-byte IDs, in order) a For You page served after the first `parent_count`
-    of its parent page's: the path a cursor names is what its chain served, however long."""
+    of its parent page's: the path a cursor names is what its chain served, however long. A record
+    already there (the same page served again: its ID is derived from its content) is left as it is."""
     await conn.execute(
         "INSERT INTO foryou_pages (id, member_id, ranked_at, parent_id, parent_count, posts)"
-        " VALUES ($1, $2, $3, $4, $5, $6)",
+        " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
         page_id,
         member_id,
         ranked_at,

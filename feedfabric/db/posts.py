@@ -209,8 +209,12 @@ async def feed_by_ids(conn: Executor, ids: Sequence[uuid.UUID], viewer_id: uuid.
 
 
 async def mentioned_in(conn: Executor, item_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[uuid.UUID]]:
+    """The members each item mentions, suspended ones left out: one rule with `sampleActors` and
+    `follow` (docs/suspension.md)."""
     rows = await conn.fetch(
-        "SELECT item_id, member_id FROM mentions WHERE item_id = ANY($1::uuid[]) ORDER BY item_id, member_id",
+        "SELECT m.item_id, m.member_id FROM mentions m"
+        " JOIN members ON members.id = m.member_id AND members.status = 'active'"
+        " WHERE m.item_id = ANY($1::uuid[]) ORDER BY m.item_id, m.member_id",
         list(item_ids),
     )
     out: dict[uuid.UUID, list[uuid.UUID]] = {}

@@ -677,13 +677,15 @@ async def test_refused_documents_of_one_client_leave_anothers_budget_alone(api: 
             assert ok["extensions"]["rateLimit"]["remaining"] == 5
 
 
-async def test_rate_limit_fails_open_without_redis(api: Api, settings: Settings) -> None:
+async def test_rate_limit_holds_in_process_without_redis(api: Api, settings: Settings) -> None:
+    """Redis out of reach takes nothing down, and switches no limit off: the process counts its share."""
     dead_redis = f"redis://127.0.0.1:{free_port()}/0"
     async with api_with(
-        settings, redis_url=dead_redis, rate_limit_operations=1, rate_limit_window_seconds=STEADY_WINDOW
+        settings, redis_url=dead_redis, rate_limit_operations=3, rate_limit_window_seconds=STEADY_WINDOW
     ) as no_redis:
-        for _ in range(3):
-            assert codes(await no_redis.raw(aliases(3))) == []
+        served = await no_redis.raw(aliases(3))
+        assert codes(served) == [] and served["data"]
+        assert codes(await no_redis.raw(aliases(3))) == ["RATE_LIMITED"]
 
 
 # --- WebSocket origin and subscriptions per connection -------------------------------------
