@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 _RESOLVE = """SELECT g.ord, COALESCE(e.id, u.id{address_id}) AS id
            FROM unnest($1::text[]) WITH ORDINALITY AS g(name, ord)
@@ -24,7 +24,7 @@ _BY_NAME_OR_ADDRESS = _RESOLVE.format(
 )
 
 
-async def resolve(conn: Executor, names: Sequence[str]) -> list[uuid.UUID | None]:
+async def resolve(conn: Queryable, names: Sequence[str]) -> list[uuid.UUID | None]:
     """The member each name is, in the order given: its external ID, else its username (any case), else,
     for a Mastodon account address `user@domain`, the username before the `@`; None for no member. The
     address join is left out when no name has an `@` (a plain list of usernames)."""
