@@ -93,7 +93,7 @@ async def serve(settings: Settings, traced: Tracing | None = None) -> AsyncItera
         url = f"http://127.0.0.1:{port}"
         async with httpx.AsyncClient(base_url=url, timeout=10) as client:
             running = Server(app, url, Api(client, settings), server)
-            await running.consumer.wait_ready()
+            await asyncio.wait_for(running.consumer.ready.wait(), 30)
             yield running
     finally:
         server.should_exit = True

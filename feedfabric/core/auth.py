@@ -53,10 +53,6 @@ def _verify(secret: str, token: str, max_lifetime: float | None = None) -> tuple
     return Claims(external_id=sub, is_admin=payload.get("role") == "admin", expires_at=expires), expires
 
 
-def decode_token(secret: str, token: str, max_lifetime: float | None = None) -> Claims:
-    return _verify(secret, token, max_lifetime)[0]
-
-
 class TokenCache:
     """Verified tokens, so a client sending the same bearer token on every request is not re-verified each time.
 

@@ -150,18 +150,16 @@ async def take_back_like(
     Only notifications of events before the unlike go, so a redelivered unlike
     never takes back a like that came after it.
     """
-    gone = await conn.fetch(
-        f"""WITH gone AS (
-             DELETE FROM notifications
-             WHERE kind = 'like' AND post_id = $1 AND actor_id = $2 AND event_id < $3
-             RETURNING *
-           ), {_REMEMBER}
-           SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
+    return await _take_back(
+        conn,
+        """DELETE FROM notifications
+           WHERE kind = 'like' AND post_id = $1 AND actor_id = $2 AND event_id < $3
+           RETURNING *""",
+        actor_id,
         post_id,
         actor_id,
         before_event,
     )
-    return await _shrink(conn, gone, actor_id)
 
 
 async def take_back_follow(
@@ -172,18 +170,16 @@ async def take_back_follow(
 
     Returns (group ID, recipient ID) of the groups that changed.
     """
-    gone = await conn.fetch(
-        f"""WITH gone AS (
-             DELETE FROM notifications
-             WHERE kind = 'follow' AND recipient_id = $1 AND actor_id = $2 AND event_id < $3
-             RETURNING *
-           ), {_REMEMBER}
-           SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
+    return await _take_back(
+        conn,
+        """DELETE FROM notifications
+           WHERE kind = 'follow' AND recipient_id = $1 AND actor_id = $2 AND event_id < $3
+           RETURNING *""",
+        actor_id,
         recipient_id,
         actor_id,
         before_event,
     )
-    return await _shrink(conn, gone, actor_id)
 
 
 async def take_back_repost(
@@ -201,16 +197,28 @@ async def take_back_repost(
     )
     if actor_id is None:
         return []
-    gone = await conn.fetch(
-        f"""WITH gone AS (
-             DELETE FROM notifications n USING posts p
-             WHERE p.id = $1 AND n.kind = 'repost' AND n.post_id = p.repost_of
-               AND n.actor_id = p.author_id AND n.event_id < $2
-             RETURNING n.*
-           ), {_REMEMBER}
-           SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
+    return await _take_back(
+        conn,
+        """DELETE FROM notifications n USING posts p
+           WHERE p.id = $1 AND n.kind = 'repost' AND n.post_id = p.repost_of
+             AND n.actor_id = p.author_id AND n.event_id < $2
+           RETURNING n.*""",
+        actor_id,
         deleted_post_id,
         before_event,
+    )
+
+
+async def _take_back(
+    conn: asyncpg.Connection, delete: str, actor_id: uuid.UUID, *args: object
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """One take-back in one statement: `delete` (a DELETE of the actor's notifications, RETURNING them)
+    runs, what it took is remembered (_REMEMBER: quiet reads it), and its groups shrink (_shrink).
+    Returns (group ID, recipient ID) of the groups that changed."""
+    gone = await conn.fetch(
+        f"""WITH gone AS ({delete}), {_REMEMBER}
+           SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
+        *args,
     )
     return await _shrink(conn, gone, actor_id)
 

@@ -67,13 +67,6 @@ async def last_fit(conn: Executor) -> datetime | None:
     return found
 
 
-async def of_member(conn: Executor, member_id: uuid.UUID) -> tuple[dict[uuid.UUID, float], dict[str, float]]:
-    """A reader's stored effects: by author, by tag."""
-    authors = await conn.fetch("SELECT author_id, effect FROM reader_author_effects WHERE member_id = $1", member_id)
-    topics = await conn.fetch("SELECT tag, effect FROM reader_topic_effects WHERE member_id = $1", member_id)
-    return {r["author_id"]: r["effect"] for r in authors}, {r["tag"]: r["effect"] for r in topics}
-
-
 async def declared_tags(conn: Executor) -> list[tuple[uuid.UUID, str]]:
     """Every (member, tag) follow: a member's declared interests, the prior of their topic effects."""
     rows = await conn.fetch("SELECT follower_id, target_id FROM follows WHERE target_type = 'tag'")

@@ -303,23 +303,47 @@ class RelationRows:
 
 
 async def load(conn: Executor, member_id: uuid.UUID) -> RelationRows:
-    """One statement: the version and every relation in force, with the server's clock (expiries are
-    compared with it, so an API host's clock skew cannot keep a mute alive)."""
-    row = await conn.fetchrow(
-        """SELECT (SELECT relations_version FROM members WHERE id = $1) AS version,
-                  ARRAY(SELECT blocked_id FROM blocks WHERE blocker_id = $1) AS blocked,
-                  ARRAY(SELECT blocker_id FROM blocks WHERE blocked_id = $1) AS blocked_by,
-                  ARRAY(SELECT muted_id FROM mutes WHERE muter_id = $1
+    """One member's relations (`load_many`)."""
+    return (await load_many(conn, [member_id]))[member_id]
+
+
+async def load_many(conn: Executor, member_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, RelationRows]:
+    """Each member's version and every relation in force, in two statements for any number of members
+    (a page's viewer, or every subscriber a live item reaches), with the server's clock: expiries are
+    compared with it, so an API host's clock skew cannot keep a mute alive. The version is read first:
+    relations read after it are at least as new, never older than the version they are kept under."""
+    rows = await conn.fetch(
+        """SELECT m.id, m.relations_version AS version,
+                  ARRAY(SELECT blocked_id FROM blocks WHERE blocker_id = m.id) AS blocked,
+                  ARRAY(SELECT blocker_id FROM blocks WHERE blocked_id = m.id) AS blocked_by,
+                  ARRAY(SELECT muted_id FROM mutes WHERE muter_id = m.id
                           AND (expires_at IS NULL OR expires_at > now()) ORDER BY muted_id) AS muted,
-                  ARRAY(SELECT notifications FROM mutes WHERE muter_id = $1
+                  ARRAY(SELECT notifications FROM mutes WHERE muter_id = m.id
                           AND (expires_at IS NULL OR expires_at > now()) ORDER BY muted_id) AS muted_notifications,
-                  ARRAY(SELECT expires_at FROM mutes WHERE muter_id = $1
+                  ARRAY(SELECT expires_at FROM mutes WHERE muter_id = m.id
                           AND (expires_at IS NULL OR expires_at > now()) ORDER BY muted_id) AS muted_expiry,
-                  now() AS now""",
-        member_id,
+                  now() AS now
+           FROM members m WHERE m.id = ANY($1::uuid[])""",
+        list(member_ids),
     )
-    words_found = await words(conn, member_id)
-    muted = list(zip(row["muted"], row["muted_notifications"], row["muted_expiry"], strict=True))
-    return RelationRows(
-        int(row["version"] or 0), list(row["blocked"]), list(row["blocked_by"]), muted, words_found, row["now"]
+    word_rows = await conn.fetch(
+        f"""SELECT member_id, {_W} FROM muted_words
+            WHERE member_id = ANY($1::uuid[]) AND (expires_at IS NULL OR expires_at > now())
+            ORDER BY member_id, id DESC""",
+        list(member_ids),
     )
+    words_of: dict[uuid.UUID, list[MutedWordRow]] = {}
+    for w in word_rows:
+        words_of.setdefault(w["member_id"], []).append(_word(w))
+    found: dict[uuid.UUID, RelationRows] = {}
+    for row in rows:
+        muted = list(zip(row["muted"], row["muted_notifications"], row["muted_expiry"], strict=True))
+        found[row["id"]] = RelationRows(
+            int(row["version"]),
+            list(row["blocked"]),
+            list(row["blocked_by"]),
+            muted,
+            words_of.get(row["id"], []),
+            row["now"],
+        )
+    return found

@@ -152,8 +152,17 @@ def clean_phrase(phrase: str) -> str:
     return cleaned
 
 
+async def _words_changed(conn: asyncpg.Connection, settings: Settings, member: Member) -> None:
+    """Every API instance's live filters read the member's words again (realtime.consumer)."""
+    await relations_db.bump(conn, [member.id])
+    await add_event(
+        conn, "MutedWordsChanged", str(member.id), {"memberId": str(member.id)}, shards=settings.outbox_shards
+    )
+
+
 async def add_muted_word(
     conn: asyncpg.Connection,
+    settings: Settings,
     member: Member,
     phrase: str,
     whole_word: bool,
@@ -167,15 +176,15 @@ async def add_muted_word(
     if await relations_db.count_words(conn, member.id) >= MAX_MUTED_WORDS:
         raise LimitReached(f"you already have {MAX_MUTED_WORDS} muted words; remove one first")
     word = await relations_db.add_word(conn, new_id(), member.id, cleaned, whole_word, chosen, expiry)
-    await relations_db.bump(conn, [member.id])
+    await _words_changed(conn, settings, member)
     return word
 
 
-async def remove_muted_word(conn: asyncpg.Connection, member: Member, word_id: uuid.UUID) -> bool:
+async def remove_muted_word(conn: asyncpg.Connection, settings: Settings, member: Member, word_id: uuid.UUID) -> bool:
     """False when the member has no such word (someone else's included)."""
     removed = await relations_db.remove_word(conn, member.id, word_id)
     if removed:
-        await relations_db.bump(conn, [member.id])
+        await _words_changed(conn, settings, member)
     return removed
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import asyncpg
 
+from feedfabric.core.background import Background
 from feedfabric.db import members as members_db
 from feedfabric.db.redisclient import REDIS_FAILURES
 from feedfabric.realtime import socket_leases
@@ -59,7 +60,7 @@ class Sessions:
     _open: dict[object, Session] = field(default_factory=dict)
     _per_member: Counter[uuid.UUID] = field(default_factory=Counter)
     _renewed_at: float = 0.0
-    _task: asyncio.Task[None] | None = None
+    _task: Background = field(default_factory=lambda: Background("websocket-rights"))
 
     async def admit(self, key: object, member_id: uuid.UUID | None, expires_at: float, close: Close) -> bool:
         """Registers the socket `key`, or refuses it (False, nothing registered) when its member already
@@ -145,14 +146,10 @@ class Sessions:
 
     def start(self, pool: asyncpg.Pool) -> None:
         """Sweeps (and renews the leases) every `interval_s` until `stop`."""
-        self._task = asyncio.create_task(self._run(pool), name="websocket-rights")
+        self._task.start(lambda: self._run(pool))
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._task.stop()
 
     async def _run(self, pool: asyncpg.Pool) -> None:
         while True:

@@ -88,4 +88,4 @@ def test_the_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_token_whose_expiry_is_a_string_is_refused() -> None:
     token = jwt.encode({"sub": "maya", "exp": str(int(time.time()) + 60)}, SECRET, algorithm="HS256")
     with pytest.raises(Unauthenticated):
-        auth.decode_token(SECRET, token)
+        auth.TokenCache().decode(SECRET, token)
