@@ -42,7 +42,7 @@ from feedfabric.http.watchdog import LoopWatchdog
 from feedfabric.ops import vendor
 from feedfabric.realtime.consumer import start_realtime
 from feedfabric.realtime.hub import Hub
-from feedfabric.realtime.rights import Sessions
+from feedfabric.realtime.sessions import Sessions
 from feedfabric.resolvers.context import Context, Resources, build_context, route_reads
 from feedfabric.rest import routes as rest_routes
 from feedfabric.rest.responses import JSONResponse

@@ -18,7 +18,7 @@ _ALGORITHM = "HS256"
 class Claims:
     external_id: str
     is_admin: bool
-    # The token's `exp` (Unix seconds): an open WebSocket is closed when it passes (feedfabric.realtime.rights).
+    # The token's `exp` (Unix seconds): an open WebSocket is closed when it passes (feedfabric.realtime.sessions).
     expires_at: float = float("inf")
 
 

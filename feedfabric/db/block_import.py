@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 
-async def resolve(conn: Executor, names: Sequence[str]) -> list[uuid.UUID | None]:
+async def resolve(conn: Queryable, names: Sequence[str]) -> list[uuid.UUID | None]:
     """The member each name is, in the order given: its external ID, else its username (any case), else,
     for a Mastodon account address `user@domain`, the username before the `@`; None for no member."""
     rows = await conn.fetch(

@@ -57,7 +57,7 @@ from feedfabric.schema.ratelimit import spend_refused_document
 log = logging.getLogger(__name__)
 
 
-class Protocol:
+class SocketProtocol:
     """A socket's life under one protocol; `transport` and `legacy` supply the messages' handling."""
 
     name = ""
