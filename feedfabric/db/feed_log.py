@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import asyncpg
 
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 _PARTITION = re.compile(r"^feed_log_(\d{8})$")
 COLUMNS = (
@@ -105,7 +105,7 @@ def _empty(version: int = 0) -> ReaderSignals:
     return ReaderSignals(version, {}, {}, {}, set(), {}, {}, {})
 
 
-async def versions(conn: Executor, member_ids: Sequence[uuid.UUID]) -> tuple[dict[uuid.UUID, int], int]:
+async def versions(conn: Queryable, member_ids: Sequence[uuid.UUID]) -> tuple[dict[uuid.UUID, int], int]:
     """Each member's signal version (0 without a row), and the last refit of the per-reader effects
     (0 before any): one small statement a batch says which cached readers are still current."""
     rows = await conn.fetch(
@@ -120,7 +120,9 @@ async def versions(conn: Executor, member_ids: Sequence[uuid.UUID]) -> tuple[dic
     return found, fit
 
 
-async def reader_signals(conn: Executor, member_ids: Sequence[uuid.UUID]) -> tuple[dict[uuid.UUID, ReaderSignals], int]:
+async def reader_signals(
+    conn: Queryable, member_ids: Sequence[uuid.UUID]
+) -> tuple[dict[uuid.UUID, ReaderSignals], int]:
     """The readers' signals and versions read in one statement (one snapshot: a version always names
     the rows read with it), and the last refit of the effects."""
     rows = await conn.fetch(
@@ -173,7 +175,7 @@ async def reader_signals(conn: Executor, member_ids: Sequence[uuid.UUID]) -> tup
     return found, fit
 
 
-async def commented(conn: Executor, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> set[tuple[uuid.UUID, uuid.UUID]]:
+async def commented(conn: Queryable, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> set[tuple[uuid.UUID, uuid.UUID]]:
     """Which of these (member, post) pairs the member has commented on."""
     members = [m for m, _ in pairs]
     posts = [p for _, p in pairs]
@@ -187,7 +189,7 @@ async def commented(conn: Executor, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]
 
 
 async def fold_exposure(
-    conn: Executor,
+    conn: Queryable,
     authors: dict[tuple[uuid.UUID, uuid.UUID], int],
     tags: dict[tuple[uuid.UUID, str], int],
 ) -> dict[uuid.UUID, int]:
@@ -222,7 +224,7 @@ async def fold_exposure(
     return {r["member_id"]: int(r["version"]) for r in rows}
 
 
-async def describe(conn: Executor, pages: Sequence[ServedPage]) -> dict[tuple[int, uuid.UUID], PostSeen]:
+async def describe(conn: Queryable, pages: Sequence[ServedPage]) -> dict[tuple[int, uuid.UUID], PostSeen]:
     """What each page (by its index in `pages`) showed of its posts as of its `served_at`: likes and
     comments made by then (comments of active members, post_stats' rule), whether the reader had
     liked the post by then. A post that does not exist is left out. For pages known only by their

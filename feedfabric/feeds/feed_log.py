@@ -12,7 +12,6 @@ and counts), one whose fold failed keeps its counts for the next fold.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from datetime import UTC, datetime
 
 import asyncpg
 
+from feedfabric.core.background import Background
 from feedfabric.core.models import FeedPage, FeedPost, Page
 from feedfabric.db import feed_log as feed_log_db
 from feedfabric.db.feed_log import ServedPage
@@ -140,7 +140,7 @@ class FeedLog:
         self.comment_weight = comment_weight
         self.book = SignalBook(readers_kept)
         self.dropped = 0
-        self._task: asyncio.Task[None] | None = None
+        self._task = Background("feed-log")
 
     def record(
         self,
@@ -180,13 +180,10 @@ class FeedLog:
             self.dropped += len(item.posts) if isinstance(item, Served) else len(item.post_ids)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="feed-log")
+        self._task.start(self._run)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._task.stop()
         while await self.flush():
             pass
 

@@ -98,14 +98,18 @@ class Matcher:
     def matches(self, texts: Iterable[str], context: str) -> bool:
         """Whether any phrase given `context` occurs in any of `texts` (a post's content, its tags, its
         original's)."""
+        if self._automaton is None or not self.contexts & context_bit(context):
+            return False
+        return self.matches_folded([fold(t) for t in texts if t], context)
+
+    def matches_folded(self, texts: Sequence[str], context: str) -> bool:
+        """`matches` for texts already folded (`fold`): live delivery folds a post once for all the
+        subscribers it reaches, each with a matcher of their own."""
         automaton = self._automaton
         bit = context_bit(context)
         if automaton is None or not self.contexts & bit:
             return False
-        for raw in texts:
-            if not raw:
-                continue
-            text = fold(raw)
+        for text in texts:
             for index, start, end in automaton.find_matches_as_indexes(text, overlapping=True):
                 if not self._masks[index] & bit:
                     continue

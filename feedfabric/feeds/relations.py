@@ -26,7 +26,7 @@ from datetime import timedelta
 from time import monotonic
 
 from feedfabric.db import relations as relations_db
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 from feedfabric.feeds.matcher import EMPTY, Matcher, Phrase, context_mask
 
 # Members whose relations one API process keeps (each a few sets and one automaton).
@@ -124,6 +124,16 @@ class RelationsCache:
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
 
+    def peek(self, member_id: uuid.UUID) -> Relations | None:
+        """The entry whatever its version, unless an expiry passed: for live delivery, where the events
+        of every change (MemberBlocked, ...) make the consumer `forget` what changed."""
+        with self._lock:
+            entry = self._entries.get(member_id)
+            if entry is None or monotonic() >= entry.valid_until:
+                return None
+            self._entries.move_to_end(member_id)
+            return entry
+
     def forget(self, member_id: uuid.UUID) -> None:
         with self._lock:
             self._entries.pop(member_id, None)
@@ -136,18 +146,47 @@ class RelationsCache:
 CACHE = RelationsCache()
 
 
-async def relations_of(conn: Executor, member_id: uuid.UUID | None, version: int | None = None) -> Relations:
-    """The member's relations at `version` or newer (None: whatever Postgres holds now)."""
+async def relations_of(
+    conn: Queryable, member_id: uuid.UUID | None, version: int | None = None, cache: RelationsCache = CACHE
+) -> Relations:
+    """The member's relations at `version` or newer (None: whatever Postgres holds now), from `cache` (the
+    API process's, Resources.relations) when it holds them."""
     if member_id is None:
         return NONE
     if version == 0:
-        return Relations(member_id, 0)  # never had a relation, on either side: nothing to read
+        # Never had a relation, on either side: nothing to read (kept, so live delivery need not read it).
+        entry = Relations(member_id, 0)
+        cache.put(entry)
+        return entry
     if version is not None:
-        cached = CACHE.get(member_id, version)
+        cached = cache.get(member_id, version)
         if cached is not None:
             return cached
     rows = await relations_db.load(conn, member_id)
-    CACHE.loads += 1
+    cache.loads += 1
     entry = compile_rows(member_id, rows)
-    CACHE.put(entry)
+    cache.put(entry)
     return entry
+
+
+async def relations_many(
+    conn: Queryable, member_ids: Iterable[uuid.UUID], cache: RelationsCache = CACHE
+) -> dict[uuid.UUID, Relations]:
+    """The relations of many members (every subscriber a live item reaches): those this process holds,
+    and the others read in one batch (db.relations.load_many) and kept."""
+    found: dict[uuid.UUID, Relations] = {}
+    missing: list[uuid.UUID] = []
+    for member_id in member_ids:
+        entry = cache.peek(member_id)
+        if entry is None:
+            missing.append(member_id)
+        else:
+            found[member_id] = entry
+    if missing:
+        loaded = await relations_db.load_many(conn, missing)
+        cache.loads += len(loaded)
+        for member_id, rows in loaded.items():
+            entry = compile_rows(member_id, rows)
+            cache.put(entry)
+            found[member_id] = entry
+    return found

@@ -15,10 +15,10 @@ from feedfabric.db.breaker import CircuitBreaker
 from feedfabric.db.loaders import Loaders
 from feedfabric.db.replica import ReadRouting
 from feedfabric.feeds.feed_log import FeedLog
-from feedfabric.feeds.relations import Relations, relations_of
+from feedfabric.feeds.relations import Relations, RelationsCache, relations_of
 from feedfabric.feeds.viewer import Viewer, ViewerResult
 from feedfabric.realtime.hub import Hub
-from feedfabric.realtime.rights import Sessions
+from feedfabric.realtime.sessions import Sessions
 
 if TYPE_CHECKING:
     from feedfabric.core.tracing import Tracing
@@ -51,6 +51,9 @@ class Resources:
     persisted_queries: ByteBoundedLRU = field(default_factory=lambda: ByteBoundedLRU(PERSISTED_QUERY_CACHE_BYTES))
     # This process's tracing (feedfabric.core.tracing), None when off; the dashboard reads its recent traces.
     tracing: Tracing | None = None
+    # Members' relations (blocks, mutes, muted words) this process holds, by version (feedfabric.feeds.relations);
+    # the realtime consumer forgets a member's on the events of their changes.
+    relations: RelationsCache = field(default_factory=RelationsCache)
 
 
 @dataclass
@@ -118,7 +121,9 @@ class Context:
             viewer = self.viewer_result.viewer
             member = viewer.member
             version = None if self._relations_changed else viewer.relations_version
-            self._relations = await relations_of(self.pool, member.id if member else None, version)
+            self._relations = await relations_of(
+                self.pool, member.id if member else None, version, self.resources.relations
+            )
         return self._relations
 
     def relations_changed(self) -> None:

@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from feedfabric.core.errors import BadInput, RateLimited
 from feedfabric.core.models import Notification, NotificationGroup, Post
+from feedfabric.db import post_extras
 from feedfabric.db import posts as posts_db
 from feedfabric.feeds import paging, ratelimit
+from feedfabric.feeds.filtering import hidden_by_words
 from feedfabric.realtime.hub import Channel, Hub, Subscriber, SubscriberDropped
 from feedfabric.realtime.item import TimelineItem
 from feedfabric.realtime.listener import Listener
@@ -95,6 +97,11 @@ async def _backlog(ctx: Context, member_id: uuid.UUID, after: uuid.UUID, item_co
     backlog = await posts_db.home_after(ctx.pool, member_id, after, REPLAY_MAX + 1)
     if len(backlog) > REPLAY_MAX:
         raise BadInput(TOO_FAR_BACK)
+    relations = await ctx.relations()
+    if backlog and relations.matcher.applies("HOME"):
+        # Blocks and mutes are in the statement (feed_posts); the viewer's muted words of HOME are applied here.
+        extras = await post_extras.page_extras(ctx.pool, [p.id for p in backlog], member_id)
+        backlog = [p for p in backlog if not hidden_by_words(relations, "HOME", p, extras)]
     await _spend_replay(ctx, member_id, len(backlog), item_cost)
     return backlog
 

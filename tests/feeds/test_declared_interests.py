@@ -11,12 +11,11 @@ import asyncpg
 import numpy as np
 import pytest
 from feedfabric.db import feed_log as feed_log_db
-from feedfabric.db import reader_effects as effects_db
 from feedfabric.db.feed_log import ServedPage
 from feedfabric.feeds import feed_log as feed_log_svc
 from feedfabric.feeds import ranking, reader_effects
 
-from tests import factories
+from tests import db_reads, factories
 from tests.support import Api
 
 NOW = datetime.now(UTC)
@@ -66,7 +65,7 @@ async def test_following_a_tag_puts_its_posts_first_on_the_next_learned_page(api
     )
     await api.gql('mutation { followTag(tag: "jazz") }', token=reader)
     me = await pool.fetchval("SELECT id FROM members WHERE external_id = 'reader'")
-    assert (await effects_db.of_member(pool, me))[1] == {"jazz": reader_effects.DECLARED_PRIOR}
+    assert (await db_reads.reader_effects(pool, me))[1] == {"jazz": reader_effects.DECLARED_PRIOR}
     edges = (await api.gql(FOR_YOU, token=reader))["forYouFeed"]["edges"]
     # The newer chess posts come after every jazz post: the declared topic outweighs their recency.
     assert [e["node"]["id"] for e in edges[:3]] == list(reversed(jazz))
@@ -108,7 +107,7 @@ async def test_a_new_members_effects_learn_from_todays_engagement_at_once(pool: 
             )
     async with pool.acquire() as conn, conn.transaction():
         assert await reader_effects.on_engagement(conn, reader, NOW)
-    authors, topics = await effects_db.of_member(pool, reader)
+    authors, topics = await db_reads.reader_effects(pool, reader)
     assert authors[liked] > 0.3 > -0.3 > authors[ignored]
     assert topics["cinema"] < reader_effects.DECLARED_PRIOR - 0.5
     version = await pool.fetchval("SELECT version FROM member_signal_versions WHERE member_id = $1", reader)
@@ -125,6 +124,6 @@ async def test_the_nightly_refit_keeps_the_prior_of_a_followed_tag_never_served(
     await feed_log_db.ensure_partitions(pool, {(NOW - timedelta(days=2)).date()})
     await _served_today(pool, reader, author, "physics", NOW - timedelta(days=2))
     fitted = await reader_effects.refit(pool, since=None, until=NOW - timedelta(days=1))
-    _, topics = await effects_db.of_member(pool, reader)
+    _, topics = await db_reads.reader_effects(pool, reader)
     assert topics["gardening"] == reader_effects.DECLARED_PRIOR
     assert fitted.topics == await pool.fetchval("SELECT count(*) FROM reader_topic_effects")

@@ -18,12 +18,12 @@ from graphql import GraphQLError
 from feedfabric.adapter.websocket import frames
 from feedfabric.adapter.websocket.frames import NORMAL, UNAUTHORIZED
 from feedfabric.adapter.websocket.operation import Operation
-from feedfabric.adapter.websocket.protocol import Protocol
+from feedfabric.adapter.websocket.protocol import SocketProtocol
 
 PROTOCOL = "graphql-ws"
 
 
-class LegacyProtocol(Protocol):
+class LegacyProtocol(SocketProtocol):
     __slots__ = ()
     name = PROTOCOL
 

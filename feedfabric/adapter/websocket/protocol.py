@@ -57,7 +57,7 @@ from feedfabric.schema.ratelimit import spend_refused_document
 log = logging.getLogger(__name__)
 
 
-class Protocol:
+class SocketProtocol:
     """A socket's life under one protocol; `transport` and `legacy` supply the messages' handling."""
 
     name = ""
@@ -92,7 +92,7 @@ class Protocol:
         self.init_timeout = init_timeout
         self.init_timer: asyncio.TimerHandle | None = None
         self.max_operations = max_operations
-        self.conn = Connection(websocket, settings.realtime_queue_size)
+        self.conn = Connection(websocket, settings.realtime_queue_size, settings.ws_max_unsent_bytes)
         self.conn.on_close = self._end_operations
         self.budget = MessageBudget(settings.ws_max_messages_per_second)
         self.before_init: BeforeInit | None = BeforeInit()
@@ -224,6 +224,7 @@ class Protocol:
     async def stop(self, operation_id: str) -> None:
         operation = self.operations.pop(operation_id, None)
         if operation is not None:
+            self.conn.drop(operation)  # its results still queued behind a slow reader do not go out either
             operation.finish()
 
     async def _run(self, operation: Operation, payload: dict[str, Any]) -> None:
@@ -239,6 +240,8 @@ class Protocol:
             async with aclosing(stream):
                 first = True
                 async for result in stream:
+                    if self.ended(operation):  # the client's `complete` came first: no result goes out after it
+                        return
                     if first and isinstance(result, PreExecutionError):
                         await self.send_errors(operation, list(result.errors or ()))
                         return
@@ -250,17 +253,27 @@ class Protocol:
                         operation.go_live(result.extensions)
                         return
                     text = payload_text(result, operation.extensions)
-                    await self.conn.send(self.next_frame(operation, text))
-            await self.send_complete(operation)
+                    await self.conn.send(self.next_frame(operation, text), operation)
+            if not self.ended(operation):
+                await self.send_complete(operation)
         except asyncio.CancelledError:
             await self.cancelled(operation)
             raise
         except Exception:  # noqa: BLE001 - the schema answers its own errors; this is ours, and ends the operation
             log.exception("websocket operation %s failed", operation.id)
-            await self.send_errors(operation, [GraphQLError("Internal server error", extensions={"code": "INTERNAL"})])
+            if not self.ended(operation):
+                await self.send_errors(
+                    operation, [GraphQLError("Internal server error", extensions={"code": "INTERNAL"})]
+                )
         finally:
             if self.operations.get(operation.id) is operation and operation.task is not None:
                 del self.operations[operation.id]
+
+    def ended(self, operation: Operation) -> bool:
+        """Whether the client ended the operation (`complete`, `stop`) or the socket closed: from then on
+        nothing of it is sent, as graphql-transport-ws requires. Its task is cancelled too, but a result
+        already computed (a mutation that committed) would otherwise still go out."""
+        return self.conn.closed or self.operations.get(operation.id) is not operation
 
     def _end_operations(self) -> None:
         # Closed for reading too slowly (feedfabric.adapter.websocket.connection): its subscribers were cut off.

@@ -15,12 +15,12 @@ from graphql import GraphQLError
 from feedfabric.adapter.websocket import frames
 from feedfabric.adapter.websocket.frames import DUPLICATE_OPERATION, INVALID_MESSAGE, UNAUTHORIZED
 from feedfabric.adapter.websocket.operation import Operation
-from feedfabric.adapter.websocket.protocol import Protocol
+from feedfabric.adapter.websocket.protocol import SocketProtocol
 
 PROTOCOL = "graphql-transport-ws"
 
 
-class TransportProtocol(Protocol):
+class TransportProtocol(SocketProtocol):
     __slots__ = ()
     name = PROTOCOL
 
