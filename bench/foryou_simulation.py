@@ -13,7 +13,7 @@ Every reading session serves one Following page (followed authors, newest first)
 reader's likes on it, one For You page whose preset is drawn at random (its own seeded stream) from
 NEWEST_FIRST, BALANCED and LEARNED, so all three are read by the same population and none always
 follows another. Pages go through the real ranking (feedfabric.feeds.foryou.signals and order) and
-the real feed log insert, at simulated times; the ranker is the real `feeds.ranker.train`, run once
+the real feed log insert, at simulated times; the ranker is the real `feeds.ranker_training.train`, run once
 after the first days on the rows whose outcome is complete, then at the end of every later day, as
 the worker retrains daily (before the first training the worker's nightly refit of the per-reader
 effects runs alone). Newcomers (no follows, no favourite, no likes) join with the first model.
@@ -50,7 +50,8 @@ from feedfabric.db import foryou as foryou_db
 from feedfabric.db.feed_log import ServedPage
 from feedfabric.db.foryou import Profile
 from feedfabric.feeds import feed_log as feed_log_svc
-from feedfabric.feeds import foryou, ranker, ranking, reader_effects, suggestions
+from feedfabric.feeds import foryou, ranking, reader_effects, suggestions
+from feedfabric.feeds import ranker_training as ranker
 from sklearn.ensemble import HistGradientBoostingRegressor
 
 from bench import _stack

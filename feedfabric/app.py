@@ -14,7 +14,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route, WebSocketRoute
-from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feedfabric.adapter import execution
@@ -38,11 +37,12 @@ from feedfabric.http.idempotency import Idempotency
 from feedfabric.http.refusal import refusal
 from feedfabric.http.request_id import REQUEST_ID_HEADER, RequestIdMiddleware
 from feedfabric.http.server_span import ServerSpans
+from feedfabric.http.static import StaticFolder
 from feedfabric.http.watchdog import LoopWatchdog
 from feedfabric.ops import vendor
 from feedfabric.realtime.consumer import start_realtime
 from feedfabric.realtime.hub import Hub
-from feedfabric.realtime.rights import Sessions
+from feedfabric.realtime.sessions import Sessions
 from feedfabric.resolvers.context import Context, Resources, build_context, route_reads
 from feedfabric.rest import routes as rest_routes
 from feedfabric.rest.responses import JSONResponse
@@ -251,7 +251,7 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
             WebSocketRoute(GRAPHQL_PATH, sockets),
             *playground.routes(settings),
             # GraphiQL's scripts and styles, from the package (feedfabric.ops.vendor): no CDN.
-            Mount("/static/vendor", StaticFiles(directory=vendor.STATIC, check_dir=False), name="vendor"),
+            Mount("/static/vendor", StaticFolder(directory=vendor.STATIC, check_dir=False), name="vendor"),
             *dashboard.routes(),
         ],
         lifespan=lifespan,

@@ -24,6 +24,8 @@ class Settings(BaseSettings):
     redis_cluster: bool = False
     kafka_bootstrap_servers: str | None = None
     feedfabric_jwt_secret: str | None = None
+    # The longest a token may still be valid for (its `exp` from now); a token past it is refused.
+    jwt_max_lifetime_seconds: int = Field(30 * 86_400, ge=60)
 
     feed_max_length: int = Field(500, ge=1)
     fanout_batch_size: int = Field(1000, ge=1)

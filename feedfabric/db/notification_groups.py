@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from feedfabric.core.models import SAMPLE_ACTORS, NotificationGroup
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 _COLUMNS = "id, kind, post_id, comment_id, actor_count, notification_count, latest_at, read_at"
 QUIET_FOR = timedelta(hours=24)
@@ -273,7 +273,9 @@ Position = tuple[datetime, str]
 """A keyset position: (the group's latest_at, its ID as text)."""
 
 
-async def page(conn: Executor, recipient_id: uuid.UUID, before: Position | None, limit: int) -> list[NotificationGroup]:
+async def page(
+    conn: Queryable, recipient_id: uuid.UUID, before: Position | None, limit: int
+) -> list[NotificationGroup]:
     """Most recently changed first (index notification_groups_recent_idx: one range scan)."""
     after = "AND (latest_at, id) < ($2, $3::uuid)" if before is not None else ""
     # notification_count > 0: a group its take-backs emptied is listed nowhere (_shrink).
@@ -287,7 +289,7 @@ async def page(conn: Executor, recipient_id: uuid.UUID, before: Position | None,
     return [NotificationGroup.of(r) for r in rows]
 
 
-async def unread_count(conn: Executor, recipient_id: uuid.UUID) -> int:
+async def unread_count(conn: Queryable, recipient_id: uuid.UUID) -> int:
     return int(
         await conn.fetchval(
             "SELECT count(*) FROM notification_groups"
@@ -298,7 +300,7 @@ async def unread_count(conn: Executor, recipient_id: uuid.UUID) -> int:
 
 
 async def by_ids(
-    conn: Executor, group_ids: Sequence[uuid.UUID]
+    conn: Queryable, group_ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, tuple[uuid.UUID, NotificationGroup]]:
     """Groups by ID, each with its recipient."""
     rows = await conn.fetch(
@@ -317,7 +319,7 @@ def hidden_actors(viewer: str) -> str:
 
 
 async def sample_actors(
-    conn: Executor, group_ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None = None
+    conn: Queryable, group_ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None = None
 ) -> dict[uuid.UUID, list[uuid.UUID]]:
     """Each group's most recent active actors, at most SAMPLE_ACTORS, for a whole page in one statement.
     A suspended actor is left out, as actor_count leaves them out (migration 293), and so is an actor the
@@ -344,7 +346,7 @@ async def sample_actors(
 
 
 async def hidden_actor_counts(
-    conn: Executor, group_ids: Sequence[uuid.UUID], viewer_id: uuid.UUID
+    conn: Queryable, group_ids: Sequence[uuid.UUID], viewer_id: uuid.UUID
 ) -> dict[uuid.UUID, int]:
     """How many of each group's counted (active) actors the viewer is not shown: actor_count less these
     is the count the viewer sees. One statement a page, probing the groups' actors by the viewer's few
@@ -360,7 +362,7 @@ async def hidden_actor_counts(
     return {r["group_id"]: r["n"] for r in rows}
 
 
-async def texts(conn: Executor, group_ids: Sequence[uuid.UUID], recipient_id: uuid.UUID) -> dict[uuid.UUID, str]:
+async def texts(conn: Queryable, group_ids: Sequence[uuid.UUID], recipient_id: uuid.UUID) -> dict[uuid.UUID, str]:
     """What muted words read of each group: its comment's text, or its post's when another member wrote it
     (a group of likes or reposts of the recipient's own post reads nothing)."""
     rows = await conn.fetch(

@@ -14,7 +14,7 @@ from datetime import datetime
 
 import asyncpg
 
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 
 def author_effect(member: str, author: str) -> str:
@@ -61,19 +61,19 @@ async def replace(
     )
 
 
-async def last_fit(conn: Executor) -> datetime | None:
+async def last_fit(conn: Queryable) -> datetime | None:
     """The end of the log the last refit read (its rows were served before it)."""
     found: datetime | None = await conn.fetchval("SELECT max(log_until) FROM reader_effect_fits")
     return found
 
 
-async def declared_tags(conn: Executor) -> list[tuple[uuid.UUID, str]]:
+async def declared_tags(conn: Queryable) -> list[tuple[uuid.UUID, str]]:
     """Every (member, tag) follow: a member's declared interests, the prior of their topic effects."""
     rows = await conn.fetch("SELECT follower_id, target_id FROM follows WHERE target_type = 'tag'")
     return [(r["follower_id"], r["target_id"]) for r in rows]
 
 
-async def declared_tags_of(conn: Executor, member_id: uuid.UUID) -> list[str]:
+async def declared_tags_of(conn: Queryable, member_id: uuid.UUID) -> list[str]:
     rows = await conn.fetch(
         "SELECT target_id FROM follows WHERE follower_id = $1 AND target_type = 'tag' ORDER BY target_id", member_id
     )
@@ -81,7 +81,7 @@ async def declared_tags_of(conn: Executor, member_id: uuid.UUID) -> list[str]:
 
 
 async def reader_cells(
-    conn: Executor, member_id: uuid.UUID, until: datetime, rows: int
+    conn: Queryable, member_id: uuid.UUID, until: datetime, rows: int
 ) -> list[tuple[uuid.UUID, list[str], int, int]]:
     """One reader's newest `rows` first servings before `until`, counted per author and tag set:
     (author, tags, served, engaged), engaged meaning liked, commented on or reposted after serving
@@ -156,7 +156,7 @@ async def declare(conn: asyncpg.Connection, member_id: uuid.UUID, tag: str, effe
     return False
 
 
-async def bump_version(conn: Executor, member_id: uuid.UUID) -> None:
+async def bump_version(conn: Queryable, member_id: uuid.UUID) -> None:
     await conn.execute(
         "INSERT INTO member_signal_versions AS v (member_id, version) VALUES ($1, 1)"
         " ON CONFLICT (member_id) DO UPDATE SET version = v.version + 1",
@@ -164,5 +164,5 @@ async def bump_version(conn: Executor, member_id: uuid.UUID) -> None:
     )
 
 
-async def joined_since(conn: Executor, member_id: uuid.UUID, since: datetime) -> bool:
+async def joined_since(conn: Queryable, member_id: uuid.UUID, since: datetime) -> bool:
     return bool(await conn.fetchval("SELECT created_at > $2 FROM members WHERE id = $1", member_id, since))

@@ -26,7 +26,7 @@ from datetime import timedelta
 from time import monotonic
 
 from feedfabric.db import relations as relations_db
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 from feedfabric.feeds.matcher import EMPTY, Matcher, Phrase, context_bit, context_mask
 
 # Members whose relations one API process keeps (each a few sets and one automaton).
@@ -188,7 +188,7 @@ CACHE = RelationsCache()
 
 
 async def relations_of(
-    conn: Executor, member_id: uuid.UUID | None, version: int | None = None, cache: RelationsCache = CACHE
+    conn: Queryable, member_id: uuid.UUID | None, version: int | None = None, cache: RelationsCache = CACHE
 ) -> Relations:
     """The member's relations at `version` or newer (None: whatever Postgres holds now), from `cache` (the
     API process's, Resources.relations) when it holds them."""
@@ -211,7 +211,7 @@ async def relations_of(
 
 
 async def relations_many(
-    conn: Executor, member_ids: Iterable[uuid.UUID], cache: RelationsCache = CACHE
+    conn: Queryable, member_ids: Iterable[uuid.UUID], cache: RelationsCache = CACHE
 ) -> dict[uuid.UUID, Relations]:
     """The relations of many members (every subscriber a live item reaches): those this process holds,
     and the others read in one batch (db.relations.load_many) and kept."""

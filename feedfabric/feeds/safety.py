@@ -25,8 +25,8 @@ from feedfabric.db import favourites as favourites_db
 from feedfabric.db import follows as follows_db
 from feedfabric.db import members as members_db
 from feedfabric.db import relations as relations_db
-from feedfabric.db.executor import Executor
 from feedfabric.db.outbox import add_event
+from feedfabric.db.queryable import Queryable
 from feedfabric.feeds import paging
 from feedfabric.feeds.matcher import CONTEXTS
 from feedfabric.feeds.members import Listed, target
@@ -199,7 +199,7 @@ class MutedWord:
         return list(self.row.contexts) or list(CONTEXTS)
 
 
-async def muted_words(conn: Executor, member: Member) -> list[MutedWord]:
+async def muted_words(conn: Queryable, member: Member) -> list[MutedWord]:
     return [MutedWord(r) for r in await relations_db.words(conn, member.id)]
 
 
@@ -208,13 +208,13 @@ def _listed_page(rows: list[asyncpg.Record], limit: int) -> Page:
     return Page(items, items[-1].cursor if len(rows) > limit else None)
 
 
-async def blocked_members(conn: Executor, member: Member, after: str | None, limit: int) -> Page:
+async def blocked_members(conn: Queryable, member: Member, after: str | None, limit: int) -> Page:
     """Most recently blocked first."""
     rows = await relations_db.blocked_page(conn, member.id, paging.position(after), limit + 1)
     return _listed_page(rows, limit)
 
 
-async def muted_members(conn: Executor, member: Member, after: str | None, limit: int) -> Page:
+async def muted_members(conn: Queryable, member: Member, after: str | None, limit: int) -> Page:
     """Most recently muted first; expired mutes are not listed."""
     rows = await relations_db.muted_page(conn, member.id, paging.position(after), limit + 1)
     return _listed_page(rows, limit)

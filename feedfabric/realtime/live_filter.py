@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 
 from feedfabric.core.models import NotificationGroup, PageExtras, Post
 from feedfabric.db import notification_groups as groups_db
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 from feedfabric.feeds.matcher import context_bit, fold, words_of
 from feedfabric.feeds.relations import Relations
 
@@ -76,7 +76,7 @@ def timeline_recipients(
 
 
 async def group_as_shown(
-    conn: Executor, recipient: uuid.UUID, group: NotificationGroup, relations: Relations
+    conn: Queryable, recipient: uuid.UUID, group: NotificationGroup, relations: Relations
 ) -> NotificationGroup | None:
     """A changed notification group as its recipient is shown it: without the actors they block, are
     blocked by or mute with notifications (its sample leaves them out as its count does, through the

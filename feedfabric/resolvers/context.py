@@ -18,7 +18,7 @@ from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.feeds.relations import Relations, RelationsCache, relations_of
 from feedfabric.feeds.viewer import Viewer, ViewerResult
 from feedfabric.realtime.hub import Hub
-from feedfabric.realtime.rights import Sessions
+from feedfabric.realtime.sessions import Sessions
 
 if TYPE_CHECKING:
     from feedfabric.core.tracing import Tracing

@@ -23,9 +23,9 @@ from feedfabric.schema.mutation import Mutation
 from feedfabric.schema.operation import OperationHooks
 from feedfabric.schema.query import Query
 from feedfabric.schema.ratelimit import OperationRateLimit
-from feedfabric.schema.sharing import ViewerMarks
 from feedfabric.schema.subscription import Subscription
 from feedfabric.schema.tracing import traced_operations
+from feedfabric.schema.viewer_marks import ViewerMarks
 
 MAX_DEPTH = 10
 MAX_ALIASES = 30

@@ -65,11 +65,11 @@ from strawberry.extensions import SchemaExtension
 from feedfabric.core import metrics
 from feedfabric.core.errors import QueryTooComplex
 from feedfabric.feeds.paging import MAX_PAGE, is_page_size
+from feedfabric.schema.core_schema import graphql_schema, metadata_of
 from feedfabric.schema.documents import parse_document
 from feedfabric.schema.idmemo import IdMemo
 from feedfabric.schema.refusal import app_context, refuse
 from feedfabric.schema.selections import fragments_of, iter_fields
-from feedfabric.schema.served import graphql_schema, metadata_of
 
 log = logging.getLogger("feedfabric.graphql")
 

@@ -18,7 +18,7 @@ from feedfabric.feeds.posts import MAX_MEDIA_PER_POST, MAX_MENTIONS_PER_POST
 from feedfabric.resolvers import fields, reads
 from feedfabric.resolvers import playlists as resolve_playlists
 from feedfabric.resolvers.context import Context
-from feedfabric.schema.sharing import SAME_FOR_EVERY_VIEWER, shared_values
+from feedfabric.schema.viewer_marks import SAME_FOR_EVERY_VIEWER, shared_values
 
 ContextInfo = Info[Context, None]
 # Placeholder default of the fields filled in __post_init__ from `row`; never served.
@@ -330,7 +330,7 @@ class Post:
 
     def shared_version(self) -> object:
         """The values of the fields marked SAME_FOR_EVERY_VIEWER and answered from the post, its author's and
-        media's included (feedfabric.schema.sharing.shared_values). Equal versions complete equally, for every
+        media's included (feedfabric.schema.viewer_marks.shared_values). Equal versions complete equally, for every
         viewer (feedfabric.adapter.execution.render_once keys its cache on it); a change to any is a new one."""
         return shared_values(self)
 

@@ -23,9 +23,9 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     verify = auth._verify
 
-    def counted(secret: str, token: str) -> tuple[auth.Claims, float]:
+    def counted(secret: str, token: str, max_lifetime: float | None = None) -> tuple[auth.Claims, float]:
         calls.append(token)
-        return verify(secret, token)
+        return verify(secret, token, max_lifetime)
 
     monkeypatch.setattr(auth, "_verify", counted)
     return calls

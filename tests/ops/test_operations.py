@@ -20,7 +20,7 @@ import pytest
 import redis.asyncio as aioredis
 from feedfabric.app import schema
 from feedfabric.core.settings import Settings
-from feedfabric.schema.served import graphql_schema
+from feedfabric.schema.core_schema import graphql_schema
 from feedfabric.workers import notifications
 from feedfabric.workers.base import WorkerContext
 from graphql import OperationDefinitionNode, OperationType, parse, print_ast, validate

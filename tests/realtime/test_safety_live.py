@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from feedfabric.app import schema
 from feedfabric.core.settings import Settings
 from feedfabric.db import notifications as notifications_db
-from feedfabric.schema.served import graphql_schema
+from feedfabric.schema.core_schema import graphql_schema
 from feedfabric.workers import notifications
 
 from tests.pipeline_support import eventually, group_runner, relay, running

@@ -16,9 +16,9 @@ from feedfabric.app import create_app
 from feedfabric.core.settings import Settings
 from feedfabric.ops.devstack import free_port
 from feedfabric.schema import MAX_ALIASES, MAX_DEPTH, MAX_TOKENS
+from feedfabric.schema.core_schema import graphql_schema
 from feedfabric.schema.cost import operation_cost
 from feedfabric.schema.documents import MAX_DOCUMENT_CHARS
-from feedfabric.schema.served import graphql_schema
 from graphql import get_introspection_query
 
 from tests.support import Api
@@ -192,7 +192,7 @@ async def test_every_response_reports_cost(api: Api) -> None:
 
 def test_list_fields_multiply_what_is_under_them() -> None:
     from feedfabric.app import schema
-    from feedfabric.schema.served import graphql_schema
+    from feedfabric.schema.core_schema import graphql_schema
     from graphql import parse
 
     # A list with its own `first` multiplies everything under it, connections included.
