@@ -6,8 +6,9 @@ way the relay and worker processes are.
 - relay floor: aiokafka producing the run's own outbox rows, encoded as the relay encodes them, in batches
   of the run's mean batch size, with the relay's acks (all) and linger (0), awaiting each batch's acks:
   no Postgres, no claim, no stamp, no tracing.
-- consumer floors: aiokafka reading the run's records of the group's topics from the start (a fresh group
-  ID), doing per batch (getmany) only the group's required writes, then one offset commit:
+- consumer floors: aiokafka consuming the group's topics live beside its worker (a group ID of its own, the
+  worker's consumer settings and poll, so the same batches), doing per batch (getmany) only the group's
+  required writes, then one offset commit:
   - worker-events: the post's ZADD and trim in its author's and each follower's timeline (the followers
     of the batch's authors read in one statement), one Redis pipeline a batch;
   - worker-notifications: the notification rows (the liked post's author, the followed member, the
@@ -57,52 +58,46 @@ def relay_floor(
 
 
 def consumer_floor(
-    group: str, bootstrap: str, topics: list[str], ends: dict[str, dict[int, int]], database_url: str, redis_url: str
-) -> dict[str, float]:
-    """CPU seconds for consuming every record below `ends` (topic -> partition -> end offset) of `topics`
-    and doing `group`'s required writes."""
+    group: str,
+    bootstrap: str,
+    topic_prefix: str,
+    topics: list[str],
+    types: list[str],
+    database_url: str,
+    redis_url: str,
+) -> None:
+    """A consumer floor process: runs live beside the group's worker, from the topics' ends, with the worker's
+    consumer settings (feedfabric.workers.runner.default_consumer) and poll, so it gets batches of the same
+    sizes; per batch only `group`'s required writes and one offset commit. Runs until terminated; the bench
+    reads its CPU from outside, as it reads the worker's."""
     import asyncpg
     import redis.asyncio as aioredis
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka import AIOKafkaConsumer
     from feedfabric.feeds.timelines import encode_member, feed_key
 
-    async def run() -> dict[str, float]:
+    wanted = set(types)
+
+    async def run() -> None:
         pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
         redis = aioredis.from_url(redis_url)
         consumer = AIOKafkaConsumer(
+            *[topic_prefix + t for t in topics],
             bootstrap_servers=bootstrap,
-            group_id=f"floor-{group}-{uuid.uuid4().hex[:8]}",
+            group_id=f"{topic_prefix}floor-{group}",
             enable_auto_commit=False,
-            auto_offset_reset="earliest",
+            auto_offset_reset="latest",
+            max_poll_records=500,
+            fetch_max_wait_ms=50,
         )
         await consumer.start()
-        consumer.subscribe(topics)
-        targets = {TopicPartition(t, p): end for t, parts in ends.items() for p, end in parts.items() if end > 0}
-        done: dict[TopicPartition, int] = {}
-        records = 0
-        started = None
-        try:
-            while any(done.get(tp, 0) < end for tp, end in targets.items()):
-                batches = await consumer.getmany(timeout_ms=200, max_records=500)
-                if started is None:
-                    started = _cpu()  # from the first records: the group's join is not the floor's work
-                events = []
-                for tp, messages in batches.items():
-                    for m in messages:
-                        events.append(json.loads(m.value))
-                        done[tp] = m.offset + 1
-                if not events:
-                    continue
-                records += len(events)
-                await _WRITES[group](pool, redis, events, feed_key, encode_member)
+        while True:
+            batch = await consumer.getmany(timeout_ms=500, max_records=500)
+            events = [json.loads(m.value) for messages in batch.values() for m in messages]
+            if events:
+                await _WRITES[group](pool, redis, [e for e in events if e["type"] in wanted], feed_key, encode_member)
                 await consumer.commit()
-            return {"cpu_s": _cpu() - (started or _cpu()), "events": float(records)}
-        finally:
-            await consumer.stop()
-            await redis.aclose()
-            await pool.close()
 
-    return asyncio.run(run())
+    asyncio.run(run())
 
 
 async def _events_writes(pool: Any, redis: Any, events: list[dict[str, Any]], feed_key: Any, encode: Any) -> None:

@@ -161,7 +161,7 @@ def make_app(database_url: str, redis_url: str, secret: str, members: Members, s
                 mentioned,
                 TOPIC_OF["PostCreated"],
                 shard_of(str(post_id)),
-                orjson.dumps(payload).decode(),
+                payload,
             )
             created_at = row[0]
         node = {"id": str(post_id), "content": content, "tags": tags, "createdAt": created_at.isoformat()}
@@ -186,7 +186,7 @@ def make_app(database_url: str, redis_url: str, secret: str, members: Members, s
                 f"z{next(ranks)}",
                 TOPIC_OF["PostLiked"],
                 shard_of(str(post_id)),
-                orjson.dumps(payload).decode(),
+                payload,
             )
         return json({"data": {"likePost": {"id": str(post_id), "likeCount": count, "viewerHasLiked": True}}})
 
@@ -203,7 +203,7 @@ def make_app(database_url: str, redis_url: str, secret: str, members: Members, s
             str(followed["id"]),
             TOPIC_OF["MemberFollowed"],
             shard_of(str(member.id)),
-            orjson.dumps(payload).decode(),
+            payload,
         )
         return Member(**followed["row"])
 

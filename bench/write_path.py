@@ -21,8 +21,8 @@ measured in the same run:
 The machine is shared: absolute figures are noise; ratios are measured side by side in one run and the
 load average is printed with them.
 
-    .venv/bin/python bench/write_path.py [--members 120] [--api-rate 60] [--api-seconds 3]
-                                         [--rates 20,40,80,120,160] [--step-seconds 8]
+    .venv/bin/python bench/write_path.py [--members 120] [--api-rate 60] [--api-seconds 4]
+                                         [--rates 10,20,40,80,120,160] [--step-seconds 8]
 """
 
 from __future__ import annotations
@@ -48,8 +48,6 @@ import asyncpg  # noqa: E402
 import httpx  # noqa: E402
 import psutil  # noqa: E402
 import redis.asyncio as aioredis  # noqa: E402
-from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: E402
-from aiokafka.admin import AIOKafkaAdminClient  # noqa: E402
 from feedfabric.core.auth import issue_token  # noqa: E402
 from feedfabric.core.settings import Settings  # noqa: E402
 from feedfabric.feeds.timelines import encode_member, feed_key  # noqa: E402
@@ -191,6 +189,16 @@ def cpu_s(pid: int) -> float:
     return float(times.user + times.system)
 
 
+async def quiet(pids: dict[str, int], share: float = 0.05, timeout: float = 60) -> None:
+    """Until every process uses under `share` of a core over half a second (done with what came before)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rates = await idle_rate(pids, 0.5)
+        if all(rate < share for rate in rates.values()):
+            return
+    print(f"   (processes still busy after {timeout:.0f} s: {rates})")
+
+
 async def idle_rate(pids: dict[str, int], seconds: float = 1.5) -> dict[str, float]:
     """Each process's background CPU per second (timers, heartbeats, polls), subtracted from its busy figures."""
     before = {n: cpu_s(p) for n, p in pids.items()}
@@ -274,7 +282,7 @@ async def floor_members(pool: asyncpg.Pool) -> write_floor.Members:
 # -- 1. statements and round trips ------------------------------------------------------------------------
 
 
-async def round_trips(settings: Settings, world: World) -> dict[str, int]:
+async def round_trips(settings: Settings, world: World, profile: int = 0) -> dict[str, int]:
     """Each mutation through the whole app in-process, on a pool that logs every call (one call, one round
     trip once prepared; asyncpg's type introspection left out)."""
     from feedfabric.app import create_app
@@ -306,9 +314,27 @@ async def round_trips(settings: Settings, world: World) -> dict[str, int]:
                         assert response.status_code == 200, response.text
                         if measured:
                             counts[combo] = len(seen) - before
+                if profile:
+                    await profile_in_process(client, world, profile)
     finally:
         await pool.close()
     return counts
+
+
+async def profile_in_process(client: httpx.AsyncClient, world: World, count: int) -> None:
+    """--profile N: N createPost through the app in-process under cProfile; the functions with the most own time."""
+    import cProfile
+    import pstats
+
+    requests = [world.post(False) for _ in range(count)]
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for method, path, body, token in requests:
+        await client.request(method, path, json=body, headers=_auth(token))
+    profiler.disable()
+    print(f"\n   cProfile of {count} createPost in process (ASGI client included), by own time:")
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("tottime").print_stats(18)
 
 
 # -- 2. the API ladder --------------------------------------------------------------------------------------
@@ -364,55 +390,46 @@ async def floor_members_of(database_url: str) -> write_floor.Members:
 # -- 3. the pipeline at rising rates ---------------------------------------------------------------------------
 
 
-class Kafka:
-    """End offsets of the run's topics and the groups' committed offsets."""
+class Progress:
+    """Each group's progress read from Postgres: the published events of its types it has not recorded in
+    processed_events. (Tansu, the dev broker, reports a partition's end offset as its last batch's base
+    offset + 1, so end offsets minus committed ones do not give a lag there.)"""
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        servers = settings.kafka_bootstrap_servers or ""
-        self.admin = AIOKafkaAdminClient(bootstrap_servers=servers)
-        self.offsets = AIOKafkaConsumer(bootstrap_servers=servers)
-        # One idle member per group, never subscribed (so never joining): it reads the group's commits
-        # (OffsetFetch as the consumer protocol sends it; the admin client's form is one Tansu cannot parse).
-        self.groups = {
-            g: AIOKafkaConsumer(
-                bootstrap_servers=servers, group_id=settings.kafka_topic_prefix + g, enable_auto_commit=False
-            )
-            for g in GROUPS
-        }
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        from feedfabric.workers.groups import all_groups
 
-    async def start(self) -> None:
-        await self.admin.start()
-        await self.offsets.start()
-        for consumer in self.groups.values():
-            await consumer.start()
-
-    async def stop(self) -> None:
-        for consumer in self.groups.values():
-            await consumer.stop()
-        await self.offsets.stop()
-        await self.admin.close()
-
-    async def ends(self, bases: tuple[str, ...]) -> dict[TopicPartition, int]:
-        names = [self.settings.kafka_topic_prefix + b for b in bases]
-        described = await self.admin.describe_topics(names)
-        tps = [
-            TopicPartition(t["topic"], p["partition"])
-            for t in described
-            if t["error_code"] == 0
-            for p in t["partitions"]
-        ]
-        return dict(await self.offsets.end_offsets(tps)) if tps else {}
+        self.pool = pool
+        specs = all_groups()
+        self.types = {g: sorted(specs[g].event_types) for g in GROUPS}
 
     async def lag(self, group: str) -> int:
-        ends = await self.ends(GROUP_TOPICS[group])
-        lag = 0
-        for tp, end in ends.items():
-            lag += end - (await self.groups[group].committed(tp) or 0)
-        return lag
+        return int(
+            await self.pool.fetchval(
+                "SELECT count(*) FROM outbox o WHERE o.published_at IS NOT NULL AND o.event_type = ANY($2::text[])"
+                " AND NOT EXISTS (SELECT 1 FROM processed_events p WHERE p.group_name = $1 AND p.event_id = o.id)",
+                group,
+                self.types[group],
+            )
+        )
 
-    async def records(self, group: str) -> int:
-        return sum((await self.ends(GROUP_TOPICS[group])).values())
+    async def published(self, group: str, since: Any, until: Any) -> int:
+        """Events of the group's types published between two database times."""
+        return int(
+            await self.pool.fetchval(
+                "SELECT count(*) FROM outbox WHERE published_at BETWEEN $2 AND $3 AND event_type = ANY($1::text[])",
+                self.types[group],
+                since,
+                until,
+            )
+        )
+
+    async def total(self, group: str) -> int:
+        return int(
+            await self.pool.fetchval(
+                "SELECT count(*) FROM outbox WHERE published_at IS NOT NULL AND event_type = ANY($1::text[])",
+                self.types[group],
+            )
+        )
 
 
 @dataclass
@@ -437,7 +454,7 @@ async def unpublished(pool: asyncpg.Pool) -> int:
 async def pipeline_step(
     http: httpx.AsyncClient,
     pool: asyncpg.Pool,
-    kafka: Kafka,
+    kafka: Progress,
     pids: dict[str, int],
     idle: dict[str, float],
     world: World,
@@ -445,7 +462,6 @@ async def pipeline_step(
     seconds: float,
 ) -> Step:
     requests = [world.mixed() for _ in range(int(rate * seconds))]
-    records_before = {g: await kafka.records(g) for g in GROUPS}
     started_at = await pool.fetchval("SELECT clock_timestamp()")
     cpu_before = {n: cpu_s(p) for n, p in pids.items()}
     driving = asyncio.create_task(drive(http, requests, rate))
@@ -464,10 +480,12 @@ async def pipeline_step(
         started_at,
         ended_at,
     )
-    records = {g: await kafka.records(g) - records_before[g] for g in GROUPS}
+    records = {g: await kafka.published(g, started_at, ended_at) for g in GROUPS}
     allowance = max(50, rate * 1.0)  # a second of arrivals may be in flight at any stage
     behind = []
-    if driven.ok < 0.95 * driven.sent or pct(driven.latencies, 0.99) > 2.0:
+    quarter = max(1, len(driven.latencies) // 4)
+    early, late = pct(driven.latencies[:quarter], 0.5), pct(driven.latencies[-quarter:], 0.5)
+    if driven.ok < 0.95 * driven.sent or late > max(0.5, 4 * early):  # answers later and later: queueing
         behind.append("api")
     if end_backlog > allowance and end_backlog >= mid_backlog:
         behind.append("relay")
@@ -487,7 +505,7 @@ async def pipeline_step(
     )
 
 
-async def settle(pool: asyncpg.Pool, kafka: Kafka, timeout: float = 180) -> None:
+async def settle(pool: asyncpg.Pool, kafka: Progress, timeout: float = 180) -> None:
     """Until the outbox is published and every group has caught up (a step starts from an empty pipeline)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -585,15 +603,14 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
     workers: dict[str, subprocess.Popen[bytes]] = {}
     pool = await asyncpg.create_pool(database_url, min_size=1, max_size=4)
     redis = aioredis.from_url(settings.redis_url or "")
-    kafka = Kafka(settings)
-    await kafka.start()
+    kafka = Progress(pool)
     try:
         wait_healthy(api_port, 60)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}", timeout=60) as http:
             world = await make_world(http, pool, args.members, args.posts)
             print(f"write path: {args.members} members, {len(world.follows)} follows, {len(world.posts)} posts to like")
 
-            trips = await round_trips(settings.model_copy(update={"database_url": database_url}), world)
+            trips = await round_trips(settings.model_copy(update={"database_url": database_url}), world, args.profile)
             print("\n1. Postgres round trips per mutation (each call one statement; BEGIN and COMMIT counted)")
             for combo, count in trips.items():
                 print(f"   {combo:<16} {count}")
@@ -618,10 +635,33 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
                 workers[group] = subprocess.Popen(
                     [sys.executable, "-m", "feedfabric", "worker", "--group", group], env=penv
                 )
+            floors = {
+                g: mp.get_context("spawn").Process(
+                    target=pipeline_floor.consumer_floor,
+                    args=(
+                        g,
+                        settings.kafka_bootstrap_servers,
+                        settings.kafka_topic_prefix,
+                        list(GROUP_TOPICS[g]),
+                        kafka.types[g],
+                        database_url,
+                        settings.redis_url,
+                    ),
+                    daemon=True,
+                )
+                for g in GROUPS
+            }
+            for floor_process in floors.values():
+                floor_process.start()
             await drive(http, [world.mixed() for _ in range(40)], 20)
             await settle(pool, kafka)
-            pids = {"api": api.pid, **{n: p.pid for n, p in workers.items()}}
-            idle = await idle_rate(pids, 2.0)
+            pids = {
+                "api": api.pid,
+                **{n: p.pid for n, p in workers.items()},
+                **{f"floor {g}": p.pid or 0 for g, p in floors.items()},
+            }
+            await quiet(pids)
+            idle = await idle_rate(pids, 5.0)
             steps: list[Step] = []
             for rate in args.rates:
                 step = await pipeline_step(http, pool, kafka, pids, idle, world, rate, args.step_seconds)
@@ -629,10 +669,15 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
                 if step.behind:
                     break
                 await settle(pool, kafka)
+                await quiet(pids)
             load = os.getloadavg()[0]
             print(f"\n3. Rising rates (mix: posts 50%, likes 35%, follows 15%; load average {load:.1f})")
+            print(
+                "   idle background subtracted, % of a core: "
+                + ", ".join(f"{n} {r * 100:.1f}" for n, r in idle.items())
+            )
             for s in steps:
-                per_event = {n: ms / max(1, s.published) for n, ms in s.cpu_ms.items()}
+                per_event = {n: ms / max(1, s.published) for n, ms in s.cpu_ms.items() if not n.startswith("floor")}
                 print(
                     f"   {s.rate:>5.0f}/s: {s.ok}/{s.offered} answered, p99 {s.p99_ms:.0f} ms; {s.published} events in"
                     f" {s.batches} claims ({s.published / max(1, s.batches):.1f} a claim); backlog {s.backlog};"
@@ -663,6 +708,9 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
                 proc.terminate()
             for proc in workers.values():
                 proc.wait(30)
+            for floor_process in floors.values():
+                floor_process.terminate()
+                floor_process.join(30)
             measured = kept or steps
             events = sum(s.published for s in measured)
             batches = sum(s.batches for s in measured)
@@ -682,30 +730,18 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
             load = os.getloadavg()[0]
             print(f"\n5. Stages beside their floors (load average {load:.1f})")
             print(
-                f"   relay: {relay_ms:.3f} ms CPU/event, {events / max(1, batches):.1f} events a claim"
-                f" (3 Postgres round trips and 1 produce a claim); floor (aiokafka, batches of {mean_batch},"
+                f"   relay: {relay_ms:.3f} ms CPU/event, {events / max(1, batches):.1f} events a claim, so"
+                f" {events / max(1, batches) / 4:.1f} a round trip (3 Postgres round trips and 1 produce a claim);"
+                f" floor (aiokafka, batches of {mean_batch},"
                 f" acks=all) {relay_floor_ms:.3f} ms/event -> {relay_ms / relay_floor_ms:.2f}x"
             )
             for group in GROUPS:
-                group_records = sum(s.records[group] for s in measured)
-                group_ms = sum(s.cpu_ms[group] for s in measured) / max(1, group_records)
-                ends = await kafka.ends(GROUP_TOPICS[group])
-                by_topic: dict[str, dict[int, int]] = {}
-                for tp, end in ends.items():
-                    by_topic.setdefault(tp.topic, {})[tp.partition] = end
-                floor = run_in_process(
-                    pipeline_floor.consumer_floor,
-                    group,
-                    settings.kafka_bootstrap_servers,
-                    sorted(by_topic),
-                    by_topic,
-                    database_url,
-                    settings.redis_url,
-                )
-                floor_ms = floor["cpu_s"] * 1000 / max(1.0, floor["events"])
+                group_events = sum(s.records[group] for s in measured)
+                group_ms = sum(s.cpu_ms[group] for s in measured) / max(1, group_events)
+                floor_ms = sum(s.cpu_ms[f"floor {group}"] for s in measured) / max(1, group_events)
                 print(
-                    f"   {group}: {group_ms:.3f} ms CPU/record; floor {floor_ms:.3f} ms/record"
-                    f" ({floor['events']:.0f} records) -> {group_ms / floor_ms:.2f}x"
+                    f"   {group}: {group_ms:.3f} ms CPU/event ({group_events} events of its types); floor, live"
+                    f" beside it {floor_ms:.3f} ms/event -> {group_ms / floor_ms:.2f}x"
                 )
             print(f"\nload average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     finally:
@@ -717,7 +753,6 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        await kafka.stop()
         await redis.aclose()
         await pool.close()
 
@@ -727,9 +762,10 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=120)
     parser.add_argument("--posts", type=int, default=300, help="posts made first, for the likes")
     parser.add_argument("--api-rate", type=float, default=60)
-    parser.add_argument("--api-seconds", type=float, default=3)
-    parser.add_argument("--rates", default="20,40,80,120,160")
+    parser.add_argument("--api-seconds", type=float, default=4)
+    parser.add_argument("--rates", default="10,20,40,80,120,160")
     parser.add_argument("--step-seconds", type=float, default=8)
+    parser.add_argument("--profile", type=int, default=0, help="N createPost in process under cProfile")
     args = parser.parse_args()
     args.rates = [float(r) for r in args.rates.split(",")]
     with services() as env:
