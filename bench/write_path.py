@@ -6,23 +6,27 @@ measured in the same run:
 
 1. Postgres statements and round trips of each mutation (counted at the pool, in-process, as
    tests/db/test_write_statements.py pins them).
-2. API CPU per mutation, by kind and interface (createPost, likePost, follow over GraphQL; PUT /follows
+2. Rising open-loop rates of a mix (posts 50%, likes 35%, follows 15%, half of them over REST) through the
+   whole pipeline: per step, API, relay and group CPU per event, outbox backlog and each group's lag
+   (events of its types published and not yet in its processed_events) at mid-step and end. The highest
+   rate with no stage falling behind is the sustained rate; the first stage that falls behind is named.
+3. Post -> follower timeline p50/p99 at half and nine tenths of the sustained rate.
+4. Relay CPU per event and events per claim beside the relay floor (aiokafka alone, the same events in
+   batches of the same mean size, acks=all); each group's CPU per event beside its floor, a consumer
+   running live beside the worker during the steps (bench/pipeline_floor.py).
+5. API CPU per mutation, by kind and interface (createPost, likePost, follow over GraphQL; PUT /follows
    over REST; the contract has no REST route for posts or likes), beside a ladder from the bare Starlette
    floor (bench/write_floor.py) through the product's steps one by one to the real API. Each rung gets the
    same open-loop requests (--api-rate for --api-seconds); its idle background is measured and subtracted.
-3. Rising open-loop rates of a mix (posts 50%, likes 35%, follows 15%, half of them over REST) through the
-   whole pipeline: per step, API, relay and group CPU per event, outbox backlog and each group's lag at
-   mid-step and end. The highest rate with no stage falling behind is the sustained rate; the first
-   stage that falls behind is named.
-4. Post -> follower timeline p50/p99 at half and nine tenths of the sustained rate.
-5. Relay CPU per event and events per claim beside the relay floor; each group's CPU per event beside its
-   floor (bench/pipeline_floor.py).
+   Run last, with the relay and workers stopped.
+
+`--profile N` adds a cProfile of N createPost in process, by own time.
 
 The machine is shared: absolute figures are noise; ratios are measured side by side in one run and the
 load average is printed with them.
 
     .venv/bin/python bench/write_path.py [--members 120] [--api-rate 60] [--api-seconds 4]
-                                         [--rates 10,20,40,80,120,160] [--step-seconds 8]
+                                         [--rates 10,20,40,80,120] [--step-seconds 8]
 """
 
 from __future__ import annotations
@@ -327,7 +331,7 @@ async def profile_in_process(client: httpx.AsyncClient, world: World, count: int
     import pstats
 
     requests = [world.post(False) for _ in range(count)]
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.process_time)  # CPU, not wall time: waits are not costs
     profiler.enable()
     for method, path, body, token in requests:
         await client.request(method, path, json=body, headers=_auth(token))
@@ -505,7 +509,7 @@ async def pipeline_step(
     )
 
 
-async def settle(pool: asyncpg.Pool, kafka: Progress, timeout: float = 180) -> None:
+async def settle(pool: asyncpg.Pool, kafka: Progress, timeout: float = 300) -> None:
     """Until the outbox is published and every group has caught up (a step starts from an empty pipeline)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -615,21 +619,8 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
             for combo, count in trips.items():
                 print(f"   {combo:<16} {count}")
 
-            ladder = await api_ladder(args, settings, database_url, world, api.pid, api_port)
-            load = os.getloadavg()[0]
-            print(
-                f"\n2. API CPU ms per mutation, the ladder (open loop {args.api_rate:.0f}/s; load average {load:.1f})"
-            )
-            print(f"   {'rung':<12}" + "".join(f"{c:>16}" for c in COMBOS))
-            for rung, figures in ladder.items():
-                print(f"   {rung:<12}" + "".join(f"{figures[c]:>16.2f}" for c in COMBOS))
-            print(
-                f"   {'x floor':<12}" + "".join(f"{ladder['product'][c] / ladder['bare'][c]:>15.2f}x" for c in COMBOS)
-            )
-
-            # The ladder's events go out first and are applied before any step is measured (deleted, they would
-            # leave gaps in their keys' versions that the groups wait on; stamped, the relay would take the empty
-            # topics for a broker that lost data).
+            # The pipeline first, on an outbox holding only the world's events; the API ladder last, with the relay
+            # and workers stopped (its events are never published).
             workers["relay"] = subprocess.Popen([sys.executable, "-m", "feedfabric", "relay"], env=penv)
             for group in GROUPS:
                 workers[group] = subprocess.Popen(
@@ -671,7 +662,7 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
                 await settle(pool, kafka)
                 await quiet(pids)
             load = os.getloadavg()[0]
-            print(f"\n3. Rising rates (mix: posts 50%, likes 35%, follows 15%; load average {load:.1f})")
+            print(f"\n2. Rising rates (mix: posts 50%, likes 35%, follows 15%; load average {load:.1f})")
             print(
                 "   idle background subtracted, % of a core: "
                 + ", ".join(f"{n} {r * 100:.1f}" for n, r in idle.items())
@@ -695,7 +686,7 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
 
             if sustained:
                 await settle(pool, kafka)
-                print("\n4. Post -> follower timeline")
+                print("\n3. Post -> follower timeline")
                 for share in (0.5, 0.9):
                     lat = await timeline_latency(http, redis, world, sustained * share, args.step_seconds)
                     print(
@@ -728,7 +719,7 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
             )
             relay_floor_ms = relay_floor["cpu_s"] * 1000 / relay_floor["events"]
             load = os.getloadavg()[0]
-            print(f"\n5. Stages beside their floors (load average {load:.1f})")
+            print(f"\n4. Stages beside their floors (load average {load:.1f})")
             print(
                 f"   relay: {relay_ms:.3f} ms CPU/event, {events / max(1, batches):.1f} events a claim, so"
                 f" {events / max(1, batches) / 4:.1f} a round trip (3 Postgres round trips and 1 produce a claim);"
@@ -743,6 +734,19 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
                     f"   {group}: {group_ms:.3f} ms CPU/event ({group_events} events of its types); floor, live"
                     f" beside it {floor_ms:.3f} ms/event -> {group_ms / floor_ms:.2f}x"
                 )
+
+            ladder = await api_ladder(args, settings, database_url, world, api.pid, api_port)
+            load = os.getloadavg()[0]
+            print(
+                f"\n5. API CPU ms per mutation, the ladder (open loop {args.api_rate:.0f}/s; load average {load:.1f})"
+            )
+            print(f"   {'rung':<12}" + "".join(f"{c:>16}" for c in COMBOS))
+            for rung, figures in ladder.items():
+                print(f"   {rung:<12}" + "".join(f"{figures[c]:>16.2f}" for c in COMBOS))
+            print(
+                f"   {'x floor':<12}" + "".join(f"{ladder['product'][c] / ladder['bare'][c]:>15.2f}x" for c in COMBOS)
+            )
+
             print(f"\nload average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     finally:
         for proc in [*workers.values(), api]:
@@ -763,7 +767,7 @@ def main() -> None:
     parser.add_argument("--posts", type=int, default=300, help="posts made first, for the likes")
     parser.add_argument("--api-rate", type=float, default=60)
     parser.add_argument("--api-seconds", type=float, default=4)
-    parser.add_argument("--rates", default="10,20,40,80,120,160")
+    parser.add_argument("--rates", default="10,20,40,80,120")
     parser.add_argument("--step-seconds", type=float, default=8)
     parser.add_argument("--profile", type=int, default=0, help="N createPost in process under cProfile")
     args = parser.parse_args()
