@@ -614,7 +614,9 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
             world = await make_world(http, pool, args.members, args.posts)
             print(f"write path: {args.members} members, {len(world.follows)} follows, {len(world.posts)} posts to like")
 
-            trips = await round_trips(settings.model_copy(update={"database_url": database_url}), world, args.profile)
+            # No broker for the in-process app: its realtime consumer's fetches are not a mutation's cost.
+            in_process = settings.model_copy(update={"database_url": database_url, "kafka_bootstrap_servers": None})
+            trips = await round_trips(in_process, world, args.profile)
             print("\n1. Postgres round trips per mutation (each call one statement; BEGIN and COMMIT counted)")
             for combo, count in trips.items():
                 print(f"   {combo:<16} {count}")
