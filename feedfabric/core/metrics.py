@@ -41,6 +41,10 @@ LOOP_STALLS = Counter(
     "Times the event loop missed its heartbeat for longer than LOOP_STALL_SECONDS (feedfabric.http.watchdog).",
 )
 RATE_LIMITED = Counter("feedfabric_rate_limited_total", "Operations refused with RATE_LIMITED.")
+RATE_LIMIT_FALLBACKS = Counter(
+    "feedfabric_rate_limit_fallbacks_total",
+    "Rate-limit checks Redis did not answer in time, counted by this process's share of the budget instead.",
+)
 
 # --- Home feed (call from the home-feed reader once per page served) -------------
 HOME_FEED_PAGES = Counter(
@@ -63,6 +67,12 @@ OUTBOX_OLDEST_AGE = Gauge(
     "feedfabric_outbox_oldest_unpublished_age_seconds", "Age of the oldest unpublished outbox row (0 when none)."
 )
 OUTBOX_PUBLISHED = Counter("feedfabric_outbox_published_total", "Outbox rows the relay published.")
+
+# --- Reports (read from Postgres at scrape: moderators act on reports within 24 hours) ---
+REPORTS_OPEN = Gauge("feedfabric_reports_open", "Reports no moderator has resolved yet.")
+REPORT_OLDEST_OPEN = Gauge(
+    "feedfabric_report_oldest_open_seconds", "Age of the oldest open report (0 when none): alert well before 24 h."
+)
 
 # --- Read replica (set by feedfabric.db.replica's monitor, a few times a second) ---
 REPLICA_LAG = Gauge(

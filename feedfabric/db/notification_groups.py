@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from feedfabric.core.models import SAMPLE_ACTORS, NotificationGroup
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 _COLUMNS = "id, kind, post_id, comment_id, actor_count, notification_count, latest_at, read_at"
 QUIET_FOR = timedelta(hours=24)
@@ -150,18 +150,16 @@ async def take_back_like(
     Only notifications of events before the unlike go, so a redelivered unlike
     never takes back a like that came after it.
     """
-    gone = await conn.fetch(
-        f"""WITH gone AS (
-             DELETE FROM notifications
-             WHERE kind = 'like' AND post_id = $1 AND actor_id = $2 AND event_id < $3
-             RETURNING *
-           ), {_REMEMBER}
-           SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
+    return await _take_back(
+        conn,
+        """DELETE FROM notifications
+           WHERE kind = 'like' AND post_id = $1 AND actor_id = $2 AND event_id < $3
+           RETURNING *""",
+        actor_id,
         post_id,
         actor_id,
         before_event,
     )
-    return await _shrink(conn, gone, actor_id)
 
 
 async def take_back_follow(
@@ -172,18 +170,16 @@ async def take_back_follow(
 
     Returns (group ID, recipient ID) of the groups that changed.
     """
-    gone = await conn.fetch(
-        f"""WITH gone AS (
-             DELETE FROM notifications
-             WHERE kind = 'follow' AND recipient_id = $1 AND actor_id = $2 AND event_id < $3
-             RETURNING *
-           ), {_REMEMBER}
-           SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
+    return await _take_back(
+        conn,
+        """DELETE FROM notifications
+           WHERE kind = 'follow' AND recipient_id = $1 AND actor_id = $2 AND event_id < $3
+           RETURNING *""",
+        actor_id,
         recipient_id,
         actor_id,
         before_event,
     )
-    return await _shrink(conn, gone, actor_id)
 
 
 async def take_back_repost(
@@ -201,16 +197,28 @@ async def take_back_repost(
     )
     if actor_id is None:
         return []
-    gone = await conn.fetch(
-        f"""WITH gone AS (
-             DELETE FROM notifications n USING posts p
-             WHERE p.id = $1 AND n.kind = 'repost' AND n.post_id = p.repost_of
-               AND n.actor_id = p.author_id AND n.event_id < $2
-             RETURNING n.*
-           ), {_REMEMBER}
-           SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
+    return await _take_back(
+        conn,
+        """DELETE FROM notifications n USING posts p
+           WHERE p.id = $1 AND n.kind = 'repost' AND n.post_id = p.repost_of
+             AND n.actor_id = p.author_id AND n.event_id < $2
+           RETURNING n.*""",
+        actor_id,
         deleted_post_id,
         before_event,
+    )
+
+
+async def _take_back(
+    conn: asyncpg.Connection, delete: str, actor_id: uuid.UUID, *args: object
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """One take-back in one statement: `delete` (a DELETE of the actor's notifications, RETURNING them)
+    runs, what it took is remembered (_REMEMBER: quiet reads it), and its groups shrink (_shrink).
+    Returns (group ID, recipient ID) of the groups that changed."""
+    gone = await conn.fetch(
+        f"""WITH gone AS ({delete}), {_REMEMBER}
+           SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
+        *args,
     )
     return await _shrink(conn, gone, actor_id)
 
@@ -265,7 +273,9 @@ Position = tuple[datetime, str]
 """A keyset position: (the group's latest_at, its ID as text)."""
 
 
-async def page(conn: Executor, recipient_id: uuid.UUID, before: Position | None, limit: int) -> list[NotificationGroup]:
+async def page(
+    conn: Queryable, recipient_id: uuid.UUID, before: Position | None, limit: int
+) -> list[NotificationGroup]:
     """Most recently changed first (index notification_groups_recent_idx: one range scan)."""
     after = "AND (latest_at, id) < ($2, $3::uuid)" if before is not None else ""
     # notification_count > 0: a group its take-backs emptied is listed nowhere (_shrink).
@@ -279,7 +289,7 @@ async def page(conn: Executor, recipient_id: uuid.UUID, before: Position | None,
     return [NotificationGroup.of(r) for r in rows]
 
 
-async def unread_count(conn: Executor, recipient_id: uuid.UUID) -> int:
+async def unread_count(conn: Queryable, recipient_id: uuid.UUID) -> int:
     return int(
         await conn.fetchval(
             "SELECT count(*) FROM notification_groups"
@@ -290,7 +300,7 @@ async def unread_count(conn: Executor, recipient_id: uuid.UUID) -> int:
 
 
 async def by_ids(
-    conn: Executor, group_ids: Sequence[uuid.UUID]
+    conn: Queryable, group_ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, tuple[uuid.UUID, NotificationGroup]]:
     """Groups by ID, each with its recipient."""
     rows = await conn.fetch(
@@ -299,24 +309,70 @@ async def by_ids(
     return {r["id"]: (r["recipient_id"], NotificationGroup.of(r)) for r in rows}
 
 
-async def sample_actors(conn: Executor, group_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[uuid.UUID]]:
+def hidden_actors(viewer: str) -> str:
+    """The members whose notifications `viewer` (a parameter) is not shown: blocked either way, or muted
+    with notifications and unexpired (the rule of member_hidden, migration 320, as a set to anti-join)."""
+    return f"""(SELECT blocked_id FROM blocks WHERE blocker_id = {viewer}
+              UNION ALL SELECT blocker_id FROM blocks WHERE blocked_id = {viewer}
+              UNION ALL SELECT muted_id FROM mutes WHERE muter_id = {viewer} AND notifications
+                                                     AND (expires_at IS NULL OR expires_at > now()))"""
+
+
+async def sample_actors(
+    conn: Queryable, group_ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None = None
+) -> dict[uuid.UUID, list[uuid.UUID]]:
     """Each group's most recent active actors, at most SAMPLE_ACTORS, for a whole page in one statement.
-    A suspended actor is left out, as actor_count leaves them out (migration 293)."""
+    A suspended actor is left out, as actor_count leaves them out (migration 293), and so is an actor the
+    viewer blocks, is blocked by or mutes with notifications (`hidden_actor_counts` takes them out of
+    the count)."""
     rows = await conn.fetch(
-        """SELECT g.id AS group_id, a.actor_id
+        f"""SELECT g.id AS group_id, a.actor_id
            FROM unnest($1::uuid[]) AS g(id)
            CROSS JOIN LATERAL (
              SELECT x.actor_id FROM notification_group_actors x
              JOIN members m ON m.id = x.actor_id AND m.status = 'active'
-             WHERE x.group_id = g.id ORDER BY x.latest_at DESC, x.actor_id DESC LIMIT $2
+             WHERE x.group_id = g.id
+               AND ($3::uuid IS NULL OR x.actor_id NOT IN {hidden_actors("$3::uuid")})
+             ORDER BY x.latest_at DESC, x.actor_id DESC LIMIT $2
            ) a""",
         list(group_ids),
         SAMPLE_ACTORS,
+        viewer_id,
     )
     found: dict[uuid.UUID, list[uuid.UUID]] = {}
     for r in rows:
         found.setdefault(r["group_id"], []).append(r["actor_id"])
     return found
+
+
+async def hidden_actor_counts(
+    conn: Queryable, group_ids: Sequence[uuid.UUID], viewer_id: uuid.UUID
+) -> dict[uuid.UUID, int]:
+    """How many of each group's counted (active) actors the viewer is not shown: actor_count less these
+    is the count the viewer sees. One statement a page, probing the groups' actors by the viewer's few
+    relations (the actors' primary key), not every actor of a busy group."""
+    rows = await conn.fetch(
+        f"""SELECT x.group_id, count(*)::int AS n
+            FROM notification_group_actors x JOIN members m ON m.id = x.actor_id AND m.status = 'active'
+            WHERE x.group_id = ANY($1::uuid[]) AND x.actor_id IN {hidden_actors("$2::uuid")}
+            GROUP BY x.group_id""",
+        list(group_ids),
+        viewer_id,
+    )
+    return {r["group_id"]: r["n"] for r in rows}
+
+
+async def texts(conn: Queryable, group_ids: Sequence[uuid.UUID], recipient_id: uuid.UUID) -> dict[uuid.UUID, str]:
+    """What muted words read of each group: its comment's text, or its post's when another member wrote it
+    (a group of likes or reposts of the recipient's own post reads nothing)."""
+    rows = await conn.fetch(
+        """SELECT g.id, COALESCE(c.content, CASE WHEN p.author_id <> $2 THEN p.content END, '') AS text
+           FROM notification_groups g LEFT JOIN comments c ON c.id = g.comment_id LEFT JOIN posts p ON p.id = g.post_id
+           WHERE g.id = ANY($1::uuid[])""",
+        list(group_ids),
+        recipient_id,
+    )
+    return {r["id"]: r["text"] for r in rows}
 
 
 async def mark_read(conn: asyncpg.Connection, recipient_id: uuid.UUID, group_id: uuid.UUID) -> NotificationGroup | None:

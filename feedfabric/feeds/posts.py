@@ -11,11 +11,13 @@ from feedfabric.core import failpoints
 from feedfabric.core.errors import BadInput, Blocked, Forbidden, NotFound
 from feedfabric.core.ids import id_millis, new_id
 from feedfabric.core.models import Extras, Member, PageExtras, Post
+from feedfabric.core.moderation import Target
 from feedfabric.core.settings import Settings
 from feedfabric.db import members as members_db
 from feedfabric.db import posts as posts_db
+from feedfabric.db import reports as reports_db
 from feedfabric.db.outbox import add_event
-from feedfabric.feeds import text
+from feedfabric.feeds import moderation_terms, text
 
 MAX_MEDIA_PER_POST = 4
 # Post.mentions has no `first`: the query cost multiplies it by this bound (schema/cost.py).
@@ -57,7 +59,9 @@ async def create_post(
     if len(set(media_ids)) != len(media_ids) or len(media_ids) > MAX_MEDIA_PER_POST:
         raise BadInput(f"a post takes at most {MAX_MEDIA_PER_POST} distinct media")
     tags, names = _entities(content)
-    post, mentioned = await posts_db.insert_with_entities(conn, new_id(), author.id, content, tags, names)
+    post, mentioned, terms_version = await posts_db.insert_with_entities(
+        conn, new_id(), author.id, content, tags, names
+    )
     if media_ids:
         await _attach_media(conn, post.id, author.id, media_ids)
     await add_event(
@@ -73,7 +77,21 @@ async def create_post(
         },
         shards=settings.outbox_shards,
     )
+    post = await _screen(conn, settings, post, terms_version)
     failpoints.crash_point("post-before-commit", content=content)  # fault suite: dies with the transaction open
+    return post
+
+
+async def _screen(conn: asyncpg.Connection, settings: Settings, post: Post, terms_version: int | None = None) -> Post:
+    """A text carrying a moderation term is held as holdPost holds (after its PostCreated or
+    PostUpdated, so every consumer sees it written, then held) and a report with no reporter is filed
+    for a moderator, all in the writing transaction: the post is never shown to anyone but its author.
+    `terms_version`, when the caller read it with its own statement, spares the round trip that reads it."""
+    if not await moderation_terms.holds(conn, post.content, terms_version):
+        return post
+    post = await set_held(conn, settings, post.id, True)
+    target = Target("post", post.id, post.author_id, post_id=post.id)
+    await reports_db.insert(conn, new_id(), None, target, "other", None)
     return post
 
 
@@ -172,7 +190,7 @@ async def update_post(
         {"postId": str(post.id), "authorId": str(author.id), "mentionedIds": [str(m) for m in mentioned]},
         shards=settings.outbox_shards,
     )
-    return post
+    return await _screen(conn, settings, post)
 
 
 async def delete_post(

@@ -53,13 +53,8 @@ async def home_feed(ctx: Context, first: int | None, after: str | None) -> FeedP
     before, limit = paging.cursor(after), paging.page_size(first)
     r = ctx.resources
     service = home.HomeFeedService(r.settings, r.pool, r.redis, r.breaker, read_pool=ctx.read_pool)
-
-    async def read(cursor: uuid.UUID | None, size: int) -> Page:
-        return await service.read(viewer, member, cursor, size)
-
-    page = await _filtered(ctx, read, "HOME", before, limit)
-    metrics.HOME_FEED_PAGES.labels(source=page.source).inc()
-    finished = await pages.finished(ctx, page)
+    finished = await service.finished_page(viewer, member, await ctx.relations(), before, limit)
+    metrics.HOME_FEED_PAGES.labels(source=finished.source).inc()
     if r.feed_log is not None:
         r.feed_log.record(member.id, "following", finished)
     return finished
@@ -192,13 +187,36 @@ async def favourites(ctx: Context) -> list[Member]:
 
 async def notifications(ctx: Context, first: int | None, after: str | None) -> tuple[Page, int]:
     member = ctx.viewer.require_member()
-    page = await lists.notifications(ctx.read_pool, member.id, paging.cursor(after), paging.page_size(first))
+    relations = await ctx.relations()
+
+    async def read(cursor: uuid.UUID | None, size: int) -> Page:
+        page = await lists.notifications(ctx.read_pool, member.id, cursor, size)
+        if not page.items:
+            return page
+        # What muted words read of each: its comment, or another member's post (one statement a round).
+        texts = await notifications_db.texts(ctx.read_pool, [n.id for n in page.items], member.id)
+        return Page([(n, texts.get(n.id, "")) for n in page.items], page.next_cursor, page.source)
+
+    if relations.matcher.applies("NOTIFICATIONS"):
+        found = await items_without_muted_words(
+            read,
+            lambda item: (item[0].actor_id, [item[1]]),
+            lambda item: item[0].id,
+            relations,
+            "NOTIFICATIONS",
+            paging.cursor(after),
+            paging.page_size(first),
+        )
+        page = Page([n for n, _ in found.items], found.next_cursor, found.source)
+    else:
+        page = await lists.notifications(ctx.read_pool, member.id, paging.cursor(after), paging.page_size(first))
     return page, await notifications_db.unread_count(ctx.read_pool, member.id)
 
 
 async def notification_groups(ctx: Context, first: int | None, after: str | None) -> tuple[Page, int]:
     member = ctx.viewer.require_member()
-    page = await notifications_svc.groups(ctx.read_pool, member, after, paging.page_size(first))
+    relations = await ctx.relations()
+    page = await notifications_svc.groups(ctx.read_pool, member, after, paging.page_size(first), relations)
     return page, await notifications_svc.unread_groups(ctx.read_pool, member)
 
 

@@ -21,6 +21,7 @@ from feedfabric.resolvers import media as media_resolvers
 from feedfabric.resolvers import reads, safety, writes
 from feedfabric.resolvers import suggestions as suggestion_resolvers
 from feedfabric.resolvers.context import Context, Resources, build_context, note_write, route_reads
+from feedfabric.rest import reports as rest_reports
 from feedfabric.rest import serialize
 from feedfabric.rest.responses import JSONResponse
 
@@ -305,6 +306,7 @@ def routes() -> list[Route]:
         Route("/suggestions/members", endpoint(suggested_members), methods=["GET"]),
         Route("/suggestions/topics", endpoint(suggested_topics), methods=["GET"]),
         Route("/media", endpoint(upload_media), methods=["POST"]),
+        Route("/reports", endpoint(rest_reports.post_report), methods=["POST"]),
         Route("/media/{media_id}/status", endpoint(media_status), methods=["GET"]),
         # Photo bytes are immutable and fetched by the dozen per page: not operations.
         Route("/media/{media_id}", endpoint(media_file, rate_limited=False), methods=["GET"]),

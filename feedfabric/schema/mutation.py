@@ -6,11 +6,13 @@ import strawberry
 
 from feedfabric.feeds.posts import MAX_MEDIA_PER_POST
 from feedfabric.resolvers import writes
+from feedfabric.schema.block_import import BlockImportMutation
 from feedfabric.schema.cost import MAX_ITEMS
 from feedfabric.schema.foryou import ForYouMutation
 from feedfabric.schema.media import MediaMutation
 from feedfabric.schema.notification_groups import NotificationGroupMutation
 from feedfabric.schema.playlists import PlaylistMutation
+from feedfabric.schema.reports import ReportMutation
 from feedfabric.schema.safety import SafetyMutation
 from feedfabric.schema.suggestions import SuggestionMutation
 from feedfabric.schema.types import Comment, ContextInfo, Member, Post, post_of
@@ -25,7 +27,14 @@ class CreatePostInput:
 
 @strawberry.type
 class Mutation(
-    PlaylistMutation, MediaMutation, ForYouMutation, NotificationGroupMutation, SuggestionMutation, SafetyMutation
+    PlaylistMutation,
+    MediaMutation,
+    ForYouMutation,
+    NotificationGroupMutation,
+    ReportMutation,
+    SuggestionMutation,
+    SafetyMutation,
+    BlockImportMutation,
 ):
     @strawberry.mutation(description="Create or update the signed-in member's profile (sub of the token = externalId).")
     async def upsert_profile(

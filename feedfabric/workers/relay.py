@@ -103,6 +103,9 @@ class Relay:
     owned: set[int] = field(default_factory=set)
     published: int = 0
     replays: int = 0
+    # Set at each replay: what a test (or an operator's script) waits on, where polling the count against a
+    # clock failed under load.
+    replayed: asyncio.Event = field(default_factory=asyncio.Event)
     # Batches claimed (with rows), and idle waits that ran their whole OUTBOX_IDLE_MS (no NOTIFY came): under
     # a steady stream the second stays at 0 (tests/workers/test_relay_batches.py; bench/write_path.py).
     batches: int = 0
@@ -359,6 +362,7 @@ class Relay:
             epoch = await db.raise_broker_epoch(conn)
             count = await db.unpublish_since(conn, since, topics)
         self.replays += 1
+        self.replayed.set()
         log.warning(
             "relay: broker lost data (%s); republishing %d rows of the retention window (broker epoch %d)",
             reason,

@@ -97,7 +97,7 @@ async def test_a_backlog_goes_out_in_full_batches_of_three_postgres_and_one_prod
     tally = Tally()
     relay = _relay(settings, tally)
     async with running(relay.run):
-        await eventually(lambda: _is_zero(pool), timeout=30)
+        await eventually(lambda: _is_zero(pool))
     assert relay.published == 250
     assert relay.batches == 3  # 100, 100, 50
     full = [claim for claim in tally.claims() if claim[-1].endswith("COMMIT")]
@@ -155,7 +155,7 @@ async def test_a_steady_stream_from_many_writers_never_waits_out_the_idle_wait(
 
     async with running(relay.run):
         await asyncio.gather(*(writer(i) for i in range(8)))
-        await eventually(lambda: _is_zero(pool), timeout=30)
+        await eventually(lambda: _is_zero(pool))
     assert relay.published == sum(30 * (1 + i % 3) for i in range(8))
     assert relay.idle_timeouts == 0
     # Every claim that found rows cost BEGIN, the claim and the stamp with its COMMIT.
