@@ -19,6 +19,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
+from starlette.responses import Response
+
 from feedfabric.core.errors import BadInput, RateLimited
 from feedfabric.core.models import Notification, NotificationGroup, Post
 from feedfabric.db import post_extras
@@ -180,8 +182,8 @@ async def disconnect(ctx: Context, reason: str) -> None:
 
     Returning instead would make the handler send `complete` on a closed socket.
     """
-    close = getattr(ctx.response, "close", None)
-    if close is None or not callable(close):
+    socket = ctx.response
+    if socket is None or isinstance(socket, Response):
         return  # not a WebSocket (e.g. subscription over HTTP): the error ends the stream
-    await close(code=SLOW_CLOSE_CODE, reason=reason[:120])
+    await socket.close(code=SLOW_CLOSE_CODE, reason=reason[:120])
     await asyncio.Event().wait()
