@@ -337,7 +337,7 @@ def load_generator(
     result.put(asyncio.run(main()))
 
 
-def wait_healthy(port: int, seconds: float = 30) -> None:
+def wait_healthy(port: int, seconds: float = 180) -> None:
     """Until the server on `port` answers /healthz (it is starting in another process)."""
     import httpx
 

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 import asyncpg
 
@@ -29,27 +29,13 @@ COLUMNS = (
 )  # fmt: skip
 
 
-class LogRow(NamedTuple):
-    """One feed_log row as COPY sends it (COLUMNS' order); `id` comes from the table's sequence."""
-
-    member_id: uuid.UUID
-    feed: str
-    post_id: uuid.UUID
-    position: int
-    source: str
-    affinity: float
-    interest: float
-    favourite: bool
-    age_seconds: float
-    served_at: datetime
-    preset: str | None
-    reason: str | None
-    similarity: float
-    popularity: float
-    affinity_rate: float
-    interest_rate: float
-    author_effect: float
-    topic_effect: float
+# One feed_log row as COPY sends it, in COLUMNS' order (`id` comes from the table's sequence): a plain
+# tuple, made a thousand times a batch.
+LogRow: TypeAlias = tuple[
+    uuid.UUID, str, uuid.UUID, int, str, float, float, bool, float, datetime,
+    str | None, str | None, float, float, float, float, float, float,
+]  # fmt: skip
+assert COLUMNS[9] == "served_at"  # row[9] below
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,15 +176,17 @@ async def commented(conn: Queryable, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]
 
 async def fold_exposure(
     conn: Queryable,
-    authors: dict[tuple[uuid.UUID, uuid.UUID], int],
-    tags: dict[tuple[uuid.UUID, str], int],
+    authors: dict[uuid.UUID, dict[uuid.UUID, int]],
+    tags: dict[uuid.UUID, dict[str, int]],
 ) -> dict[uuid.UUID, int]:
-    """Adds counts (aggregated by pair) to the exposure tables and bumps the version of every member
-    whose counts grew, in one statement; returns those members' new versions. Rows are written in key
-    order, so two API processes folding at once take their row locks in the same order."""
-    members = sorted({m for m, _ in authors} | {m for m, _ in tags})
+    """Adds counts (by member, then author or tag) to the exposure tables and bumps the version of every
+    member whose counts grew, in one statement; returns those members' new versions. Rows are written
+    in key order, so two API processes folding at once take their row locks in the same order."""
+    members = sorted(authors.keys() | tags.keys())
     if not members:
         return {}
+    pairs = [(m, a, n) for m, counts in authors.items() for a, n in counts.items()]
+    tag_pairs = [(m, t, n) for m, counts in tags.items() for t, n in counts.items()]
     rows = await conn.fetch(
         """WITH authors AS (
                INSERT INTO author_exposure AS e (member_id, author_id, served)
@@ -213,12 +201,12 @@ async def fold_exposure(
            SELECT m, 1 FROM unnest($7::uuid[]) AS m ORDER BY 1
            ON CONFLICT (member_id) DO UPDATE SET version = v.version + 1
            RETURNING member_id, version""",
-        [m for m, _ in authors],
-        [a for _, a in authors],
-        list(authors.values()),
-        [m for m, _ in tags],
-        [t for _, t in tags],
-        list(tags.values()),
+        [m for m, _, _ in pairs],
+        [a for _, a, _ in pairs],
+        [n for _, _, n in pairs],
+        [m for m, _, _ in tag_pairs],
+        [t for _, t, _ in tag_pairs],
+        [n for _, _, n in tag_pairs],
         members,
     )
     return {r["member_id"]: int(r["version"]) for r in rows}
@@ -262,10 +250,12 @@ async def copy_rows(conn: asyncpg.Connection, rows: Sequence[LogRow]) -> None:
     """Binary COPY into each served day's partition (made first when it is missing): no routing
     through the parent, no statement to plan."""
     days: dict[date, list[LogRow]] = {}
-    served_at, day = None, date.min
+    served_at: datetime | None = None
+    day = date.min
     for row in rows:
-        if row.served_at is not served_at:  # a page's rows share their time
-            served_at, day = row.served_at, row.served_at.astimezone(UTC).date()
+        if row[9] is not served_at:  # a page's rows share their time
+            served_at = row[9]
+            day = served_at.astimezone(UTC).date()
         days.setdefault(day, []).append(row)
     for day, part in sorted(days.items()):
         table = f"feed_log_{day:%Y%m%d}"

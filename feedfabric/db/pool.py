@@ -23,7 +23,7 @@ async def init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("json", encoder=jsonwire.dumps_text, decoder=jsonwire.loads, schema="pg_catalog")
 
 
-class LeanConnection(asyncpg.Connection):
+class LeanConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg ships no types: its classes are Any
     """A connection that remembers whether it took session state the pool must clear on release.
 
     asyncpg resets every released connection with `pg_advisory_unlock_all();

@@ -15,16 +15,18 @@ learned weight means the same thing in training and in ranking: see docs/foryou.
 from __future__ import annotations
 
 import uuid
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import asyncpg
 
 from feedfabric.db import feed_log as feed_log_db
 from feedfabric.db.feed_log import LogRow, PostSeen, ReaderSignals
+
+_K = TypeVar("_K")
 
 
 class ServedPost(NamedTuple):
@@ -67,8 +69,8 @@ class Batch:
     """A batch's rows and the exposure they add, by (member, author) and (member, tag)."""
 
     rows: list[LogRow]
-    authors: Counter[tuple[uuid.UUID, uuid.UUID]]
-    tags: Counter[tuple[uuid.UUID, str]]
+    authors: dict[uuid.UUID, dict[uuid.UUID, int]]
+    tags: dict[uuid.UUID, dict[str, int]]
 
 
 def rows(page: Served, reader: ReaderSignals, comment_weight: float) -> list[LogRow]:
@@ -102,7 +104,7 @@ def rows(page: Served, reader: ReaderSignals, comment_weight: float) -> list[Log
                         interest_rate = max(interest_rate, rate)
         age = (served_at - post.created_at).total_seconds()
         out.append(
-            LogRow(
+            (
                 member,
                 feed,
                 post.post_id,
@@ -126,6 +128,11 @@ def rows(page: Served, reader: ReaderSignals, comment_weight: float) -> list[Log
     return out
 
 
+def _add(counts: dict[_K, int], more: dict[_K, int]) -> None:
+    for key, n in more.items():
+        counts[key] = counts.get(key, 0) + n
+
+
 class SignalBook:
     """Readers' signals by member, at most `capacity` of them (least recently served out first), and the
     exposure counted but not yet folded into Postgres. One per API process, used by its one writer."""
@@ -134,8 +141,8 @@ class SignalBook:
         self.capacity = capacity
         self.readers: OrderedDict[uuid.UUID, ReaderSignals] = OrderedDict()
         self.fit = -1  # the effects refit the kept readers were read after
-        self.unfolded_authors: Counter[tuple[uuid.UUID, uuid.UUID]] = Counter()
-        self.unfolded_tags: Counter[tuple[uuid.UUID, str]] = Counter()
+        self.unfolded_authors: dict[uuid.UUID, dict[uuid.UUID, int]] = {}
+        self.unfolded_tags: dict[uuid.UUID, dict[str, int]] = {}
         self.loads = 0  # readers read from Postgres (a kept reader is not)
 
     async def current(self, conn: asyncpg.Connection, members: Sequence[uuid.UUID]) -> dict[uuid.UUID, ReaderSignals]:
@@ -150,14 +157,9 @@ class SignalBook:
             # A refit between the two reads is seen by the next batch's version check (fit moved).
             loaded, _ = await feed_log_db.reader_signals(conn, stale)
             self.loads += len(stale)
-            for (member, author), count in self.unfolded_authors.items():
-                if member in loaded:
-                    s = loaded[member]
-                    s.author_exposure[author] = s.author_exposure.get(author, 0) + count
-            for (member, tag), count in self.unfolded_tags.items():
-                if member in loaded:
-                    s = loaded[member]
-                    s.topic_exposure[tag] = s.topic_exposure.get(tag, 0) + count
+            for member, reader in loaded.items():
+                _add(reader.author_exposure, self.unfolded_authors.get(member, {}))
+                _add(reader.topic_exposure, self.unfolded_tags.get(member, {}))
             self.readers.update(loaded)
         for member in members:
             self.readers.move_to_end(member)
@@ -174,22 +176,24 @@ class SignalBook:
         asked = [(p.member_id, post.post_id) for p in pages if readers[p.member_id].commented for post in p.posts]
         commented = await feed_log_db.commented(conn, asked) if asked else set()
         made: list[LogRow] = []
-        authors: Counter[tuple[uuid.UUID, uuid.UUID]] = Counter()
-        tags: Counter[tuple[uuid.UUID, str]] = Counter()
+        authors: dict[uuid.UUID, dict[uuid.UUID, int]] = {}
+        tags: dict[uuid.UUID, dict[str, int]] = {}
         for page in pages:
             member = page.member_id
             reader = readers[member]
             made.extend(rows(page, reader, comment_weight))
             author_exposure, topic_exposure = reader.author_exposure, reader.topic_exposure
+            page_authors = authors.setdefault(member, {})
+            page_tags = tags.setdefault(member, {})
             for post in page.posts:
                 if post.liked or (commented and (member, post.post_id) in commented):
                     continue
                 author = post.author_id
                 author_exposure[author] = author_exposure.get(author, 0) + 1
-                authors[member, author] += 1
+                page_authors[author] = page_authors.get(author, 0) + 1
                 for tag in post.tags:
                     topic_exposure[tag] = topic_exposure.get(tag, 0) + 1
-                    tags[member, tag] += 1
+                    page_tags[tag] = page_tags.get(tag, 0) + 1
         return Batch(made, authors, tags)
 
     def forget(self, members: Sequence[uuid.UUID]) -> None:
@@ -199,8 +203,12 @@ class SignalBook:
 
     def counted(self, batch: Batch) -> None:
         """The batch was written: its exposure waits for the next fold."""
-        self.unfolded_authors.update(batch.authors)
-        self.unfolded_tags.update(batch.tags)
+        for member, counts in batch.authors.items():
+            if counts:
+                _add(self.unfolded_authors.setdefault(member, {}), counts)
+        for member, tag_counts in batch.tags.items():
+            if tag_counts:
+                _add(self.unfolded_tags.setdefault(member, {}), tag_counts)
 
     async def fold(self, conn: asyncpg.Connection) -> None:
         """Adds the unfolded exposure to Postgres. A kept reader whose version the fold moved by exactly
@@ -208,7 +216,7 @@ class SignalBook:
         read again when next served. If the fold fails the counts stay unfolded, to go with the next."""
         if not self.unfolded_authors and not self.unfolded_tags:
             return
-        bumped = await feed_log_db.fold_exposure(conn, dict(self.unfolded_authors), dict(self.unfolded_tags))
+        bumped = await feed_log_db.fold_exposure(conn, self.unfolded_authors, self.unfolded_tags)
         self.unfolded_authors.clear()
         self.unfolded_tags.clear()
         for member, version in bumped.items():

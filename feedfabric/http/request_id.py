@@ -18,7 +18,7 @@ _HEADER = REQUEST_ID_HEADER.encode("latin-1")
 def _incoming_id(scope: Scope) -> str:
     for name, value in scope.get("headers") or []:
         if name == _HEADER:
-            candidate = value.decode("latin-1")
+            candidate: str = value.decode("latin-1")
             if SAFE_ID.match(candidate):
                 return candidate
     return uuid.uuid4().hex

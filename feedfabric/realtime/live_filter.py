@@ -17,8 +17,10 @@ from collections.abc import Iterable, Mapping
 from feedfabric.core.models import NotificationGroup, PageExtras, Post
 from feedfabric.db import notification_groups as groups_db
 from feedfabric.db.queryable import Queryable
-from feedfabric.feeds.matcher import fold
+from feedfabric.feeds.matcher import context_bit, fold, words_of
 from feedfabric.feeds.relations import Relations
+
+HOME = context_bit("HOME")
 
 
 def _texts(post: Post, extras: PageExtras, tags: list[str]) -> list[str]:
@@ -42,24 +44,32 @@ def timeline_recipients(
 ) -> list[uuid.UUID]:
     """The recipients of a new post whose relations keep it: the author's (and a repost's original's)
     neither blocked either way nor muted, and no muted word of HOME in it (never for one's own post)."""
-    authors = {post.author_id}
+    author = post.author_id
+    author_key = original_key = author.int
     if post.repost_of is not None:
         original = extras.originals.get(post.repost_of)
         if original is not None:
-            authors.add(original.author_id)
-    folded: list[str] | None = None
+            original_key = original.author_id.int
+    folded: list[str] = []
+    words: set[str] | None = None
     kept: list[uuid.UUID] = []
+    get = held.get
     for member_id in recipients:
-        relations = held.get(member_id)
-        if relations is None or relations.empty:
+        relations = get(member_id)
+        if relations is None:
             kept.append(member_id)
             continue
-        if any(a in relations.hidden or a in relations.muted for a in authors):
+        hidden = relations.feed_hidden
+        if hidden and (author_key in hidden or original_key in hidden):
             continue
-        if post.author_id != member_id and relations.matcher.applies("HOME"):
-            if folded is None:
+        home_words = relations.home_words
+        if (home_words or relations.home_scan) and author != member_id:
+            if words is None:
                 folded = _texts(post, extras, tags)
-            if relations.matcher.matches_folded(folded, "HOME"):
+                words = words_of(folded)
+            if not words.isdisjoint(home_words):
+                continue
+            if relations.home_scan and relations.matcher.matches_bit(folded, HOME, words):
                 continue
         kept.append(member_id)
     return kept

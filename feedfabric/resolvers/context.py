@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import asyncpg
 import redis.asyncio as aioredis
+from starlette.requests import HTTPConnection
+from starlette.responses import Response
 
 from feedfabric.core.bytelru import ByteBoundedLRU
 from feedfabric.core.settings import Settings
@@ -56,6 +58,12 @@ class Resources:
     relations: RelationsCache = field(default_factory=RelationsCache)
 
 
+class SocketCloser(Protocol):
+    """A WebSocket's side of the context (the adapter's Connection): a subscription cut off closes it."""
+
+    async def close(self, code: int, reason: str = "") -> None: ...
+
+
 @dataclass
 class Context:
     """Per request, or per WebSocket: then it lives as long as the socket, through many events.
@@ -67,8 +75,10 @@ class Context:
 
     resources: Resources
     viewer_result: ViewerResult
-    request: Any = None
-    response: Any = None
+    # The HTTP request or the WebSocket; None where the domain runs without one (tools, tests).
+    request: HTTPConnection | None = None
+    # The HTTP response (its headers are Strawberry's to set), or the socket a subscription may close.
+    response: Response | SocketCloser | None = None
     connection_params: dict[str, Any] | None = None
     # Where this request's feed pages, hydration and lists are read (set by `route_reads`); None: the primary.
     read_from: asyncpg.Pool | None = None

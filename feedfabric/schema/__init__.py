@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from functools import partial
+from typing import Any
 
 import strawberry
 from graphql import Executor, GraphQLError
@@ -62,7 +63,7 @@ class FeedFabricSchema(strawberry.Schema):
         (feedfabric.schema.errors, from OperationHooks)."""
 
 
-Engine = Callable[[ViewerMarks], type[Executor]]
+Engine = Callable[[ViewerMarks], type[Executor[Any]]]
 """What executes the schema's operations, given its fields' viewer marks: the app passes the engine room's
 (feedfabric.adapter.execution.engine), which shares what reads the same for every viewer."""
 

@@ -135,7 +135,8 @@ class _Walk:
     def _field(parent: GraphQLNamedType | None, name: str) -> GraphQLField | None:
         """The field as the schema defines it; None for introspection's meta fields, which cost nothing."""
         if isinstance(parent, (GraphQLObjectType, GraphQLInterfaceType)):
-            return parent.fields.get(name)
+            found: GraphQLField | None = parent.fields.get(name)
+            return found
         return None
 
     def _first(self, node: FieldNode, field: GraphQLField) -> int:
@@ -151,7 +152,7 @@ class _Walk:
         if value is None:
             value = field.args["first"].default_value
         if isinstance(value, bool) or not isinstance(value, int):
-            value = DEFAULT_PAGE
+            return DEFAULT_PAGE
         return value
 
 

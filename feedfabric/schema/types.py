@@ -255,15 +255,18 @@ class Media:
         metadata=SAME_FOR_EVERY_VIEWER,
     )
     def content_type(self) -> str | None:
-        return self.row["content_type"]
+        found: str | None = self.row["content_type"]
+        return found
 
     @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def width(self) -> int | None:
-        return self.row["width"]
+        found: int | None = self.row["width"]
+        return found
 
     @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def height(self) -> int | None:
-        return self.row["height"]
+        found: int | None = self.row["height"]
+        return found
 
     @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def url(self) -> str | None:
@@ -271,7 +274,8 @@ class Media:
 
     @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def score(self) -> float | None:
-        return self.row["score"]
+        found: float | None = self.row["score"]
+        return found
 
     @strawberry.field(
         description="Why worker-media refused the upload (REJECTED only).", metadata=SAME_FOR_EVERY_VIEWER

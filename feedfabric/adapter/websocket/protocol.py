@@ -32,6 +32,8 @@ from typing import Any
 from graphql import GraphQLError
 from starlette.websockets import WebSocket
 from strawberry.schema import BaseSchema
+from strawberry.subscriptions.protocols.graphql_transport_ws import types as transport_ws
+from strawberry.subscriptions.protocols.graphql_ws import types as legacy_ws
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 
 from feedfabric.adapter.websocket import frames
@@ -45,8 +47,10 @@ from feedfabric.adapter.websocket.frames import (
     TOO_MANY_MESSAGES,
     TRY_AGAIN_LATER,
     BeforeInit,
+    ClientMessage,
     Malformed,
     MessageBudget,
+    OperationPayload,
     payload_text,
 )
 from feedfabric.adapter.websocket.operation import Operation
@@ -139,7 +143,7 @@ class SocketProtocol:
             return
         await self.handle(message)
 
-    async def handle(self, message: dict[str, Any]) -> None:
+    async def handle(self, message: ClientMessage) -> None:
         raise NotImplementedError
 
     def _init_timed_out(self) -> None:
@@ -148,7 +152,7 @@ class SocketProtocol:
 
     # -- connection_init ----------------------------------------------------------------------------------
 
-    async def initialise(self, message: dict[str, Any]) -> bool:
+    async def initialise(self, message: transport_ws.ConnectionInitMessage | legacy_ws.ConnectionInitMessage) -> bool:
         """Authenticates the socket from its init; False when the socket was closed instead."""
         if self.init_received:
             self.conn.close_soon(TOO_MANY_INITS, "Too many initialisation requests")
@@ -190,7 +194,7 @@ class SocketProtocol:
             extensions={"code": LIMIT_CODE},
         )
 
-    async def refusal(self, payload: dict[str, Any]) -> GraphQLError | None:
+    async def refusal(self, payload: OperationPayload) -> GraphQLError | None:
         """The error for a document refused before the schema sees it, spent from the rate limit as any
         refused document is; None for one the schema runs (or refuses itself)."""
         assert self.context is not None
@@ -214,7 +218,7 @@ class SocketProtocol:
             return GraphQLError(allowance.refusal.message, extensions={"code": allowance.refusal.code})
         return error
 
-    def start(self, operation_id: str, payload: dict[str, Any]) -> None:
+    def start(self, operation_id: str, payload: OperationPayload) -> None:
         operation = Operation(operation_id, self.next_frame)
         operation.conn = self.conn
         operation.limit = self.resources.hub.queue_size
@@ -227,7 +231,7 @@ class SocketProtocol:
             self.conn.drop(operation)  # its results still queued behind a slow reader do not go out either
             operation.finish()
 
-    async def _run(self, operation: Operation, payload: dict[str, Any]) -> None:
+    async def _run(self, operation: Operation, payload: OperationPayload) -> None:
         variables = payload.get("variables")
         try:
             stream = await self.schema.stream(
