@@ -50,6 +50,7 @@ from feedfabric.db import feed_log as feed_log_db
 from feedfabric.db import foryou as foryou_db
 from feedfabric.db.feed_log import ServedPage
 from feedfabric.db.foryou import Profile
+from feedfabric.feeds import feed_log as feed_log_svc
 from feedfabric.feeds import foryou, ranker, ranking
 from sklearn.ensemble import HistGradientBoostingRegressor
 
@@ -237,7 +238,7 @@ class Simulation:
         candidates leave out what the reader just liked there, as they would in the product)."""
         if reader.follows:
             following = await self.following_page(reader, at)
-            await feed_log_db.insert(
+            await feed_log_svc.log_pages(
                 self.pool,
                 [ServedPage(reader.id, "following", tuple(following), "postgres", at)],
                 comment_weight=self.settings.comment_weight,
@@ -284,7 +285,7 @@ class Simulation:
                 tuple(r.source for r in served),
                 tuple(r.similarity for r in served),
             )
-            await feed_log_db.insert(self.pool, [page], comment_weight=self.settings.comment_weight)
+            await feed_log_svc.log_pages(self.pool, [page], comment_weight=self.settings.comment_weight)
         await self.engage(reader, f"for_you/{preset}", [r.post_id for r in served], at, measuring)
 
     async def engage(self, reader: Reader, feed: str, ids: list[uuid.UUID], at: datetime, measuring: bool) -> None:

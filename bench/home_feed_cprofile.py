@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from feedfabric.schema import schema  # noqa: E402
+from feedfabric.app import schema  # noqa: E402
 
 from bench import home_feed as hf  # noqa: E402
 
@@ -39,5 +39,5 @@ if __name__ == "__main__":
     stats.sort_stats("tottime").print_stats(45)
     stats.sort_stats("cumtime").print_stats(70)
     renders = getattr(schema.execution_context_class, "renders", None)
-    if renders is not None:  # feedfabric.schema.render_once: how often a post's shared part was reused
+    if renders is not None:  # feedfabric.adapter.execution.render_once: how often a post's shared part was reused
         print(f"render-once cache: {renders.hits} hits, {renders.misses} misses, {len(renders.results)} kept")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from feedfabric.schema import schema
+from feedfabric.app import schema
 from feedfabric.schema.selections import expanded_size, merged_pairs
 from graphql import parse
 

@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 
+import strawberry
+from opentelemetry.trace import TracerProvider
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
@@ -15,6 +17,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from feedfabric.adapter import execution
 from feedfabric.adapter.graphql_http import GRAPHQL_PATH, GraphQLHTTP
 from feedfabric.adapter.websocket.endpoint import GraphQLSockets
 from feedfabric.core import tracing
@@ -42,9 +45,19 @@ from feedfabric.realtime.rights import Sessions
 from feedfabric.resolvers.context import Context, Resources, build_context, route_reads
 from feedfabric.rest import routes as rest_routes
 from feedfabric.rest.responses import JSONResponse
-from feedfabric.schema import build_schema, schema
+from feedfabric.schema import build_schema
 
 log = logging.getLogger("feedfabric.app")
+
+
+def served_schema(tracer_provider: TracerProvider | None = None) -> strawberry.Schema:
+    """The schema as served: executed by the engine room (feedfabric.adapter.execution), which shares what
+    reads the same for every viewer; with a tracer provider, every operation is a span too."""
+    return build_schema(tracer_provider, engine=execution.engine)
+
+
+schema = served_schema()
+"""The served schema without tracing: the app's, unless tracing is on, and the tests' and tools'."""
 
 
 async def request_context(request: Request, response: Response) -> Context:
@@ -173,8 +186,10 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
             marked_for_s=settings.read_your_writes_seconds,
         )
         reads.start()
-        feed_log = FeedLog(pool)
-        feed_log.start()
+        # Off only to measure what logging costs (bench/home_feed.py); settings refuse it in production.
+        feed_log = FeedLog(pool, comment_weight=settings.comment_weight) if settings.feed_log_enabled else None
+        if feed_log is not None:
+            feed_log.start()
         app.state.resources = Resources(
             settings=settings,
             pool=pool,
@@ -202,7 +217,8 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
             await app.state.resources.sessions.stop()
             if realtime is not None:
                 await realtime.stop()
-            await feed_log.stop()
+            if feed_log is not None:
+                await feed_log.stop()
             await reads.stop()
             await primary_watch.stop()
             if read_pool is not None:
@@ -213,7 +229,7 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
             if traced is not None and owns_tracing:
                 traced.shutdown()
 
-    served = build_schema(traced.provider) if traced is not None else schema
+    served = served_schema(traced.provider) if traced is not None else schema
     graphql_http = GraphQLHTTP(served, request_context, graphiql=not settings.feedfabric_production)
     sockets = GraphQLSockets(
         served,

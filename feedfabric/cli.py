@@ -101,7 +101,7 @@ def cmd_token(args: argparse.Namespace) -> None:
 
 
 def cmd_export_schema(args: argparse.Namespace) -> None:
-    from feedfabric.schema import schema
+    from feedfabric.app import schema
 
     print(schema.as_str())
 

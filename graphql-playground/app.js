@@ -68,6 +68,11 @@ const VIEWS = {
     },
     item: (node) => render.memberRow(node, state.viewer.id),
   },
+  reports: {
+    title: "Reports",
+    page: async (after) => connection((await api.run("Reports", { first: PAGE_SIZE, after })).reports),
+    item: (node) => render.reportCard(node),
+  },
 };
 
 function connection(conn) {
@@ -128,6 +133,19 @@ async function signIn(externalId) {
   await openView("home");
   startLive(token);
   refreshUnread();
+  showReportsTabIfModerator();
+}
+
+/** The Reports tab is a moderator's: shown when the queue answers this token (FORBIDDEN otherwise). */
+async function showReportsTabIfModerator() {
+  const tab = $("#reports-tab");
+  tab.hidden = true;
+  try {
+    await api.run("Reports", { first: 1 });
+    tab.hidden = false;
+  } catch (error) {
+    if (error.code !== "FORBIDDEN") showError(error);
+  }
 }
 
 // ---------------------------------------------------------------- paged lists
@@ -341,6 +359,28 @@ const ACTIONS = {
     el.textContent = "↻ Reposted";
     el.disabled = true;
   },
+  "open-report": (el) => {
+    const card = el.closest(".post");
+    const open = card.querySelector(".report-form");
+    if (open) return open.remove();
+    card.append(render.reportForm(el.dataset.post, el.dataset.author));
+  },
+  block: async (el) => {
+    const blocked = el.dataset.blocked;
+    await api.run("Block", { externalUserId: blocked });
+    hideAuthor(blocked);
+    toast(`Blocked. You will not see each other's posts.`);
+  },
+  "resolve-report": async (el) => {
+    const { resolveReport } = await api.run("ResolveReport", { id: el.dataset.report, action: el.dataset.resolve });
+    // Every open report on the target was resolved the same way: their cards go with this one.
+    const target = el.closest("article.report").dataset.target;
+    for (const card of document.querySelectorAll(`#feed article.report[data-target="${CSS.escape(target)}"]`)) {
+      card.remove();
+    }
+    toast(`Resolved: ${resolveReport.action.toLowerCase().replaceAll("_", " ")}.`);
+    if (!$("#feed").querySelector("article.report")) $("#feed").append(h("p", { class: "empty muted" }, "The queue is empty."));
+  },
   "toggle-comments": async (el) => {
     const section = el.closest(".post").querySelector(".comments");
     if (!section.hidden) return (section.hidden = true);
@@ -359,6 +399,22 @@ function refreshMemberActions(member) {
   }
 }
 
+/** A blocked member's posts leave the page at once (the API already leaves them out of every read). */
+function hideAuthor(externalId) {
+  for (const card of document.querySelectorAll(`#feed article.post[data-author="${CSS.escape(externalId)}"]`)) {
+    card.remove();
+  }
+}
+
+async function sendReport(form) {
+  const input = { postId: form.dataset.post, reason: form.reason.value, alsoBlock: form.alsoBlock.checked };
+  if (form.note.value.trim()) input.note = form.note.value;
+  const { report } = await api.run("Report", { input });
+  if (input.alsoBlock) hideAuthor(report.member.externalId);
+  form.replaceWith(h("p", { class: "reported muted" }, "Reported. A moderator will look at it."));
+  toast("Thanks: your report is in the moderators' queue.");
+}
+
 async function addComment(form) {
   const input = form.content;
   const { addComment } = await api.run("AddComment", { postId: form.dataset.post, content: input.value });
@@ -370,6 +426,12 @@ async function addComment(form) {
 }
 
 // ---------------------------------------------------------------- errors
+
+function toast(message) {
+  const note = h("div", { class: "toast", role: "status" }, message);
+  $("#toasts").append(note);
+  setTimeout(() => note.remove(), 6000);
+}
 
 function showError(error) {
   const message = Array.isArray(error) ? error.map((e) => e.message).join("; ") : error.message ?? String(error);
@@ -415,7 +477,8 @@ function wire() {
   });
   $("#feed").addEventListener("submit", (event) => {
     event.preventDefault();
-    addComment(event.target).catch(showError);
+    const form = event.target;
+    (form.classList.contains("report-form") ? sendReport(form) : addComment(form)).catch(showError);
   });
   new IntersectionObserver((entries) => {
     if (entries.some((e) => e.isIntersecting)) loadNextPage();

@@ -89,7 +89,8 @@ function mediaList(media) {
  */
 export function postCard(post, viewerId) {
   const shown = post.repostOf ?? post;
-  return h("article", { class: "post", dataset: { id: post.id, shown: shown.id } },
+  const theirs = shown.author.id !== viewerId;
+  return h("article", { class: "post", dataset: { id: post.id, shown: shown.id, author: shown.author.externalId } },
     post.repostOf ? h("p", { class: "reposted muted" }, `↻ ${post.author.displayName} reposted`) : null,
     byline(shown.author, shown.createdAt, viewerId),
     h("p", { class: "content" }, richText(shown.content)),
@@ -98,8 +99,49 @@ export function postCard(post, viewerId) {
       likeButton(shown),
       h("button", { class: "action", dataset: { action: "toggle-comments", post: shown.id } },
         `Comments ${shown.commentCount}`),
-      h("button", { class: "action", dataset: { action: "repost", post: shown.id } }, "↻ Repost")),
+      h("button", { class: "action", dataset: { action: "repost", post: shown.id } }, "↻ Repost"),
+      theirs ? h("button", { class: "action safety", dataset: { action: "open-report", post: shown.id, author: shown.author.username } }, "⚑ Report") : null,
+      theirs ? h("button", { class: "action safety", dataset: { action: "block", blocked: shown.author.externalId } },
+        `⊘ Block @${shown.author.username}`) : null),
     h("section", { class: "comments", hidden: true }));
+}
+
+export const REPORT_REASONS = ["SPAM", "HARASSMENT", "HATE", "VIOLENCE", "SEXUAL_CONTENT", "SELF_HARM", "ILLEGAL", "OTHER"];
+
+/** The Report form under a post: a reason, an optional note, and "also block". */
+export function reportForm(postId, author) {
+  return h("form", { class: "report-form", dataset: { post: postId } },
+    h("label", {}, "Reason ",
+      h("select", { name: "reason", required: true },
+        REPORT_REASONS.map((r) => h("option", { value: r }, r.toLowerCase().replaceAll("_", " "))))),
+    h("input", { name: "note", placeholder: "What is wrong with it? (optional)", maxlength: 1000 }),
+    h("label", { class: "muted" }, h("input", { type: "checkbox", name: "alsoBlock" }), ` also block @${author}`),
+    h("button", { type: "submit" }, "Send report"));
+}
+
+/** A report in the moderator's queue, with what it names and the actions that fit it. */
+export function reportCard(report) {
+  const target = report.post ? `post:${report.post.id}` : report.comment ? `comment:${report.comment.id}` : `member:${report.member.id}`;
+  const what = report.post ? h("p", { class: "quote" }, `Post (${report.post.status.toLowerCase()}): “${report.post.content}”`)
+    : report.comment ? h("p", { class: "quote" }, `Comment: “${report.comment.content}”`)
+    : h("p", { class: "quote" }, `The member @${report.member.username}`);
+  const actions = [["DISMISS", "Dismiss"]];
+  if (report.post) actions.push(["HOLD_POST", "Hold post"]);
+  if (report.comment) actions.push(["DELETE_COMMENT", "Delete comment"]);
+  actions.push(["SUSPEND_MEMBER", `Suspend @${report.member.username}`]);
+  return h("article", { class: `report ${report.status.toLowerCase()}`, dataset: { id: report.id, target } },
+    h("p", {},
+      h("strong", {}, report.reason.toLowerCase().replaceAll("_", " ")),
+      ` against @${report.member.username} · `,
+      h("span", { class: "muted" }, report.reporter ? `by @${report.reporter.username}` : "filed by a moderation term"),
+      h("span", { class: "muted" }, ` · ${when(report.createdAt)}`),
+      report.openReportsOnTarget > 1 ? h("span", { class: "badge" }, `${report.openReportsOnTarget} reports`) : null),
+    what,
+    report.note ? h("p", { class: "note" }, report.note) : null,
+    report.status === "OPEN"
+      ? h("footer", { class: "actions" }, actions.map(([action, label]) =>
+        h("button", { class: "chip", dataset: { action: "resolve-report", report: report.id, resolve: action } }, label)))
+      : h("p", { class: "muted" }, `${report.status.toLowerCase()}: ${(report.action ?? "").toLowerCase().replaceAll("_", " ")}`));
 }
 
 export function likeButton(post) {

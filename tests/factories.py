@@ -11,7 +11,7 @@ import asyncpg
 from feedfabric.core.ids import id_millis, new_id
 from feedfabric.core.models import Post
 from feedfabric.db.outbox import add_event
-from feedfabric.realtime.delivery import TimelineItem
+from feedfabric.realtime.item import TimelineItem
 
 
 async def member(

@@ -14,10 +14,10 @@ import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer
 from feedfabric.core.events import Event
 from feedfabric.core.settings import Settings
+from feedfabric.core.topics import ensure_topics
 from feedfabric.workers.base import GroupSpec, WorkerContext
 from feedfabric.workers.relay import Relay, RelayTimings
 from feedfabric.workers.runner import GroupRunner
-from feedfabric.workers.topics import ensure_topics
 
 FAST = RelayTimings(shard_check_s=0.2, health_check_s=0.5, prune_every_s=3600)
 

@@ -6,7 +6,7 @@ that list only ever shrinks.
 
 from pathlib import Path
 
-from feedfabric.schema import schema
+from feedfabric.app import schema
 from graphql import build_schema
 from graphql.utilities import find_breaking_changes
 

@@ -5,7 +5,7 @@ external contract as well.)"""
 
 from pathlib import Path
 
-from feedfabric.schema import schema
+from feedfabric.app import schema
 
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "schema.graphql"
 REGENERATE = "feedfabric export-schema > schema.graphql"

@@ -51,6 +51,23 @@ class FavouriteLimitReached(FeedFabricError):
     status = 409
 
 
+class Blocked(FeedFabricError):
+    """An action between two members when either has blocked the other. It says no more: who blocked
+    whom is private."""
+
+    code = "BLOCKED"
+    rest_code = "member.blocked"
+    status = 403
+
+
+class LimitReached(FeedFabricError):
+    """A member's muted words past their cap."""
+
+    code = "LIMIT_REACHED"
+    rest_code = "limit.reached"
+    status = 409
+
+
 class RateLimited(FeedFabricError):
     code = "RATE_LIMITED"
     rest_code = "rate.limited"

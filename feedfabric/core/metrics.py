@@ -64,6 +64,12 @@ OUTBOX_OLDEST_AGE = Gauge(
 )
 OUTBOX_PUBLISHED = Counter("feedfabric_outbox_published_total", "Outbox rows the relay published.")
 
+# --- Reports (read from Postgres at scrape: moderators act on reports within 24 hours) ---
+REPORTS_OPEN = Gauge("feedfabric_reports_open", "Reports no moderator has resolved yet.")
+REPORT_OLDEST_OPEN = Gauge(
+    "feedfabric_report_oldest_open_seconds", "Age of the oldest open report (0 when none): alert well before 24 h."
+)
+
 # --- Read replica (set by feedfabric.db.replica's monitor, a few times a second) ---
 REPLICA_LAG = Gauge(
     "feedfabric_replica_lag_seconds",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cached_property
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -101,6 +101,9 @@ class Settings(BaseSettings):
     foryou_candidates: int = Field(800, ge=1, le=10_000)
     foryou_snapshot_ttl_seconds: int = Field(1800, ge=1)
     feed_log_retention_days: int = Field(30, ge=1)
+    # False only to measure what the feed log costs a page (bench/home_feed.py); refused in production,
+    # where every served page is logged.
+    feed_log_enabled: bool = True
     # The worker retrains the ranker daily when at least this many new log rows have a known outcome.
     ranker_retrain_min_rows: int = Field(10_000, ge=1)
 
@@ -149,6 +152,12 @@ class Settings(BaseSettings):
     otel_sdk_disabled: bool = False
     log_level: str = "INFO"
     log_format: str = "json"  # or "text"
+
+    @model_validator(mode="after")
+    def _feed_log_in_production(self) -> Settings:
+        if self.feedfabric_production and not self.feed_log_enabled:
+            raise ValueError("FEED_LOG_ENABLED=false is for benchmarks; production logs every served page")
+        return self
 
     @cached_property
     def jwt_secret(self) -> str:

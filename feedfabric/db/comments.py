@@ -27,19 +27,42 @@ async def insert(
 
 
 async def by_ids(conn: Executor, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Comment]:
-    rows = await conn.fetch(f"SELECT {_COLUMNS} FROM comments WHERE id = ANY($1::uuid[])", list(ids))
+    """Comments a moderator deleted are left out, as from every read."""
+    rows = await conn.fetch(
+        f"SELECT {_COLUMNS} FROM comments WHERE id = ANY($1::uuid[]) AND deleted_at IS NULL", list(ids)
+    )
     return {r["id"]: Comment.of(r) for r in rows}
 
 
-async def page(conn: Executor, post_id: uuid.UUID, after: uuid.UUID | None, limit: int) -> list[Comment]:
-    """Oldest first, as a conversation reads."""
+async def get_for_update(conn: asyncpg.Connection, comment_id: uuid.UUID) -> Comment | None:
+    """A comment not deleted, its row locked (a moderator deleting it)."""
+    row = await conn.fetchrow(
+        f"SELECT {_COLUMNS} FROM comments WHERE id = $1 AND deleted_at IS NULL FOR UPDATE", comment_id
+    )
+    return Comment.of(row) if row is not None else None
+
+
+async def mark_deleted(conn: asyncpg.Connection, comment_id: uuid.UUID) -> None:
+    """DELETE_COMMENT: the row stays for what refers to it; the trigger of migration 330 uncounts it."""
+    await conn.execute("UPDATE comments SET deleted_at = now() WHERE id = $1 AND deleted_at IS NULL", comment_id)
+
+
+async def page(
+    conn: Executor, post_id: uuid.UUID, after: uuid.UUID | None, limit: int, viewer_id: uuid.UUID | None = None
+) -> list[Comment]:
+    """Oldest first, as a conversation reads; without the comments of members the viewer blocks or is
+    blocked by (member_hidden, migration 320), nor those a moderator deleted. The post's comment count
+    stays as stored."""
     rows = await conn.fetch(
         """SELECT c.id, c.post_id, c.author_id, c.content, c.created_at
             FROM comments c JOIN members m ON m.id = c.author_id
             WHERE c.post_id = $1 AND ($2::uuid IS NULL OR c.id > $2) AND m.status = 'active'
+              AND c.deleted_at IS NULL
+              AND ($4::uuid IS NULL OR NOT member_hidden($4, c.author_id, false))
             ORDER BY c.id LIMIT $3""",
         post_id,
         after,
         limit,
+        viewer_id,
     )
     return [Comment.of(r) for r in rows]

@@ -2,6 +2,10 @@
 
 The table is partitioned by UTC day (migration 201): a day's partition is made when the first row of
 that day arrives (or ahead of time by `ensure_partitions`), and retention drops whole days.
+
+Rows arrive finished (feeds.feed_log computes every signal in the API process, from what the page
+read and the reader's cached signals), so writing them is a binary COPY into the day's partition;
+the exposure counts they add are folded in one statement per batch, aggregated by pair.
 """
 
 from __future__ import annotations
@@ -11,17 +15,48 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from typing import NamedTuple
 
 import asyncpg
 
-from feedfabric.db import exposure, reader_effects
+from feedfabric.db.executor import Executor
 
 _PARTITION = re.compile(r"^feed_log_(\d{8})$")
+COLUMNS = (
+    "member_id", "feed", "post_id", "position", "source", "affinity", "interest", "favourite", "age_seconds",
+    "served_at", "preset", "reason", "similarity", "popularity", "affinity_rate", "interest_rate",
+    "author_effect", "topic_effect",
+)  # fmt: skip
+
+
+class LogRow(NamedTuple):
+    """One feed_log row as COPY sends it (COLUMNS' order); `id` comes from the table's sequence."""
+
+    member_id: uuid.UUID
+    feed: str
+    post_id: uuid.UUID
+    position: int
+    source: str
+    affinity: float
+    interest: float
+    favourite: bool
+    age_seconds: float
+    served_at: datetime
+    preset: str | None
+    reason: str | None
+    similarity: float
+    popularity: float
+    affinity_rate: float
+    interest_rate: float
+    author_effect: float
+    topic_effect: float
 
 
 @dataclass(frozen=True, slots=True)
 class ServedPage:
-    """One served page: its posts in position order (a repost as the post it shares).
+    """One served page known only by its posts' IDs, in position order (a repost as the post it
+    shares): what tools, tests and the simulation log; feeds.feed_log reads what the page showed
+    (`describe`) as of `served_at`.
 
     For You pages also carry their preset, and per post the candidate source that brought it and its
     similarity to the reader's recent likes; the other feeds log NULL and 0 for those.
@@ -37,90 +72,203 @@ class ServedPage:
     similarities: tuple[float, ...] | None = None
 
 
-async def insert(
-    conn: asyncpg.Connection | asyncpg.Pool, pages: Sequence[ServedPage], *, comment_weight: float = 3.0
-) -> None:
-    """One statement per batch (two when a day's partition must be made first), planned for its own
-    arguments every time: the generic plan Postgres caches for a prepared statement after five runs
-    probed the exposure counts by scanning them, 2.1 ms a logged page against 0.6 (bench/feed_log_cost.py)."""
-    if isinstance(conn, asyncpg.Pool):
-        async with conn.acquire() as acquired:
-            await insert(acquired, pages, comment_weight=comment_weight)
-        return
-    for attempt in (1, 2):
-        try:
-            async with conn.transaction():
-                await conn.execute("SET LOCAL plan_cache_mode = force_custom_plan")
-                await _insert(conn, pages, comment_weight)
-            return
-        except asyncpg.CheckViolationError as error:
-            if attempt == 2 or "no partition" not in str(error):
-                raise
-            await ensure_partitions(conn, {p.served_at.astimezone(UTC).date() for p in pages})
+class PostSeen(NamedTuple):
+    """What a page showed of one post: its author, tags, creation time, likes and comments (post_stats'
+    rule), and whether the reader had liked it."""
+
+    author_id: uuid.UUID
+    tags: tuple[str, ...]
+    created_at: datetime
+    likes: int
+    comments: int
+    liked: bool
 
 
-async def _insert(conn: asyncpg.Connection | asyncpg.Pool, pages: Sequence[ServedPage], comment_weight: float) -> None:
-    """A row per post; the signals are read in the same statement, as of serving.
+@dataclass(slots=True)
+class ReaderSignals:
+    """What the feed log reads about one reader, at `version` (migration 350): by author their
+    affinity, exposure count, per-reader effect and whether a favourite; by tag their interest,
+    exposure count and effect; whether they ever commented. The writer adds the exposure it counts."""
 
-    What is the same for a whole page (member, feed, source, time, preset) is sent once per page; each
-    post carries only its page's number, its position and the For You extras. The posts drive the
-    join (unnest), so Postgres looks each one up by key.
-    """
-    post_ids: list[uuid.UUID] = []
-    page_numbers: list[int] = []
-    positions: list[int] = []
-    reasons: list[str | None] = []
-    similarities: list[float] = []
-    for number, page in enumerate(pages, start=1):  # Postgres arrays count from 1
-        count = len(page.post_ids)
-        post_ids.extend(page.post_ids)
-        page_numbers.extend([number] * count)
-        positions.extend(range(count))
-        reasons.extend(page.reasons if page.reasons is not None else [None] * count)
-        similarities.extend(page.similarities if page.similarities is not None else [0.0] * count)
-    await conn.execute(
-        f"""WITH served AS (
-               SELECT e.post_id, e.page, e.position, e.reason, e.similarity,
-                      ($1::uuid[])[e.page] AS member_id, ($2::text[])[e.page] AS feed,
-                      ($3::text[])[e.page] AS source, ($4::timestamptz[])[e.page] AS served_at,
-                      ($5::text[])[e.page] AS preset
-               FROM unnest($6::uuid[], $7::int[], $8::int[], $9::text[], $10::float8[])
-                    AS e(post_id, page, position, reason, similarity)
-           ), {exposure.count_served("served")}
-           INSERT INTO feed_log (member_id, feed, post_id, position, source,
-                                 affinity, interest, favourite, age_seconds, served_at,
-                                 preset, reason, similarity, popularity,
-                                 affinity_rate, interest_rate, author_effect, topic_effect)
-           SELECT e.member_id, e.feed, e.post_id, e.position, e.source,
-                  COALESCE(a.score, 0),
-                  COALESCE(t.interest, 0),
-                  EXISTS (SELECT 1 FROM favourites f
-                          WHERE f.member_id = e.member_id AND f.favourite_id = p.author_id),
-                  GREATEST(extract(epoch FROM e.served_at - p.created_at), 0),
-                  e.served_at, e.preset, e.reason, e.similarity,
-                  COALESCE(s.likes + $11 * s.comments, 0),
-                  {exposure.affinity_rate("a", "ae")},
-                  COALESCE(t.interest_rate, 0),
-                  {reader_effects.author_effect("e.member_id", "p.author_id")},
-                  {reader_effects.topic_effect("e.member_id", "e.post_id")}
-           FROM served e
-           JOIN posts p ON p.id = e.post_id
-           LEFT JOIN author_affinity a ON a.member_id = e.member_id AND a.author_id = p.author_id
-           LEFT JOIN author_exposure ae ON ae.member_id = e.member_id AND ae.author_id = p.author_id
-           LEFT JOIN post_stats s ON s.post_id = e.post_id
-           {exposure.topic_signals("e.member_id", "e.post_id", "t")}""",
-        [p.member_id for p in pages],
-        [p.feed for p in pages],
-        [p.source for p in pages],
-        [p.served_at for p in pages],
-        [p.preset for p in pages],
-        post_ids,
-        page_numbers,
-        positions,
-        reasons,
-        similarities,
-        comment_weight,
+    version: int
+    affinity: dict[uuid.UUID, float]
+    author_exposure: dict[uuid.UUID, int]
+    author_effect: dict[uuid.UUID, float]
+    favourites: set[uuid.UUID]
+    interest: dict[str, float]
+    topic_exposure: dict[str, int]
+    topic_effect: dict[str, float]
+    commented: bool = False
+
+
+def _empty(version: int = 0) -> ReaderSignals:
+    return ReaderSignals(version, {}, {}, {}, set(), {}, {}, {})
+
+
+async def versions(conn: Executor, member_ids: Sequence[uuid.UUID]) -> tuple[dict[uuid.UUID, int], int]:
+    """Each member's signal version (0 without a row), and the last refit of the per-reader effects
+    (0 before any): one small statement a batch says which cached readers are still current."""
+    rows = await conn.fetch(
+        """SELECT m AS member_id, COALESCE(v.version, 0) AS version
+           FROM unnest($1::uuid[]) AS m LEFT JOIN member_signal_versions v ON v.member_id = m
+           UNION ALL
+           SELECT NULL, COALESCE(max(id), 0) FROM reader_effect_fits""",
+        list(member_ids),
     )
+    found = {r["member_id"]: int(r["version"]) for r in rows if r["member_id"] is not None}
+    fit = next(int(r["version"]) for r in rows if r["member_id"] is None)
+    return found, fit
+
+
+async def reader_signals(conn: Executor, member_ids: Sequence[uuid.UUID]) -> tuple[dict[uuid.UUID, ReaderSignals], int]:
+    """The readers' signals and versions read in one statement (one snapshot: a version always names
+    the rows read with it), and the last refit of the effects."""
+    rows = await conn.fetch(
+        """SELECT 0 AS kind, member_id, author_id AS author, NULL::text AS tag, score AS value
+           FROM author_affinity WHERE member_id = ANY($1::uuid[])
+           UNION ALL SELECT 1, member_id, author_id, NULL, served::float8
+           FROM author_exposure WHERE member_id = ANY($1::uuid[])
+           UNION ALL SELECT 2, member_id, author_id, NULL, effect
+           FROM reader_author_effects WHERE member_id = ANY($1::uuid[])
+           UNION ALL SELECT 3, member_id, favourite_id, NULL, 1
+           FROM favourites WHERE member_id = ANY($1::uuid[])
+           UNION ALL SELECT 4, member_id, NULL, tag, score
+           FROM topic_interest WHERE member_id = ANY($1::uuid[])
+           UNION ALL SELECT 5, member_id, NULL, tag, served::float8
+           FROM topic_exposure WHERE member_id = ANY($1::uuid[])
+           UNION ALL SELECT 6, member_id, NULL, tag, effect
+           FROM reader_topic_effects WHERE member_id = ANY($1::uuid[])
+           UNION ALL SELECT 7, m, NULL, NULL, 1
+           FROM unnest($1::uuid[]) AS m WHERE EXISTS (SELECT 1 FROM comments c WHERE c.author_id = m)
+           UNION ALL SELECT 8, member_id, NULL, NULL, version::float8
+           FROM member_signal_versions WHERE member_id = ANY($1::uuid[])
+           UNION ALL SELECT 9, NULL, NULL, NULL, COALESCE(max(id), 0)::float8 FROM reader_effect_fits""",
+        list(member_ids),
+    )
+    found = {m: _empty() for m in member_ids}
+    fit = 0
+    for kind, member, author, tag, value in rows:
+        if kind == 9:
+            fit = int(value)
+            continue
+        s = found[member]
+        if kind == 0:
+            s.affinity[author] = value
+        elif kind == 1:
+            s.author_exposure[author] = int(value)
+        elif kind == 2:
+            s.author_effect[author] = value
+        elif kind == 3:
+            s.favourites.add(author)
+        elif kind == 4:
+            s.interest[tag] = value
+        elif kind == 5:
+            s.topic_exposure[tag] = int(value)
+        elif kind == 6:
+            s.topic_effect[tag] = value
+        elif kind == 7:
+            s.commented = True
+        else:
+            s.version = int(value)
+    return found, fit
+
+
+async def commented(conn: Executor, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> set[tuple[uuid.UUID, uuid.UUID]]:
+    """Which of these (member, post) pairs the member has commented on."""
+    members = [m for m, _ in pairs]
+    posts = [p for _, p in pairs]
+    rows = await conn.fetch(
+        """SELECT u.m, u.p FROM unnest($1::uuid[], $2::uuid[]) AS u(m, p)
+           WHERE EXISTS (SELECT 1 FROM comments c WHERE c.author_id = u.m AND c.post_id = u.p)""",
+        members,
+        posts,
+    )
+    return {(r["m"], r["p"]) for r in rows}
+
+
+async def fold_exposure(
+    conn: Executor,
+    authors: dict[tuple[uuid.UUID, uuid.UUID], int],
+    tags: dict[tuple[uuid.UUID, str], int],
+) -> dict[uuid.UUID, int]:
+    """Adds counts (aggregated by pair) to the exposure tables and bumps the version of every member
+    whose counts grew, in one statement; returns those members' new versions. Rows are written in key
+    order, so two API processes folding at once take their row locks in the same order."""
+    members = sorted({m for m, _ in authors} | {m for m, _ in tags})
+    if not members:
+        return {}
+    rows = await conn.fetch(
+        """WITH authors AS (
+               INSERT INTO author_exposure AS e (member_id, author_id, served)
+               SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::bigint[]) ORDER BY 1, 2
+               ON CONFLICT (member_id, author_id) DO UPDATE SET served = e.served + EXCLUDED.served
+           ), tags AS (
+               INSERT INTO topic_exposure AS e (member_id, tag, served)
+               SELECT * FROM unnest($4::uuid[], $5::text[], $6::bigint[]) ORDER BY 1, 2
+               ON CONFLICT (member_id, tag) DO UPDATE SET served = e.served + EXCLUDED.served
+           )
+           INSERT INTO member_signal_versions AS v (member_id, version)
+           SELECT m, 1 FROM unnest($7::uuid[]) AS m ORDER BY 1
+           ON CONFLICT (member_id) DO UPDATE SET version = v.version + 1
+           RETURNING member_id, version""",
+        [m for m, _ in authors],
+        [a for _, a in authors],
+        list(authors.values()),
+        [m for m, _ in tags],
+        [t for _, t in tags],
+        list(tags.values()),
+        members,
+    )
+    return {r["member_id"]: int(r["version"]) for r in rows}
+
+
+async def describe(conn: Executor, pages: Sequence[ServedPage]) -> dict[tuple[int, uuid.UUID], PostSeen]:
+    """What each page (by its index in `pages`) showed of its posts as of its `served_at`: likes and
+    comments made by then (comments of active members, post_stats' rule), whether the reader had
+    liked the post by then. A post that does not exist is left out. For pages known only by their
+    IDs (tools, tests, the simulation's backdated servings); the API's pages carry what they read."""
+    index: list[int] = []
+    posts: list[uuid.UUID] = []
+    for n, page in enumerate(pages):
+        index.extend([n] * len(page.post_ids))
+        posts.extend(page.post_ids)
+    rows = await conn.fetch(
+        """SELECT u.n, p.id, p.author_id, p.created_at,
+                  ARRAY(SELECT pt.tag FROM post_tags pt WHERE pt.post_id = p.id ORDER BY pt.tag) AS tags,
+                  (SELECT count(*) FROM likes l WHERE l.post_id = p.id AND l.created_at <= u.at) AS likes,
+                  (SELECT count(*) FROM comments c JOIN members m ON m.id = c.author_id
+                   WHERE c.post_id = p.id AND c.created_at <= u.at AND m.status = 'active') AS comments,
+                  EXISTS (SELECT 1 FROM likes l WHERE l.post_id = p.id AND l.member_id = u.member
+                                                  AND l.created_at <= u.at) AS liked
+           FROM (SELECT s.n, s.post, ($3::uuid[])[s.n + 1] AS member, ($4::timestamptz[])[s.n + 1] AS at
+                 FROM unnest($1::int[], $2::uuid[]) AS s(n, post)) u
+           JOIN posts p ON p.id = u.post""",
+        index,
+        posts,
+        [p.member_id for p in pages],
+        [p.served_at for p in pages],
+    )
+    return {
+        (r["n"], r["id"]): PostSeen(
+            r["author_id"], tuple(r["tags"]), r["created_at"], int(r["likes"]), int(r["comments"]), r["liked"]
+        )
+        for r in rows
+    }
+
+
+async def copy_rows(conn: asyncpg.Connection, rows: Sequence[LogRow]) -> None:
+    """Binary COPY into each served day's partition (made first when it is missing): no routing
+    through the parent, no statement to plan."""
+    days: dict[date, list[LogRow]] = {}
+    for row in rows:
+        days.setdefault(row.served_at.astimezone(UTC).date(), []).append(row)
+    for day, part in sorted(days.items()):
+        table = f"feed_log_{day:%Y%m%d}"
+        try:
+            await conn.copy_records_to_table(table, records=part, columns=COLUMNS)
+        except asyncpg.UndefinedTableError:
+            await ensure_partitions(conn, {day})
+            await conn.copy_records_to_table(table, records=part, columns=COLUMNS)
 
 
 async def ensure_partitions(conn: asyncpg.Connection | asyncpg.Pool, days: Sequence[date] | set[date]) -> None:

@@ -198,7 +198,7 @@ async def candidates(
                   {reader_effects.author_effect("$1", "v.author_id")} AS author_effect,
                   {reader_effects.topic_effect("$1", "v.id")} AS topic_effect
            FROM best b
-           JOIN visible_posts($1) v ON v.id = b.post_id
+           JOIN feed_posts($1) v ON v.id = b.post_id
            LEFT JOIN author_affinity a ON a.member_id = $1 AND a.author_id = v.author_id
            LEFT JOIN author_exposure ae ON ae.member_id = $1 AND ae.author_id = v.author_id
            LEFT JOIN favourite_authors fa ON fa.author_id = v.author_id

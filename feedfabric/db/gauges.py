@@ -15,7 +15,10 @@ from feedfabric.core.metrics import (
     OUTBOX_OLDEST_AGE,
     REDIS_MAXMEMORY,
     REDIS_USED_MEMORY,
+    REPORT_OLDEST_OPEN,
+    REPORTS_OPEN,
 )
+from feedfabric.db import reports as reports_db
 
 log = logging.getLogger("feedfabric.metrics")
 
@@ -35,11 +38,14 @@ async def refresh_from_postgres(pool: asyncpg.Pool) -> None:
         async with asyncio.timeout(_SCRAPE_TIMEOUT_S):
             row = await pool.fetchrow(_OUTBOX_SQL)
             dead = await pool.fetch(_DEAD_LETTERS_SQL)
+            reports_open, report_oldest = await reports_db.open_gauges(pool)
     except Exception:  # noqa: BLE001 - a scrape must still answer
         log.warning("metrics: could not read outbox gauges from Postgres")
         return
     OUTBOX_BACKLOG.set(row["backlog"])
     OUTBOX_OLDEST_AGE.set(row["oldest"])
+    REPORTS_OPEN.set(reports_open)
+    REPORT_OLDEST_OPEN.set(report_oldest)
     for record in dead:
         DEAD_LETTERS_STORED.labels(group=record["group_name"]).set(record["n"])
 

@@ -114,7 +114,7 @@ class Loaders:
     @cached_property
     def group_actors(self) -> DataLoader[uuid.UUID, list[uuid.UUID]]:
         """A notification group's most recent actors (IDs), for a page of groups at once."""
-        return _loader(lambda ids: notification_groups_db.sample_actors(self.pool, ids), list)
+        return _loader(lambda ids: notification_groups_db.sample_actors(self.pool, ids, self.viewer_id), list)
 
     async def _followed(self, keys: list[uuid.UUID], target_type: str) -> dict[uuid.UUID, bool]:
         if self.viewer_id is None:

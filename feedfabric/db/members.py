@@ -20,11 +20,14 @@ async def by_external_id(conn: asyncpg.Connection | asyncpg.Pool, external_id: s
 
 async def viewer_by_external_id(
     conn: asyncpg.Connection | asyncpg.Pool, external_id: str
-) -> tuple[Member, uuid.UUID | None] | None:
-    """The signed-in member with their home feed's owed mark kept in Postgres (`home_owed`): one column more
-    in the lookup every request makes, so a home-feed page learns of the mark without a statement of its own."""
-    row = await conn.fetchrow(f"SELECT {_COLUMNS}, home_owed FROM members WHERE external_id = $1", external_id)
-    return (Member.of(row), row["home_owed"]) if row else None
+) -> tuple[Member, uuid.UUID | None, int] | None:
+    """The signed-in member with their home feed's owed mark kept in Postgres (`home_owed`) and the version of
+    their relations (feeds.relations): columns more in the lookup every request makes, so a page learns of
+    the mark, and whether the relations it holds are current, without a statement of its own."""
+    row = await conn.fetchrow(
+        f"SELECT {_COLUMNS}, home_owed, relations_version FROM members WHERE external_id = $1", external_id
+    )
+    return (Member.of(row), row["home_owed"], int(row["relations_version"])) if row else None
 
 
 async def by_username(conn: asyncpg.Connection | asyncpg.Pool, username: str) -> Member | None:

@@ -299,24 +299,70 @@ async def by_ids(
     return {r["id"]: (r["recipient_id"], NotificationGroup.of(r)) for r in rows}
 
 
-async def sample_actors(conn: Executor, group_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[uuid.UUID]]:
+def hidden_actors(viewer: str) -> str:
+    """The members whose notifications `viewer` (a parameter) is not shown: blocked either way, or muted
+    with notifications and unexpired (the rule of member_hidden, migration 320, as a set to anti-join)."""
+    return f"""(SELECT blocked_id FROM blocks WHERE blocker_id = {viewer}
+              UNION ALL SELECT blocker_id FROM blocks WHERE blocked_id = {viewer}
+              UNION ALL SELECT muted_id FROM mutes WHERE muter_id = {viewer} AND notifications
+                                                     AND (expires_at IS NULL OR expires_at > now()))"""
+
+
+async def sample_actors(
+    conn: Executor, group_ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None = None
+) -> dict[uuid.UUID, list[uuid.UUID]]:
     """Each group's most recent active actors, at most SAMPLE_ACTORS, for a whole page in one statement.
-    A suspended actor is left out, as actor_count leaves them out (migration 293)."""
+    A suspended actor is left out, as actor_count leaves them out (migration 293), and so is an actor the
+    viewer blocks, is blocked by or mutes with notifications (`hidden_actor_counts` takes them out of
+    the count)."""
     rows = await conn.fetch(
-        """SELECT g.id AS group_id, a.actor_id
+        f"""SELECT g.id AS group_id, a.actor_id
            FROM unnest($1::uuid[]) AS g(id)
            CROSS JOIN LATERAL (
              SELECT x.actor_id FROM notification_group_actors x
              JOIN members m ON m.id = x.actor_id AND m.status = 'active'
-             WHERE x.group_id = g.id ORDER BY x.latest_at DESC, x.actor_id DESC LIMIT $2
+             WHERE x.group_id = g.id
+               AND ($3::uuid IS NULL OR x.actor_id NOT IN {hidden_actors("$3::uuid")})
+             ORDER BY x.latest_at DESC, x.actor_id DESC LIMIT $2
            ) a""",
         list(group_ids),
         SAMPLE_ACTORS,
+        viewer_id,
     )
     found: dict[uuid.UUID, list[uuid.UUID]] = {}
     for r in rows:
         found.setdefault(r["group_id"], []).append(r["actor_id"])
     return found
+
+
+async def hidden_actor_counts(
+    conn: Executor, group_ids: Sequence[uuid.UUID], viewer_id: uuid.UUID
+) -> dict[uuid.UUID, int]:
+    """How many of each group's counted (active) actors the viewer is not shown: actor_count less these
+    is the count the viewer sees. One statement a page, probing the groups' actors by the viewer's few
+    relations (the actors' primary key), not every actor of a busy group."""
+    rows = await conn.fetch(
+        f"""SELECT x.group_id, count(*)::int AS n
+            FROM notification_group_actors x JOIN members m ON m.id = x.actor_id AND m.status = 'active'
+            WHERE x.group_id = ANY($1::uuid[]) AND x.actor_id IN {hidden_actors("$2::uuid")}
+            GROUP BY x.group_id""",
+        list(group_ids),
+        viewer_id,
+    )
+    return {r["group_id"]: r["n"] for r in rows}
+
+
+async def texts(conn: Executor, group_ids: Sequence[uuid.UUID], recipient_id: uuid.UUID) -> dict[uuid.UUID, str]:
+    """What muted words read of each group: its comment's text, or its post's when another member wrote it
+    (a group of likes or reposts of the recipient's own post reads nothing)."""
+    rows = await conn.fetch(
+        """SELECT g.id, COALESCE(c.content, CASE WHEN p.author_id <> $2 THEN p.content END, '') AS text
+           FROM notification_groups g LEFT JOIN comments c ON c.id = g.comment_id LEFT JOIN posts p ON p.id = g.post_id
+           WHERE g.id = ANY($1::uuid[])""",
+        list(group_ids),
+        recipient_id,
+    )
+    return {r["id"]: r["text"] for r in rows}
 
 
 async def mark_read(conn: asyncpg.Connection, recipient_id: uuid.UUID, group_id: uuid.UUID) -> NotificationGroup | None:

@@ -57,9 +57,24 @@ async def claim(conn: asyncpg.Connection, shards: list[int], limit: int) -> list
     ]
 
 
-async def stamp(conn: asyncpg.Connection, ids: list[int]) -> None:
-    if ids:
-        await conn.execute("UPDATE outbox SET published_at = now() WHERE id = ANY($1::bigint[])", ids)
+async def begin(conn: asyncpg.Connection) -> None:
+    """Opens the relay's claim transaction (ended by stamp_and_commit, or rollback)."""
+    await conn.execute("BEGIN")
+
+
+async def stamp_and_commit(conn: asyncpg.Connection, ids: list[int]) -> None:
+    """Stamps the published rows and commits the claim in ONE round trip (a simple query of two statements).
+
+    The IDs are the outbox's own bigints, written into the text as integers: no value from outside reaches
+    the statement. A failed UPDATE aborts the transaction and skips the COMMIT; the caller rolls back.
+    """
+    listed = ",".join(str(int(i)) for i in ids)
+    stamp_sql = f"UPDATE outbox SET published_at = now() WHERE id = ANY('{{{listed}}}'::bigint[]); " if ids else ""
+    await conn.execute(stamp_sql + "COMMIT")
+
+
+async def rollback(conn: asyncpg.Connection) -> None:
+    await conn.execute("ROLLBACK")
 
 
 async def prune(conn: asyncpg.Connection, retention_hours: int, limit: int = 10_000) -> int:

@@ -25,6 +25,18 @@ async def texts(conn: asyncpg.Connection | asyncpg.Pool, ids: Sequence[uuid.UUID
     return {r["id"]: PostText(r["id"], r["content"], r["status"], r["repost_of"]) for r in rows}
 
 
+async def feed_ids(
+    conn: asyncpg.Connection | asyncpg.Pool, ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None
+) -> set[uuid.UUID]:
+    """`visible_ids` as the viewer's feeds show posts (feed_posts: less the members they mute)."""
+    rows = await conn.fetch(
+        "SELECT id FROM feed_posts($2) WHERE id = ANY($1::uuid[])",
+        list(ids),
+        viewer_id,
+    )
+    return {r["id"] for r in rows}
+
+
 async def visible_ids(
     conn: asyncpg.Connection | asyncpg.Pool, ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None
 ) -> set[uuid.UUID]:

@@ -1,7 +1,9 @@
 """Queries over posts, their hashtags and mentions, and the newest-first lists built from them.
 
 Every list applies the one visibility rule through the relation visible_posts(viewer)
-(migration 101), which Postgres inlines into each query.
+(migrations 101 and 320: held, deleted, suspended, blocked either way), and the feeds through
+feed_posts(viewer), which also leaves out the members the viewer mutes; Postgres inlines both
+into each query, so a page filtered by them is still full.
 Cursors are post IDs: UUIDv7, so `id < cursor` is "older than the cursor".
 """
 
@@ -39,9 +41,11 @@ async def insert_with_entities(
     content: str,
     tags: Sequence[str],
     mentioned_names: Sequence[str],
-) -> tuple[Post, list[uuid.UUID]]:
+) -> tuple[Post, list[uuid.UUID], int]:
     """A new post with its hashtags and @mentions, in one statement (one round trip, issue 50); returns the
-    post and the active members mentioned (never the author), in ID order.
+    post, the active members mentioned (never the author), in ID order, and the moderation terms' version
+    (migration 330), read in the same round trip so screening the text for terms costs none of its own
+    while the terms are unchanged (feeds.moderation_terms).
 
     A new post has no tags or mentions to replace, so nothing is deleted first (update_content's path,
     replace_hashtags and replace_mentions, does). The foreign keys of post_tags and mentions are checked at
@@ -62,7 +66,9 @@ async def insert_with_entities(
                 ON CONFLICT DO NOTHING
                 RETURNING member_id
             )
-            SELECT post.*, ARRAY(SELECT member_id FROM mentioned ORDER BY member_id) AS mentioned FROM post""",
+            SELECT post.*, ARRAY(SELECT member_id FROM mentioned ORDER BY member_id) AS mentioned,
+                   (SELECT version FROM moderation_terms_version) AS terms_version
+            FROM post""",
         post_id,
         author_id,
         content,
@@ -70,7 +76,7 @@ async def insert_with_entities(
         [name.lower() for name in mentioned_names],
     )
     assert row is not None
-    return Post.of(row), list(row["mentioned"])
+    return Post.of(row), list(row["mentioned"]), int(row["terms_version"])
 
 
 async def insert_repost(
@@ -110,6 +116,21 @@ async def is_visible(conn: Executor, post_id: uuid.UUID, viewer_id: uuid.UUID | 
     return bool(
         await conn.fetchval("SELECT EXISTS (SELECT 1 FROM visible_posts($2) WHERE id = $1)", post_id, viewer_id)
     )
+
+
+async def visibility(conn: Executor, post_id: uuid.UUID, viewer_id: uuid.UUID) -> tuple[bool, bool]:
+    """(visible, blocked) in one statement: whether the viewer may see the post (visible_posts), and whether
+    its author or its original's author blocks the viewer or is blocked by them (BLOCKED, not NOT_FOUND)."""
+    row = await conn.fetchrow(
+        """SELECT EXISTS (SELECT 1 FROM visible_posts($2) WHERE id = $1) AS visible,
+                  EXISTS (SELECT 1 FROM posts p LEFT JOIN posts o ON o.id = p.repost_of
+                          JOIN blocks b ON (b.blocker_id = $2 AND b.blocked_id IN (p.author_id, o.author_id))
+                                        OR (b.blocked_id = $2 AND b.blocker_id IN (p.author_id, o.author_id))
+                          WHERE p.id = $1 AND p.status <> 'deleted') AS blocked""",
+        post_id,
+        viewer_id,
+    )
+    return bool(row["visible"]), bool(row["blocked"])
 
 
 async def update_content(conn: asyncpg.Connection, post_id: uuid.UUID, content: str) -> Post:
@@ -177,6 +198,16 @@ async def visible_by_ids(
     return {r["id"]: Post.of(r) for r in rows}
 
 
+async def feed_by_ids(conn: Executor, ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None) -> dict[uuid.UUID, Post]:
+    """`visible_by_ids` as the viewer's feeds show posts (feed_posts: less the members they mute)."""
+    rows = await conn.fetch(
+        f"""SELECT {_COLUMNS} FROM feed_posts($2) WHERE id = ANY($1::uuid[])""",
+        list(ids),
+        viewer_id,
+    )
+    return {r["id"]: Post.of(r) for r in rows}
+
+
 async def mentioned_in(conn: Executor, item_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[uuid.UUID]]:
     rows = await conn.fetch(
         "SELECT item_id, member_id FROM mentions WHERE item_id = ANY($1::uuid[]) ORDER BY item_id, member_id",
@@ -204,12 +235,12 @@ async def home_page(conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | No
                 SELECT target_id::uuid FROM follows WHERE follower_id = $1 AND target_type = 'member'
             ), candidates AS (
                 SELECT p.id FROM authors a CROSS JOIN LATERAL (
-                    SELECT p.id FROM visible_posts($1) p
+                    SELECT p.id FROM feed_posts($1) p
                     WHERE p.author_id = a.author_id AND ($2::uuid IS NULL OR p.id < $2)
                     ORDER BY p.id DESC LIMIT $3) p
                 UNION
                 SELECT t.post_id FROM follows f CROSS JOIN LATERAL (
-                    SELECT pt.post_id FROM post_tags pt JOIN visible_posts($1) p ON p.id = pt.post_id
+                    SELECT pt.post_id FROM post_tags pt JOIN feed_posts($1) p ON p.id = pt.post_id
                     WHERE pt.tag = f.target_id AND ($2::uuid IS NULL OR pt.post_id < $2)
                     ORDER BY pt.post_id DESC LIMIT $3) t
                 WHERE f.follower_id = $1 AND f.target_type = 'tag'
@@ -235,12 +266,12 @@ async def home_after(conn: Executor, viewer_id: uuid.UUID, after: uuid.UUID, lim
                 SELECT target_id::uuid FROM follows WHERE follower_id = $1 AND target_type = 'member'
             ), candidates AS (
                 SELECT p.id FROM authors a CROSS JOIN LATERAL (
-                    SELECT p.id FROM visible_posts($1) p
+                    SELECT p.id FROM feed_posts($1) p
                     WHERE p.author_id = a.author_id AND p.id > $2
                     ORDER BY p.id LIMIT $3) p
                 UNION
                 SELECT t.post_id FROM follows f CROSS JOIN LATERAL (
-                    SELECT pt.post_id FROM post_tags pt JOIN visible_posts($1) p ON p.id = pt.post_id
+                    SELECT pt.post_id FROM post_tags pt JOIN feed_posts($1) p ON p.id = pt.post_id
                     WHERE pt.tag = f.target_id AND pt.post_id > $2
                     ORDER BY pt.post_id LIMIT $3) t
                 WHERE f.follower_id = $1 AND f.target_type = 'tag'
@@ -264,7 +295,7 @@ async def by_authors_page(
     """Newest visible posts of a set of authors (favourites feed, celebrity pull)."""
     rows = await conn.fetch(
         f"""SELECT {_P_COLUMNS} FROM unnest($1::uuid[]) AS a(author_id) CROSS JOIN LATERAL (
-                SELECT * FROM visible_posts($2) p
+                SELECT * FROM feed_posts($2) p
                 WHERE p.author_id = a.author_id AND ($3::uuid IS NULL OR p.id < $3)
                 ORDER BY p.id DESC LIMIT $4) p
             ORDER BY p.id DESC LIMIT $4""",
@@ -279,7 +310,7 @@ async def by_authors_page(
 async def favourites_page(conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> list[Post]:
     rows = await conn.fetch(
         f"""SELECT {_P_COLUMNS} FROM favourites f CROSS JOIN LATERAL (
-                SELECT * FROM visible_posts($1) p
+                SELECT * FROM feed_posts($1) p
                 WHERE p.author_id = f.favourite_id AND ($2::uuid IS NULL OR p.id < $2)
                 ORDER BY p.id DESC LIMIT $3) p
             WHERE f.member_id = $1
@@ -295,7 +326,7 @@ async def tag_page(
     conn: Executor, tag: str, viewer_id: uuid.UUID | None, before: uuid.UUID | None, limit: int
 ) -> list[Post]:
     rows = await conn.fetch(
-        f"""SELECT {_P_COLUMNS} FROM post_tags t JOIN visible_posts($2) p ON p.id = t.post_id
+        f"""SELECT {_P_COLUMNS} FROM post_tags t JOIN feed_posts($2) p ON p.id = t.post_id
             WHERE t.tag = $1 AND ($3::uuid IS NULL OR t.post_id < $3)
             ORDER BY t.post_id DESC LIMIT $4""",
         tag,
@@ -339,13 +370,19 @@ async def author_page(
 async def mention_page(
     conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int
 ) -> list[asyncpg.Record]:
-    """(item_id, post_id, comment_id) of posts and comments that mention the viewer, newest first."""
+    """(item_id, post_id, comment_id, author_id, content) of posts and comments that mention the viewer,
+    newest first; not those of members the viewer blocks, is blocked by, or mutes with notifications
+    (member_hidden, migration 320). `content` and `author_id` are the mentioning item's, for muted words."""
     found: list[asyncpg.Record] = await conn.fetch(
-        """SELECT m.item_id, m.post_id, m.comment_id FROM mentions m JOIN visible_posts($1) p ON p.id = m.post_id
+        """SELECT m.item_id, m.post_id, m.comment_id, COALESCE(c.author_id, p.author_id) AS author_id,
+                  COALESCE(c.content, p.content) AS content
+           FROM mentions m JOIN visible_posts($1) p ON p.id = m.post_id
+           LEFT JOIN comments c ON c.id = m.comment_id
            WHERE m.member_id = $1 AND ($2::uuid IS NULL OR m.item_id < $2)
              AND (m.comment_id IS NULL OR EXISTS (
-                  SELECT 1 FROM comments c JOIN members ca ON ca.id = c.author_id
-                  WHERE c.id = m.comment_id AND ca.status = 'active'))
+                  SELECT 1 FROM members ca WHERE ca.id = c.author_id AND ca.status = 'active')
+                  AND c.deleted_at IS NULL)
+             AND NOT member_hidden($1, COALESCE(c.author_id, p.author_id), true)
            ORDER BY m.item_id DESC LIMIT $3""",
         viewer_id,
         before,

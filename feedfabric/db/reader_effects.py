@@ -1,8 +1,9 @@
 """Per-reader effects (migration 277): each reader's leaning to an author and to a tag, refitted with
 the ranker (feeds.reader_effects) and read as two ranking signals.
 
-The feed log's insert and For You's candidates statement read them through the same fragments, so a
-learned weight means the same thing in training and in ranking. A pair without a row is 0.
+For You's candidates statement reads them through these fragments and the feed log's writer the same
+way in Python (feeds.served_signals), so a learned weight means the same thing in training and in
+ranking. A pair without a row is 0.
 """
 
 from __future__ import annotations

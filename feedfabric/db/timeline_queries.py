@@ -236,7 +236,7 @@ _FIRST_ROUND = (
     """
 WITH found AS (
     SELECT id, author_id, content, repost_of, status, created_at, updated_at, false AS pulled
-    FROM visible_posts($2) WHERE id = ANY($1::uuid[])
+    FROM feed_posts($2) WHERE id = ANY($1::uuid[])
     UNION ALL
     (SELECT p.id, p.author_id, p.content, p.repost_of, p.status, p.created_at, p.updated_at, true
      FROM (SELECT s.member_id AS author_id FROM follows f JOIN member_stats s ON s.member_id = f.target_id::uuid
@@ -244,7 +244,7 @@ WITH found AS (
            UNION ALL
            SELECT $2::uuid) a
      CROSS JOIN LATERAL (
-         SELECT * FROM visible_posts($2) p
+         SELECT * FROM feed_posts($2) p
          WHERE p.author_id = a.author_id AND ($3::uuid IS NULL OR p.id < $3)
            AND (a.author_id <> $2 OR $6::uuid IS NULL OR p.id >= $6)
          ORDER BY p.id DESC LIMIT $4) p
@@ -318,12 +318,12 @@ WITH authors AS (
     SELECT target_id::uuid FROM follows WHERE follower_id = $2 AND target_type = 'member'
 ), candidates AS (
     SELECT p.id FROM authors a CROSS JOIN LATERAL (
-        SELECT p.id FROM visible_posts($2) p
+        SELECT p.id FROM feed_posts($2) p
         WHERE p.author_id = a.author_id AND p.id > $1::uuid AND p.id <= $3::uuid
         ORDER BY p.id DESC LIMIT $4) p
     UNION
     SELECT t.post_id FROM follows f CROSS JOIN LATERAL (
-        SELECT pt.post_id FROM post_tags pt JOIN visible_posts($2) p ON p.id = pt.post_id
+        SELECT pt.post_id FROM post_tags pt JOIN feed_posts($2) p ON p.id = pt.post_id
         WHERE pt.tag = f.target_id AND pt.post_id > $1::uuid AND pt.post_id <= $3::uuid
         ORDER BY pt.post_id DESC LIMIT $4) t
     WHERE f.follower_id = $2 AND f.target_type = 'tag'

@@ -127,7 +127,7 @@ async def _visible_prefix(
     window = max(first * 3, 100)
     for start in range(0, min(len(ranked), 10 * window), window):
         chunk = ranked[start : start + window]
-        visible = await post_text.visible_ids(pool, chunk, viewer_id)
+        visible = await post_text.feed_ids(pool, chunk, viewer_id)
         out.extend(i for i in chunk if i in visible)
         if len(out) >= first:
             break

@@ -24,6 +24,7 @@ import hmac
 import logging
 import struct
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
@@ -419,6 +420,8 @@ class ForYouService:
     settings: Settings
     pool: asyncpg.Pool
     redis: aioredis.Redis | None
+    # The posts among those given that the viewer's muted words hide (feeds.filtering); None: none do.
+    hides: Callable[[list[Post]], Awaitable[set[uuid.UUID]]] | None = None
 
     async def first_page(self, member_id: uuid.UUID, limit: int) -> ForYouPage:
         profile = await profile_of(self.pool, member_id)
@@ -428,20 +431,37 @@ class ForYouService:
         source = "postgres"
         if len(ranked) > limit and await self._keep(member_id, chain, ranked):
             source = "redis"
-        # Visible when ranked a moment ago; one that went since is passed over like on later pages.
-        visible = await posts_db.visible_by_ids(self.pool, [r.post_id for r in ranked[:limit]], member_id)
-        served = [r for r in ranked[:limit] if r.post_id in visible]
-        offsets = [n for n, r in enumerate(ranked[:limit], start=1) if r.post_id in visible]
+        # Visible when ranked a moment ago; one that went since, or that the viewer's muted words hide, is
+        # passed over like on later pages, and the page reads on down the ranking until it is full.
+        served: list[Ranked] = []
+        posts: list[Post] = []
+        offsets: list[int] = []
+        offset = 0
+        while len(served) < limit and offset < len(ranked):
+            window = ranked[offset : offset + limit - len(served) + (_SLACK if offset else 0)]
+            visible = await self._visible(member_id, [r.post_id for r in window])
+            for r in window:
+                offset += 1
+                if r.post_id in visible:
+                    served.append(r)
+                    posts.append(visible[r.post_id])
+                    offsets.append(offset)
+                    if len(served) == limit:
+                        break
         start = Place(_NO_PAGE, 0, 0)
         page = await self._record(member_id, chain, start, served)
         key = cursor_key(self.settings)
         cursors = [chain.cursor(key, member_id, Place(page, n, o)) for n, o in enumerate(offsets, start=1)]
-        end = (
-            chain.cursor(key, member_id, Place(page, len(served), min(limit, len(ranked))))
-            if len(ranked) > limit
-            else None
-        )
-        return self._page(chain, served, [visible[r.post_id] for r in served], cursors, end, source)
+        end = chain.cursor(key, member_id, Place(page, len(served), offset)) if offset < len(ranked) else None
+        return self._page(chain, served, posts, cursors, end, source)
+
+    async def _visible(self, member_id: uuid.UUID, ids: list[uuid.UUID]) -> dict[uuid.UUID, Post]:
+        """The posts among `ids` the viewer's feeds show (feed_posts), less those `hides` names."""
+        found = await posts_db.feed_by_ids(self.pool, ids, member_id) if ids else {}
+        if self.hides is not None and found:
+            hidden = await self.hides(list(found.values()))
+            found = {k: v for k, v in found.items() if k not in hidden}
+        return found
 
     async def next_page(self, member_id: uuid.UUID, cursor: str, limit: int) -> ForYouPage:
         """Continues the kept list at the cursor's offset; when the list is gone, ranks again as of
@@ -464,7 +484,7 @@ class ForYouService:
                 offset = 0
             entries = kept if kept is not None else (rebuilt or [])[offset : offset + requested]
             window = entries[: limit - len(served) + _SLACK]
-            visible = await posts_db.visible_by_ids(self.pool, [r.post_id for r in window], member_id) if window else {}
+            visible = await self._visible(member_id, [r.post_id for r in window])
             consumed = 0
             for r in window:
                 consumed += 1

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import uuid
 from dataclasses import dataclass, field
 
@@ -41,6 +42,10 @@ log = logging.getLogger("feedfabric.home")
 REDIS = "redis"
 POSTGRES = "postgres"
 MIXED = "redis+postgres"
+# Timeline reads one page may make before Postgres continues it (entries the visibility rule hides, a
+# blocked or muted author's, stay in the timeline and are read past), and the largest batch of one.
+MAX_TIMELINE_ROUNDS = 4
+MAX_TIMELINE_BATCH = 500
 # A missing timeline asks for a rebuild at most this often per member.
 REBUILD_REQUEST_TTL_S = 300
 
@@ -177,9 +182,15 @@ class HomeFeedService:
         own_floor: uuid.UUID | None = None
         covered = 0
         first = True
-        while len(rounds.visible) < wanted:
+        examined = 0
+        for _ in range(MAX_TIMELINE_ROUNDS):
+            if len(rounds.visible) >= wanted:
+                break
             if not first:
-                batch = max(wanted - len(rounds.visible), 20)
+                # Sized by the share of entries the rule kept so far (muted or blocked authors' entries stay
+                # in the timeline and are passed over here), so a mostly hidden timeline fills in few rounds.
+                share = max(len(rounds.visible) / examined, 0.05) if examined else 1.0
+                batch = min(MAX_TIMELINE_BATCH, max(math.ceil((wanted - len(rounds.visible)) / share), 20))
                 page = await timelines.read_page(redis, member.id, rounds.cursor, batch, floor)
             if not page.cursor_found:
                 return None
@@ -197,7 +208,8 @@ class HomeFeedService:
                 found = {p.id: p for p in first_round.found}
                 rounds.pulled, rounds.extras = first_round.pulled, first_round.extras
             else:
-                found = await posts_db.visible_by_ids(self.reads, ids, member.id) if ids else {}
+                found = await posts_db.feed_by_ids(self.reads, ids, member.id) if ids else {}
+            examined += len(ids)
             rounds.visible += [found[i] for i in ids if i in found]
             if first and own_floor is not None:
                 covered = sum(p.id >= own_floor for p in rounds.visible)
@@ -207,6 +219,9 @@ class HomeFeedService:
             if len(ids) < batch:
                 rounds.exhausted = True
                 break
+        else:
+            # Out of rounds with the page not full: Postgres continues it past the last entry read.
+            rounds.exhausted = len(rounds.visible) < wanted
         if own_floor is not None and covered < wanted:
             # Entries down to the floor that are gone (deleted, held: still in the timeline) leave the page
             # ending below it, where the viewer's own posts that fan-out has not pushed yet may belong.

@@ -25,9 +25,10 @@ from datetime import UTC, datetime
 import asyncpg
 
 from feedfabric.core.settings import Settings
-from feedfabric.db import feed_log, foryou, notification_groups
+from feedfabric.db import feed_log, foryou, notification_groups, suggestions
 from feedfabric.db import pipeline as db
 from feedfabric.feeds.media import sweep_originals
+from feedfabric.feeds.suggestions import DISMISS_FOR
 
 log = logging.getLogger("feedfabric.maintain")
 
@@ -80,6 +81,12 @@ async def _foryou_pages(conn: asyncpg.Connection, settings: Settings) -> int:
     return await _drain(lambda: foryou.forget_pages(conn, before, BATCH))
 
 
+async def _dismissals(conn: asyncpg.Connection, settings: Settings) -> int:
+    """Suggestion dismissals older than the time they keep a member away (feeds.suggestions.DISMISS_FOR)."""
+    before = datetime.now(UTC) - DISMISS_FOR
+    return await _drain(lambda: suggestions.forget_dismissals(conn, before, BATCH))
+
+
 async def _drain(batch: Callable[[], Awaitable[int]]) -> int:
     total = 0
     for _ in range(MAX_BATCHES):
@@ -110,6 +117,7 @@ STEPS: list[RetentionStep] = [
     RetentionStep("notification_take_backs", _take_backs),
     RetentionStep("empty_notification_groups", _empty_groups),
     RetentionStep("foryou_pages", _foryou_pages),
+    RetentionStep("suggestion_dismissals", _dismissals),
 ]
 
 

@@ -7,15 +7,17 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from feedfabric.core.errors import BadInput, FavouriteLimitReached, NotFound
+from feedfabric.core.errors import BadInput, Blocked, FavouriteLimitReached, NotFound
 from feedfabric.core.ids import new_id
 from feedfabric.core.models import Member, Page
 from feedfabric.core.settings import Settings
 from feedfabric.db import favourites as favourites_db
 from feedfabric.db import follows as follows_db
 from feedfabric.db import members as members_db
+from feedfabric.db import relations as relations_db
 from feedfabric.db.outbox import add_event
 from feedfabric.feeds import paging, text
+from feedfabric.feeds.blocking import ensure_not_blocked
 
 
 async def upsert_profile(
@@ -48,12 +50,22 @@ async def target(conn: asyncpg.Connection | asyncpg.Pool, external_id: str) -> M
 
 
 async def follow(conn: asyncpg.Connection, settings: Settings, follower: Member, external_id: str) -> Member:
-    followed = await target(conn, external_id)
+    """BLOCKED when either member blocks the other: the lookup takes the pair's lock (feeds.blocking) and
+    the insert checks for a block, so a follow racing a block never outlives it."""
+    if not external_id or "\x00" in external_id or len(external_id) > 200:
+        raise BadInput("externalUserId is not valid")
+    row = await relations_db.member_locking_pair(conn, external_id, follower.id)
+    if row is None:
+        raise NotFound("member not found")
+    followed = Member.of(row)
     if followed.id == follower.id:
         raise BadInput("you cannot follow yourself")
     if not followed.active:
         raise NotFound("member not found")
-    if await follows_db.add(conn, follower.id, "member", str(followed.id)):
+    added = await relations_db.follow_unless_blocked(conn, follower.id, followed.id)
+    if added is None:
+        raise Blocked("you cannot interact with this member")
+    if added:
         await add_event(
             conn,
             "MemberFollowed",
@@ -102,6 +114,7 @@ async def add_favourite(conn: asyncpg.Connection, settings: Settings, member: Me
         raise BadInput("you cannot favourite yourself")
     if not favourite.active:
         raise NotFound("member not found")
+    await ensure_not_blocked(conn, member.id, favourite.id)
     await members_db.lock(conn, member.id)
     if await favourites_db.exists(conn, member.id, favourite.id):
         return favourite

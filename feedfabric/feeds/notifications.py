@@ -7,6 +7,7 @@ closes each open group left with none unread.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import asyncpg
@@ -18,17 +19,47 @@ from feedfabric.db import notification_groups as groups_db
 from feedfabric.db import notifications as notifications_db
 from feedfabric.db.executor import Executor
 from feedfabric.feeds import paging
+from feedfabric.feeds.relations import Relations
 
 
 def group_cursor(group: NotificationGroup) -> str:
     return paging.position_cursor(group.latest_at, str(group.id))
 
 
-async def groups(conn: Executor, member: Member, after: str | None, limit: int) -> Page:
-    """Most recently changed group first; a keyset page of (latest_at, id), one statement."""
-    rows = await groups_db.page(conn, member.id, paging.position(after), limit + 1)
-    items = rows[:limit]
-    return Page(items, group_cursor(items[-1]) if len(rows) > limit else None)
+# Reads a page of groups may make when the viewer's relations empty some of them.
+MAX_GROUP_ROUNDS = 5
+
+
+async def groups(
+    conn: Executor, member: Member, after: str | None, limit: int, relations: Relations | None = None
+) -> Page:
+    """Most recently changed group first; a keyset page of (latest_at, id), one statement. With relations:
+    the actors the viewer blocks, is blocked by or mutes with notifications leave each group's count (and
+    its sample, db.notification_groups.sample_actors); a group left with none is not listed, and the page
+    reads on past it (one statement more a round) so it stays full."""
+    words = relations is not None and relations.matcher.applies("NOTIFICATIONS")
+    if relations is None or not (relations.hidden or relations.muted_notifying or words):
+        rows = await groups_db.page(conn, member.id, paging.position(after), limit + 1)
+        items = rows[:limit]
+        return Page(items, group_cursor(items[-1]) if len(rows) > limit else None)
+    kept: list[NotificationGroup] = []
+    position = paging.position(after)
+    for _ in range(MAX_GROUP_ROUNDS):
+        rows = await groups_db.page(conn, member.id, position, limit + 1)
+        ids = [g.id for g in rows]
+        hidden = await groups_db.hidden_actor_counts(conn, ids, member.id) if rows else {}
+        texts = await groups_db.texts(conn, ids, member.id) if rows and words else {}
+        for group in rows:
+            left = group.actor_count - hidden.get(group.id, 0)
+            if left > 0 and not (texts.get(group.id) and relations.hides_text([texts[group.id]], "NOTIFICATIONS")):
+                kept.append(dataclasses.replace(group, actor_count=left))
+        if len(kept) > limit:
+            items = kept[:limit]
+            return Page(items, group_cursor(items[-1]))
+        if len(rows) <= limit:
+            return Page(kept, None)
+        position = (rows[-1].latest_at, str(rows[-1].id))
+    return Page(kept, paging.position_cursor(position[0], position[1]) if position else None)
 
 
 async def unread_groups(conn: Executor, member: Member) -> int:

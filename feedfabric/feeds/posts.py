@@ -8,14 +8,16 @@ from collections.abc import Sequence
 import asyncpg
 
 from feedfabric.core import failpoints
-from feedfabric.core.errors import BadInput, Forbidden, NotFound
+from feedfabric.core.errors import BadInput, Blocked, Forbidden, NotFound
 from feedfabric.core.ids import id_millis, new_id
 from feedfabric.core.models import Extras, Member, PageExtras, Post
+from feedfabric.core.moderation import Target
 from feedfabric.core.settings import Settings
 from feedfabric.db import members as members_db
 from feedfabric.db import posts as posts_db
+from feedfabric.db import reports as reports_db
 from feedfabric.db.outbox import add_event
-from feedfabric.feeds import text
+from feedfabric.feeds import moderation_terms, text
 
 MAX_MEDIA_PER_POST = 4
 # Post.mentions has no `first`: the query cost multiplies it by this bound (schema/cost.py).
@@ -57,7 +59,9 @@ async def create_post(
     if len(set(media_ids)) != len(media_ids) or len(media_ids) > MAX_MEDIA_PER_POST:
         raise BadInput(f"a post takes at most {MAX_MEDIA_PER_POST} distinct media")
     tags, names = _entities(content)
-    post, mentioned = await posts_db.insert_with_entities(conn, new_id(), author.id, content, tags, names)
+    post, mentioned, terms_version = await posts_db.insert_with_entities(
+        conn, new_id(), author.id, content, tags, names
+    )
     if media_ids:
         await _attach_media(conn, post.id, author.id, media_ids)
     await add_event(
@@ -73,7 +77,21 @@ async def create_post(
         },
         shards=settings.outbox_shards,
     )
+    post = await _screen(conn, settings, post, terms_version)
     failpoints.crash_point("post-before-commit", content=content)  # fault suite: dies with the transaction open
+    return post
+
+
+async def _screen(conn: asyncpg.Connection, settings: Settings, post: Post, terms_version: int | None = None) -> Post:
+    """A text carrying a moderation term is held as holdPost holds (after its PostCreated or
+    PostUpdated, so every consumer sees it written, then held) and a report with no reporter is filed
+    for a moderator, all in the writing transaction: the post is never shown to anyone but its author.
+    `terms_version`, when the caller read it with its own statement, spares the round trip that reads it."""
+    if not await moderation_terms.holds(conn, post.content, terms_version):
+        return post
+    post = await set_held(conn, settings, post.id, True)
+    target = Target("post", post.id, post.author_id, post_id=post.id)
+    await reports_db.insert(conn, new_id(), None, target, "other", None)
     return post
 
 
@@ -104,13 +122,15 @@ async def _attach_media(
 async def repost(conn: asyncpg.Connection, settings: Settings, author: Member, post_id: uuid.UUID) -> Post:
     """Sharing a repost shares its original; sharing twice returns the first repost."""
     target = await posts_db.get(conn, post_id)
-    if target is None or not await posts_db.is_visible(conn, post_id, author.id):
+    if target is None:
         raise NotFound("post not found")
+    _visible_or_raise(*await posts_db.visibility(conn, post_id, author.id))
     original_id = target.repost_of or target.id
     # The original locked for share, as a like locks its post (feeds.reactions): a deletion under way is seen.
     original = await posts_db.get(conn, original_id, for_share=True)
-    if original is None or not await posts_db.is_visible(conn, original_id, author.id):
+    if original is None:
         raise NotFound("post not found")
+    _visible_or_raise(*await posts_db.visibility(conn, original_id, author.id))
     existing = await posts_db.live_repost(conn, author.id, original_id)
     if existing is not None:
         return existing
@@ -135,6 +155,14 @@ async def repost(conn: asyncpg.Connection, settings: Settings, author: Member, p
         shards=settings.outbox_shards,
     )
     return post
+
+
+def _visible_or_raise(visible: bool, blocked: bool) -> None:
+    """BLOCKED before NOT_FOUND: sharing a post of a member blocked either way is refused as such."""
+    if blocked:
+        raise Blocked("you cannot interact with this member")
+    if not visible:
+        raise NotFound("post not found")
 
 
 async def _own_post(conn: asyncpg.Connection, author: Member, post_id: uuid.UUID) -> Post:
@@ -162,7 +190,7 @@ async def update_post(
         {"postId": str(post.id), "authorId": str(author.id), "mentionedIds": [str(m) for m in mentioned]},
         shards=settings.outbox_shards,
     )
-    return post
+    return await _screen(conn, settings, post)
 
 
 async def delete_post(

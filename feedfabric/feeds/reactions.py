@@ -6,7 +6,7 @@ import uuid
 
 import asyncpg
 
-from feedfabric.core.errors import NotFound
+from feedfabric.core.errors import Blocked, NotFound
 from feedfabric.core.ids import new_id
 from feedfabric.core.models import Comment, Member, Post
 from feedfabric.core.settings import Settings
@@ -18,11 +18,18 @@ from feedfabric.db.outbox import add_event
 from feedfabric.feeds import playlists, text
 
 
-async def _visible_post(conn: asyncpg.Connection, post_id: uuid.UUID, viewer: Member) -> Post:
+async def _visible_post(conn: asyncpg.Connection, post_id: uuid.UUID, viewer: Member, *, liking: bool = True) -> Post:
     """Locked for share until the transaction ends: a deletion (or hold) under way is waited for and
-    seen, so no like or comment commits on a post deleted after it was checked."""
+    seen, so no like or comment commits on a post deleted after it was checked. A like or comment on a
+    post of a member blocked either way (or sharing one) is BLOCKED, in the same statement as the
+    visibility check (`liking` False: an unlike, which only undoes, is NOT_FOUND as before)."""
     post = await posts_db.get(conn, post_id, for_share=True)
-    if post is None or not await posts_db.is_visible(conn, post_id, viewer.id):
+    if post is None:
+        raise NotFound("post not found")
+    visible, blocked = await posts_db.visibility(conn, post_id, viewer.id)
+    if blocked and liking:
+        raise Blocked("you cannot interact with this member")
+    if not visible:
         raise NotFound("post not found")
     return post
 
@@ -43,7 +50,7 @@ async def like(conn: asyncpg.Connection, settings: Settings, member: Member, pos
 
 
 async def unlike(conn: asyncpg.Connection, settings: Settings, member: Member, post_id: uuid.UUID) -> Post:
-    post = await _visible_post(conn, post_id, member)
+    post = await _visible_post(conn, post_id, member, liking=False)
     if await likes_db.remove(conn, post.id, member.id):
         await playlists.on_unliked(conn, member, post.id)
         await add_event(

@@ -31,6 +31,9 @@ class Viewer:
     # The home feed's owed mark kept in Postgres, read with the member (feeds.timelines.owed): the newest post
     # a first page served while Redis could not take the mark.
     home_owed: uuid.UUID | None = None
+    # The version of the member's relations (blocks, mutes, muted words), read with the member: the
+    # relations a process holds are used while at least this new (feeds.relations).
+    relations_version: int = 0
 
     def require_claims(self) -> Claims:
         if self.claims is None:
@@ -76,11 +79,19 @@ async def resolve_viewer(pool: asyncpg.Pool, settings: Settings, authorization: 
         found = await members_db.viewer_by_external_id(pool, claims.external_id)
         if found is None:
             return ViewerResult(Viewer(claims=claims))
-        member, home_owed = found
+        member, home_owed, relations_version = found
         if not member.active:
             raise Unauthenticated("this account is suspended")
         returning = await _note_seen(pool, settings, member)
-        return ViewerResult(Viewer(claims=claims, member=member, returning=returning, home_owed=home_owed))
+        return ViewerResult(
+            Viewer(
+                claims=claims,
+                member=member,
+                returning=returning,
+                home_owed=home_owed,
+                relations_version=relations_version,
+            )
+        )
     except FeedFabricError as error:
         return ViewerResult(ANONYMOUS, error)
 

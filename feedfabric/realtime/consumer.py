@@ -25,9 +25,9 @@ from opentelemetry.trace import Link, SpanKind, Tracer
 from feedfabric.core import metrics, tracing
 from feedfabric.core.events import NOTIFICATIONS, POSTS, Event
 from feedfabric.core.settings import Settings
+from feedfabric.core.topics import ensure_topics, topic_name
 from feedfabric.realtime.delivery import deliver
 from feedfabric.realtime.hub import Hub
-from feedfabric.workers.topics import ensure_topics, topic_name
 
 log = logging.getLogger(__name__)
 

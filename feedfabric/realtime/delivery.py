@@ -19,59 +19,19 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import asyncpg
 
 from feedfabric.core.events import Event
-from feedfabric.core.models import Notification, Post
+from feedfabric.core.models import Notification
 from feedfabric.db import notification_groups as groups_db
 from feedfabric.db import notifications as notifications_db
 from feedfabric.db import post_extras
 from feedfabric.db import realtime as realtime_db
-from feedfabric.db.loaders import Loaders
-from feedfabric.db.post_extras import PageExtras
 from feedfabric.realtime.hub import Channel, Hub
-from feedfabric.realtime.render import SharedRenders
+from feedfabric.realtime.item import TimelineItem
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TimelineItem:
-    """A new home-feed post with the rows every recipient renders alike."""
-
-    post: Post
-    # The polled chunk's extras as any viewer sees them (db.post_extras); None for replayed rows, whose
-    # loaders fetch the rest.
-    extras: PageExtras | None = None
-    # Every recipient of this item shares its renderings (feedfabric.schema.shared).
-    renders: SharedRenders = field(default_factory=SharedRenders, compare=False, repr=False)
-
-    @property
-    def original(self) -> Post | None:
-        """The reposted original, when it is visible to everyone (so any viewer's visible_post agrees)."""
-        if self.extras is None or self.post.repost_of is None:
-            return None
-        return self.extras.originals.get(self.post.repost_of)
-
-    def prime(self, loaders: Loaders) -> None:
-        """Fills a subscriber's fresh loaders with what is the same for every viewer."""
-        if self.extras is None:
-            return
-        if self.post.repost_of is None:
-            # The extras were read for no viewer: right for every viewer of a post this new (nobody has liked
-            # it yet), not of a repost's original, whose viewerHasLiked is each viewer's own.
-            loaders.post_extras.prime(self.post.id, self.extras)
-        original = self.original
-        if original is not None:
-            loaders.visible_post.prime(original.id, original)
-        for post_id in [self.post.id] + ([original.id] if original else []):
-            extras = self.extras.extras.get(post_id)
-            if extras is None:
-                continue
-            if extras.author is not None:
-                loaders.member.prime(extras.author.id, extras.author)
 
 
 async def deliver(pool: asyncpg.Pool, hub: Hub, events: Sequence[Event]) -> int:

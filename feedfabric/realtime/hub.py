@@ -136,7 +136,7 @@ class Hub:
 
     async def publish_many(self, channel: Channel, member_ids: Iterable[uuid.UUID], item: Any) -> int:
         """`publish` to each member, yielding to the event loop now and then: the first subscribers of a
-        large fan-out start rendering (for everyone with their selection, feedfabric.schema.shared)
+        large fan-out start rendering (for everyone with their selection, feedfabric.adapter.execution)
         while the rest are being handed the item."""
         delivered = 0
         for count, member_id in enumerate(member_ids, 1):

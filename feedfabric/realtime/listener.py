@@ -2,7 +2,7 @@
 
 Once its replay is sent, a subscription whose selection reads nothing about
 the viewer needs, per item, only an admission check (`since`, redelivery) and
-a write of the bytes every such subscriber shares (feedfabric.schema.shared).
+a write of the bytes every such subscriber shares (feedfabric.adapter.execution).
 The hub hands the item to `offer`, which does both on the spot when the
 item's rendering is finished, the common case for every subscriber after the
 first few of a post. Otherwise the item waits in a backlog, in order, that
@@ -21,10 +21,9 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from feedfabric.realtime.delivery import TimelineItem
+from feedfabric.realtime.item import TimelineItem
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +122,21 @@ class Listener:
         task, self._task = self._task, None
         if task is not None and task is not asyncio.current_task():
             task.cancel()
+
+
+@runtime_checkable
+class LiveSink(Protocol):
+    """A subscription's root value whose live items a listener may write (the WebSocket adapter's operation):
+    the homeTimeline resolver hands its live items over when `live_listener` gives a listener."""
+
+    def live_listener(self) -> Listener | None:
+        """A listener writing this subscription's live items, at most once; None when none can be made."""
+        ...
+
+
+HANDED_OVER: Any = object()
+"""The last event of a subscription stream whose live items a listener took: it executes to a result with no
+data, which carries the operation's extensions to the transport, and it is never sent."""
 
 
 def _admit_all(item: TimelineItem) -> bool:

@@ -15,6 +15,7 @@ from feedfabric.db.breaker import CircuitBreaker
 from feedfabric.db.loaders import Loaders
 from feedfabric.db.replica import ReadRouting
 from feedfabric.feeds.feed_log import FeedLog
+from feedfabric.feeds.relations import Relations, relations_of
 from feedfabric.feeds.viewer import Viewer, ViewerResult
 from feedfabric.realtime.hub import Hub
 from feedfabric.realtime.rights import Sessions
@@ -58,7 +59,7 @@ class Context:
 
     Loaders are made on first use, not with the context: a socket holding an
     idle subscription never needs any, and an event whose rendering is shared
-    with other subscribers (feedfabric.realtime.render) never touches them.
+    with other subscribers (feedfabric.adapter.execution) never touches them.
     """
 
     resources: Resources
@@ -73,6 +74,9 @@ class Context:
     operation_unnamed: bool = False
     _loaders: Loaders | None = field(default=None, repr=False)
     _prime: Callable[[Loaders], None] | None = field(default=None, repr=False)
+    _relations: Relations | None = field(default=None, repr=False)
+    # Set once this request changed the viewer's relations: its version read at the start is behind.
+    _relations_changed: bool = field(default=False, repr=False)
 
     @property
     def viewer(self) -> Viewer:
@@ -105,6 +109,22 @@ class Context:
                 self._prime(self._loaders)
                 self._prime = None
         return self._loaders
+
+    async def relations(self) -> Relations:
+        """The viewer's blocks, mutes and muted words (feeds.relations), read at most once a request and
+        only when the request's version is newer than what this process holds; from the primary, so
+        a change is seen on the next read whichever instance made it."""
+        if self._relations is None:
+            viewer = self.viewer_result.viewer
+            member = viewer.member
+            version = None if self._relations_changed else viewer.relations_version
+            self._relations = await relations_of(self.pool, member.id if member else None, version)
+        return self._relations
+
+    def relations_changed(self) -> None:
+        """This request changed the viewer's relations: what it reads next reflects the change."""
+        self._relations = None
+        self._relations_changed = True
 
     def reset_loaders(self, prime: Callable[[Loaders], None] | None = None) -> None:
         """A subscription sends many events over one socket: each gets loaders of its own (made when first

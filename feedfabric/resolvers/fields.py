@@ -27,6 +27,15 @@ async def is_favourite(ctx: Context, member_id: uuid.UUID) -> bool:
     return bool(await ctx.loaders.viewer_favourite.load(member_id))
 
 
+async def viewer_blocks(ctx: Context, member_id: uuid.UUID) -> bool:
+    """From the viewer's relations, read once a request (feeds.relations): no statement per member."""
+    return member_id in (await ctx.relations()).blocked
+
+
+async def viewer_mutes(ctx: Context, member_id: uuid.UUID) -> bool:
+    return member_id in (await ctx.relations()).muted
+
+
 async def member(ctx: Context, member_id: uuid.UUID) -> Member | None:
     return await ctx.loaders.member.load(member_id)
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
+
 from feedfabric.core.errors import BadInput
-from feedfabric.core.models import RankedPage
-from feedfabric.db import feed_stats
+from feedfabric.core.models import PageExtras, RankedPage
+from feedfabric.db import feed_stats, post_extras
 from feedfabric.db import foryou as foryou_db
 from feedfabric.db.foryou import Model, Profile
 from feedfabric.feeds import foryou, paging
+from feedfabric.feeds.filtering import posts_hidden_by_words
 from feedfabric.resolvers import pages
 from feedfabric.resolvers.context import Context
 
@@ -18,18 +22,24 @@ async def for_you(ctx: Context, first: int | None, after: str | None) -> RankedP
     member = ctx.viewer.require_member()
     limit = paging.page_size(first)
     r = ctx.resources
-    service = foryou.ForYouService(r.settings, r.pool, r.redis)
+    relations = await ctx.relations()
+
+    async def extras_of(ids: Sequence[uuid.UUID]) -> PageExtras:
+        return await post_extras.page_extras(ctx.read_pool, ids, member.id)
+
+    hides = posts_hidden_by_words(extras_of, relations, "FOR_YOU")
+    service = foryou.ForYouService(r.settings, r.pool, r.redis, hides=hides)
     result = await service.next_page(member.id, after, limit) if after else await service.first_page(member.id, limit)
+    page = await pages.finished(ctx, result.page)
     if r.feed_log is not None:
         r.feed_log.record(
             member.id,
             "for_you",
-            result.page,
+            page,
             preset=result.preset,
             reasons=result.reasons,
             similarities=result.similarities,
         )
-    page = await pages.finished(ctx, result.page)
     return RankedPage(page, result.reasons, result.scores, result.cursors, result.preset, result.ranked_at)
 
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from feedfabric.core.errors import BadInput, NotFound
 from feedfabric.core.ids import parse_id
-from feedfabric.core.models import Post
+from feedfabric.core.models import PageExtras, Post
 from feedfabric.db import media as media_db
+from feedfabric.db import post_extras
 from feedfabric.feeds import embeddings as embeddings_svc
 from feedfabric.feeds import media as media_svc
 from feedfabric.feeds import paging
+from feedfabric.feeds.filtering import posts_hidden_by_words
 from feedfabric.resolvers.context import Context
 
 
@@ -61,12 +65,23 @@ async def similar_posts(ctx: Context, post_id: str, first: int | None) -> list[P
     size = paging.page_size(first, default=10)  # refused even without Redis: the query cost relies on it
     if ctx.resources.redis is None:
         return []
+    viewer_id = viewer.member.id if viewer.member else None
+    relations = await ctx.relations()
+
+    async def extras_of(ids: Sequence[uuid.UUID]) -> PageExtras:
+        return await post_extras.page_extras(ctx.read_pool, ids, viewer_id)
+
+    # The viewer's muted words of FOR_YOU hide neighbours too: ask for more, keep the first `size` left.
+    hides = posts_hidden_by_words(extras_of, relations, "FOR_YOU")
     ids = await embeddings_svc.similar_posts(
         ctx.resources.redis,
         ctx.pool,
         parse_id(post_id, "postId"),
-        size,
-        viewer_id=viewer.member.id if viewer.member else None,
+        size if hides is None else min(paging.MAX_PAGE, size * 3),
+        viewer_id=viewer_id,
     )
-    found = await ctx.loaders.visible_post.load_many(ids)
-    return [p for p in found if p is not None]
+    found = [p for p in await ctx.loaders.visible_post.load_many(ids) if p is not None]
+    if hides is not None and found:
+        hidden = await hides(found)
+        found = [p for p in found if p.id not in hidden][:size]
+    return found

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 from feedfabric.core import metrics
 from feedfabric.core.errors import BadInput
@@ -12,10 +13,12 @@ from feedfabric.db import comments as comments_db
 from feedfabric.db import favourites as favourites_db
 from feedfabric.db import members as members_db
 from feedfabric.db import notifications as notifications_db
+from feedfabric.db import post_extras
 from feedfabric.feeds import home, lists, paging
 from feedfabric.feeds import members as members_svc
 from feedfabric.feeds import notifications as notifications_svc
 from feedfabric.feeds import playlists as playlists_svc
+from feedfabric.feeds.filtering import PostsRead, items_without_muted_words, without_muted_words
 from feedfabric.resolvers import pages
 from feedfabric.resolvers.context import Context
 
@@ -50,31 +53,70 @@ async def home_feed(ctx: Context, first: int | None, after: str | None) -> FeedP
     before, limit = paging.cursor(after), paging.page_size(first)
     r = ctx.resources
     service = home.HomeFeedService(r.settings, r.pool, r.redis, r.breaker, read_pool=ctx.read_pool)
-    page = await service.read(viewer, member, before, limit)
+
+    async def read(cursor: uuid.UUID | None, size: int) -> Page:
+        return await service.read(viewer, member, cursor, size)
+
+    page = await _filtered(ctx, read, "HOME", before, limit)
     metrics.HOME_FEED_PAGES.labels(source=page.source).inc()
+    finished = await pages.finished(ctx, page)
     if r.feed_log is not None:
-        r.feed_log.record(member.id, "following", page)
-    return await pages.finished(ctx, page)
+        r.feed_log.record(member.id, "following", finished)
+    return finished
 
 
 async def favourites_feed(ctx: Context, first: int | None, after: str | None) -> FeedPage:
     member = ctx.viewer.require_member()
-    page = await lists.favourites(ctx.read_pool, member.id, paging.cursor(after), paging.page_size(first))
+
+    async def read(cursor: uuid.UUID | None, size: int) -> Page:
+        return await lists.favourites(ctx.read_pool, member.id, cursor, size)
+
+    page = await _filtered(ctx, read, "FAVOURITES", paging.cursor(after), paging.page_size(first))
+    finished = await pages.finished(ctx, page)
     if ctx.resources.feed_log is not None:
-        ctx.resources.feed_log.record(member.id, "favourites", page)
-    return await pages.finished(ctx, page)
+        ctx.resources.feed_log.record(member.id, "favourites", finished)
+    return finished
 
 
 async def tag_feed(ctx: Context, tag: str, first: int | None, after: str | None) -> FeedPage:
     viewer = ctx.viewer
     viewer_id = viewer.member.id if viewer.member else None
-    page = await lists.tag(ctx.read_pool, tag, viewer_id, paging.cursor(after), paging.page_size(first))
+
+    async def read(cursor: uuid.UUID | None, size: int) -> Page:
+        return await lists.tag(ctx.read_pool, tag, viewer_id, cursor, size)
+
+    page = await _filtered(ctx, read, "TAGS", paging.cursor(after), paging.page_size(first))
     return await pages.finished(ctx, page)
+
+
+async def _filtered(ctx: Context, read: PostsRead, context: str, before: uuid.UUID | None, limit: int) -> Page:
+    """A feed page with the viewer's muted words of `context` applied, still full (feeds.filtering);
+    blocks and mutes are in the statements already (feed_posts)."""
+    relations = await ctx.relations()
+    member = ctx.viewer_result.viewer.member
+    viewer_id = member.id if member else None
+
+    async def extras_of(ids: Sequence[uuid.UUID]) -> post_extras.PageExtras:
+        return await post_extras.page_extras(ctx.read_pool, ids, viewer_id)
+
+    return await without_muted_words(read, extras_of, relations, context, before, limit)
 
 
 async def mentions_feed(ctx: Context, first: int | None, after: str | None) -> MentionsPage:
     member = ctx.viewer.require_member()
-    page = await lists.mentions(ctx.read_pool, member.id, paging.cursor(after), paging.page_size(first))
+
+    async def read(cursor: uuid.UUID | None, size: int) -> Page:
+        return await lists.mentions(ctx.read_pool, member.id, cursor, size)
+
+    page = await items_without_muted_words(
+        read,
+        lambda r: (r["author_id"], [r["content"]]),
+        lambda r: r["item_id"],
+        await ctx.relations(),
+        "MENTIONS",
+        paging.cursor(after),
+        paging.page_size(first),
+    )
     return await pages.mentions(ctx, page)
 
 
@@ -126,7 +168,21 @@ async def member_feed(
 
 async def comments(ctx: Context, post_id: uuid.UUID, first: int | None, after: str | None) -> Page:
     limit = paging.page_size(first)
-    return lists.cut(await comments_db.page(ctx.read_pool, post_id, paging.cursor(after), limit + 1), limit)
+    member = ctx.viewer_result.viewer.member
+    viewer_id = member.id if member else None
+
+    async def read(cursor: uuid.UUID | None, size: int) -> Page:
+        return lists.cut(await comments_db.page(ctx.read_pool, post_id, cursor, size + 1, viewer_id), size)
+
+    return await items_without_muted_words(
+        read,
+        lambda c: (c.author_id, [c.content]),
+        lambda c: c.id,
+        await ctx.relations(),
+        "COMMENTS",
+        paging.cursor(after),
+        limit,
+    )
 
 
 async def favourites(ctx: Context) -> list[Member]:
@@ -136,13 +192,36 @@ async def favourites(ctx: Context) -> list[Member]:
 
 async def notifications(ctx: Context, first: int | None, after: str | None) -> tuple[Page, int]:
     member = ctx.viewer.require_member()
-    page = await lists.notifications(ctx.read_pool, member.id, paging.cursor(after), paging.page_size(first))
+    relations = await ctx.relations()
+
+    async def read(cursor: uuid.UUID | None, size: int) -> Page:
+        page = await lists.notifications(ctx.read_pool, member.id, cursor, size)
+        if not page.items:
+            return page
+        # What muted words read of each: its comment, or another member's post (one statement a round).
+        texts = await notifications_db.texts(ctx.read_pool, [n.id for n in page.items], member.id)
+        return Page([(n, texts.get(n.id, "")) for n in page.items], page.next_cursor, page.source)
+
+    if relations.matcher.applies("NOTIFICATIONS"):
+        found = await items_without_muted_words(
+            read,
+            lambda item: (item[0].actor_id, [item[1]]),
+            lambda item: item[0].id,
+            relations,
+            "NOTIFICATIONS",
+            paging.cursor(after),
+            paging.page_size(first),
+        )
+        page = Page([n for n, _ in found.items], found.next_cursor, found.source)
+    else:
+        page = await lists.notifications(ctx.read_pool, member.id, paging.cursor(after), paging.page_size(first))
     return page, await notifications_db.unread_count(ctx.read_pool, member.id)
 
 
 async def notification_groups(ctx: Context, first: int | None, after: str | None) -> tuple[Page, int]:
     member = ctx.viewer.require_member()
-    page = await notifications_svc.groups(ctx.read_pool, member, after, paging.page_size(first))
+    relations = await ctx.relations()
+    page = await notifications_svc.groups(ctx.read_pool, member, after, paging.page_size(first), relations)
     return page, await notifications_svc.unread_groups(ctx.read_pool, member)
 
 

@@ -23,8 +23,8 @@ from feedfabric.core.errors import BadInput, RateLimited
 from feedfabric.core.models import Notification, NotificationGroup, Post
 from feedfabric.db import posts as posts_db
 from feedfabric.feeds import paging, ratelimit
-from feedfabric.realtime.delivery import TimelineItem
 from feedfabric.realtime.hub import Channel, Hub, Subscriber, SubscriberDropped
+from feedfabric.realtime.item import TimelineItem
 from feedfabric.realtime.listener import Listener
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from feedfabric.core.ids import parse_id, parse_optional_id
 from feedfabric.core.models import Comment, Member, NotificationGroup, Post
 from feedfabric.db.pool import transaction
 from feedfabric.feeds import members as members_svc
-from feedfabric.feeds import notifications, reactions
+from feedfabric.feeds import notifications, reactions, suggestions
 from feedfabric.feeds import posts as posts_svc
 from feedfabric.resolvers.context import Context
 
@@ -52,7 +52,9 @@ async def delete_post(ctx: Context, post_id: str) -> bool:
 async def follow(ctx: Context, external_id: str) -> Member:
     member = ctx.viewer.require_member()
     async with transaction(ctx.pool) as conn:
-        return await members_svc.follow(conn, ctx.settings, member, external_id)
+        followed = await members_svc.follow(conn, ctx.settings, member, external_id)
+    await suggestions.forget(ctx.resources.redis, member.id)  # friends of friends change with it
+    return followed
 
 
 async def unfollow(ctx: Context, external_id: str) -> Member:
@@ -64,7 +66,9 @@ async def unfollow(ctx: Context, external_id: str) -> Member:
 async def follow_tag(ctx: Context, tag: str, on: bool) -> bool:
     member = ctx.viewer.require_member()
     async with transaction(ctx.pool) as conn:
-        return await members_svc.follow_tag(conn, ctx.settings, member, tag, on=on)
+        done = await members_svc.follow_tag(conn, ctx.settings, member, tag, on=on)
+    await suggestions.forget(ctx.resources.redis, member.id)  # the member's topics change with it
+    return done
 
 
 async def add_favourite(ctx: Context, external_id: str) -> Member:

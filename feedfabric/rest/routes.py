@@ -18,8 +18,10 @@ from feedfabric.feeds import ratelimit
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.resolvers import foryou as foryou_resolvers
 from feedfabric.resolvers import media as media_resolvers
-from feedfabric.resolvers import reads, writes
+from feedfabric.resolvers import reads, safety, writes
+from feedfabric.resolvers import suggestions as suggestion_resolvers
 from feedfabric.resolvers.context import Context, Resources, build_context, note_write, route_reads
+from feedfabric.rest import reports as rest_reports
 from feedfabric.rest import serialize
 from feedfabric.rest.responses import JSONResponse
 
@@ -183,8 +185,66 @@ async def favourite(ctx: Context, request: Request) -> dict[str, Any]:
     return {"member": serialize.member(member), "favourite": request.method == "PUT"}
 
 
+async def block(ctx: Context, request: Request) -> dict[str, Any]:
+    target = request.path_params["external_id"]
+    if request.method == "PUT":
+        member = await safety.block(ctx, target)
+    else:
+        member = await safety.unblock(ctx, target)
+    return {"member": serialize.member(member), "blocked": request.method == "PUT"}
+
+
+async def _mute_body(request: Request) -> tuple[bool | None, int | None]:
+    """The optional JSON body of PUT /mutes/{id}: `notifications` and `expiresInSeconds`."""
+    raw = await request.body()
+    if not raw.strip():
+        return None, None
+    try:
+        body = await request.json()
+    except (ValueError, RecursionError):
+        raise BadInput("the body must be a JSON object") from None
+    if not isinstance(body, dict) or set(body) - {"notifications", "expiresInSeconds"}:
+        raise BadInput("the body takes notifications and expiresInSeconds")
+    notifications, expires = body.get("notifications"), body.get("expiresInSeconds")
+    if notifications is not None and not isinstance(notifications, bool):
+        raise BadInput("notifications must be true or false")
+    if expires is not None and (not isinstance(expires, int) or isinstance(expires, bool)):
+        raise BadInput("expiresInSeconds must be a whole number")
+    return notifications, expires
+
+
+async def mute(ctx: Context, request: Request) -> dict[str, Any]:
+    target = request.path_params["external_id"]
+    if request.method == "PUT":
+        notifications, expires = await _mute_body(request)
+        member = await safety.mute(ctx, target, notifications, expires)
+    else:
+        member = await safety.unmute(ctx, target)
+    return {"member": serialize.member(member), "muted": request.method == "PUT"}
+
+
+async def blocked_members(ctx: Context, request: Request) -> dict[str, Any]:
+    return serialize.member_page(await safety.blocked_members(ctx, _limit(request), _cursor(request)))
+
+
+async def muted_members(ctx: Context, request: Request) -> dict[str, Any]:
+    return serialize.member_page(await safety.muted_members(ctx, _limit(request), _cursor(request)))
+
+
 async def favourites(ctx: Context, request: Request) -> dict[str, Any]:
     return {"favourites": [serialize.member(m) for m in await reads.favourites(ctx)]}
+
+
+async def suggested_members(ctx: Context, request: Request) -> dict[str, Any]:
+    found = await suggestion_resolvers.members(ctx, _limit(request))
+    return {"members": [{"member": serialize.member(s.member), "reason": s.reason.upper()} for s in found]}
+
+
+async def suggested_topics(ctx: Context, request: Request) -> dict[str, Any]:
+    found = await suggestion_resolvers.topics(ctx, _limit(request))
+    return {
+        "topics": [{"tag": s.tag, "reason": s.reason.upper(), "recentPostCount": s.recent_post_count} for s in found]
+    }
 
 
 async def upload_media(ctx: Context, request: Request) -> dict[str, Any]:
@@ -242,7 +302,14 @@ def routes() -> list[Route]:
         Route("/follows/{external_id}", endpoint(follow), methods=["PUT", "DELETE"]),
         Route("/favourites/{external_id}", endpoint(favourite), methods=["PUT", "DELETE"]),
         Route("/favourites", endpoint(favourites), methods=["GET"]),
+        Route("/blocks/{external_id}", endpoint(block), methods=["PUT", "DELETE"]),
+        Route("/blocks", endpoint(blocked_members), methods=["GET"]),
+        Route("/mutes/{external_id}", endpoint(mute), methods=["PUT", "DELETE"]),
+        Route("/mutes", endpoint(muted_members), methods=["GET"]),
+        Route("/suggestions/members", endpoint(suggested_members), methods=["GET"]),
+        Route("/suggestions/topics", endpoint(suggested_topics), methods=["GET"]),
         Route("/media", endpoint(upload_media), methods=["POST"]),
+        Route("/reports", endpoint(rest_reports.post_report), methods=["POST"]),
         Route("/media/{media_id}/status", endpoint(media_status), methods=["GET"]),
         # Photo bytes are immutable and fetched by the dozen per page: not operations.
         Route("/media/{media_id}", endpoint(media_file, rate_limited=False), methods=["GET"]),

@@ -90,3 +90,8 @@ def mention(item: Mention) -> dict[str, Any] | None:
 def mentions_page(page: MentionsPage) -> dict[str, Any]:
     items = [m for m in map(mention, page.mentions) if m is not None]
     return {"posts": items, "nextCursor": page.next_cursor, "source": page.source}
+
+
+def member_page(page: Page) -> dict[str, Any]:
+    """A page of listed members (feeds.members.Listed): GET /blocks, GET /mutes."""
+    return {"members": [member(listed.member) for listed in page.items], "nextCursor": page.next_cursor}

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
-from weakref import WeakValueDictionary
 
 import strawberry
-from graphql import GraphQLError
+from graphql import Executor, GraphQLError
 from opentelemetry.trace import TracerProvider
 from strawberry.extensions import (
     MaxAliasesLimiter,
@@ -24,7 +23,6 @@ from feedfabric.schema.mutation import Mutation
 from feedfabric.schema.operation import OperationHooks
 from feedfabric.schema.query import Query
 from feedfabric.schema.ratelimit import OperationRateLimit
-from feedfabric.schema.render_once import PostRenders, RenderOnceExecutionContext
 from feedfabric.schema.sharing import ViewerMarks
 from feedfabric.schema.subscription import Subscription
 from feedfabric.schema.tracing import traced_operations
@@ -64,28 +62,24 @@ class FeedFabricSchema(strawberry.Schema):
         (feedfabric.schema.errors, from OperationHooks)."""
 
 
-def build_schema(tracer_provider: TracerProvider | None = None) -> strawberry.Schema:
+Engine = Callable[[ViewerMarks], type[Executor]]
+"""What executes the schema's operations, given its fields' viewer marks: the app passes the engine room's
+(feedfabric.adapter.execution.engine), which shares what reads the same for every viewer."""
+
+
+def build_schema(tracer_provider: TracerProvider | None = None, *, engine: Engine | None = None) -> strawberry.Schema:
     """The schema; with a tracer provider (tracing on, feedfabric.core.tracing), every operation is a span too.
-    Without one the schema carries no tracing extension at all: tracing off costs nothing per field."""
+    Without one the schema carries no tracing extension at all: tracing off costs nothing per field.
+    Without an `engine`, Strawberry's own execution context executes every operation per request."""
     traced = [traced_operations(tracer_provider)] if tracer_provider is not None else []
     marks = ViewerMarks()
-    execution_context_class = type(
-        "FeedFabricExecutionContext",
-        (RenderOnceExecutionContext,),
-        {
-            "marks": marks,
-            "renders": PostRenders(marks),
-            "live_renderers": WeakValueDictionary(),
-            "__module__": __name__,
-        },
-    )
     served = FeedFabricSchema(
         query=Query,
         mutation=Mutation,
         subscription=Subscription,
         # Live timeline items render once for all subscribers whose selection is viewer-independent, and a
-        # post's shared part once per post version (feedfabric.schema.render_once).
-        execution_context_class=execution_context_class,
+        # post's shared part once per post version (the engine room: feedfabric.adapter.execution).
+        execution_context_class=engine(marks) if engine is not None else None,
         extensions=[
             # Order matters (docs/api.md, "GraphQL over HTTP"): OperationHooks (the only on_operation hook: a
             # subscription keeps each one suspended for its whole life) times everything and sees
@@ -104,6 +98,3 @@ def build_schema(tracer_provider: TracerProvider | None = None) -> strawberry.Sc
     )
     marks.attach(served)
     return served
-
-
-schema = build_schema()

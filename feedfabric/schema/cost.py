@@ -96,7 +96,7 @@ class _Walk:
         self.schema = schema
         self.fragments = fragments_of(document)
         self.memo: dict[tuple[int, str | None, int | None], int] = {}
-        self.variables = dict(variables or {})
+        self.variables = dict(variables) if isinstance(variables, Mapping) else {}
         for definition in operation.variable_definitions or ():
             name = definition.variable.name.value
             if name not in self.variables and isinstance(definition.default_value, IntValueNode):
@@ -221,30 +221,37 @@ class QueryCost(SchemaExtension):
         return {"cost": {"requestedQueryCost": self.cost, "maximumAvailable": self._limit()}}
 
 
-# Costs by (schema, document, operation, variables): the parser cache hands out one document per query
-# text, so a client repeating its query with the same variables is not walked again.
+# Costs by (schema, document, operation, the variables the cost reads): the parser cache hands out one
+# document per query text, so a client repeating its query with the same page sizes is not walked again.
 _COSTS: IdMemo[int] = IdMemo(1024)
+_MISSING = object()
+_NOT_A_SIZE = "other"
 
 
-def cached_cost(
-    schema: GraphQLSchema, document: DocumentNode, operation_name: str | None, variables: Mapping[str, Any] | None
-) -> int:
-    """operation_cost, walked once per document and variables: QueryCost and the rate limit's cost
-    budget (feedfabric.schema.ratelimit) both ask."""
-    try:
-        key = (id(schema), id(document), operation_name, _frozen(variables))
-        hash(key)
-    except TypeError:
-        return operation_cost(schema, document, operation_name, variables)
+def cached_cost(schema: GraphQLSchema, document: DocumentNode, operation_name: str | None, variables: Any) -> int:
+    """operation_cost, walked once per document and page sizes: QueryCost, the rate limit's cost budget
+    (feedfabric.schema.ratelimit) and tracing all ask. Variables that are not an object (refused by
+    feedfabric.schema.variables) count as none."""
+    if not isinstance(variables, Mapping):
+        variables = None
+    key = (id(schema), id(document), operation_name, _sizes(document, operation_name, variables))
     return _COSTS.get(key, (schema, document), lambda: operation_cost(schema, document, operation_name, variables))
 
 
-def _frozen(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
-    if isinstance(value, list):
-        return tuple(_frozen(v) for v in value)
-    return (type(value), value)
+def _sizes(document: DocumentNode, operation_name: str | None, variables: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    """What the cost can read of the variables: each declared variable's value when it is an int (a page
+    size), else whether it is missing, null or something else. Undeclared variables and the insides of
+    lists and objects are never looked at, so the key costs a step per declared variable."""
+    operation = get_operation_ast(document, operation_name)
+    if operation is None or not variables:
+        return ()
+    sizes = []
+    for definition in operation.variable_definitions or ():
+        value = variables.get(definition.variable.name.value, _MISSING)
+        if not (value is None or value is _MISSING or type(value) is int):
+            value = _NOT_A_SIZE
+        sizes.append(value)
+    return tuple(sizes)
 
 
 def event_cost(info: Info) -> int:

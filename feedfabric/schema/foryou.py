@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import strawberry
 
 from feedfabric.resolvers import foryou as resolve
+from feedfabric.schema.cost import MAX_ITEMS
 from feedfabric.schema.types import ContextInfo, PageInfo, Post
 
 if TYPE_CHECKING:
@@ -56,7 +57,8 @@ class FeedProfile:
 @strawberry.input
 class FeedProfileInput:
     preset: FeedPreset | None = None
-    sources: list[ForYouSource] | None = None
+    # Bounded before coercion (feedfabric.schema.input_bounds): each source at most once.
+    sources: list[ForYouSource] | None = strawberry.field(default=None, metadata={MAX_ITEMS: len(ForYouSource)})
     lookback_hours: int | None = None
 
 

@@ -4,22 +4,38 @@ from __future__ import annotations
 
 import strawberry
 
+from feedfabric.feeds.posts import MAX_MEDIA_PER_POST
 from feedfabric.resolvers import writes
+from feedfabric.schema.block_import import BlockImportMutation
+from feedfabric.schema.cost import MAX_ITEMS
 from feedfabric.schema.foryou import ForYouMutation
 from feedfabric.schema.media import MediaMutation
 from feedfabric.schema.notification_groups import NotificationGroupMutation
 from feedfabric.schema.playlists import PlaylistMutation
+from feedfabric.schema.reports import ReportMutation
+from feedfabric.schema.safety import SafetyMutation
+from feedfabric.schema.suggestions import SuggestionMutation
 from feedfabric.schema.types import Comment, ContextInfo, Member, Post, post_of
 
 
 @strawberry.input
 class CreatePostInput:
     content: str
-    media_ids: list[strawberry.ID] | None = None
+    # Bounded before coercion (feedfabric.schema.input_bounds): a post's media limit.
+    media_ids: list[strawberry.ID] | None = strawberry.field(default=None, metadata={MAX_ITEMS: MAX_MEDIA_PER_POST})
 
 
 @strawberry.type
-class Mutation(PlaylistMutation, MediaMutation, ForYouMutation, NotificationGroupMutation):
+class Mutation(
+    PlaylistMutation,
+    MediaMutation,
+    ForYouMutation,
+    NotificationGroupMutation,
+    ReportMutation,
+    SuggestionMutation,
+    SafetyMutation,
+    BlockImportMutation,
+):
     @strawberry.mutation(description="Create or update the signed-in member's profile (sub of the token = externalId).")
     async def upsert_profile(
         self, info: ContextInfo, username: str, display_name: str, avatar_url: str | None = None

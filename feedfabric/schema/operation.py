@@ -197,10 +197,10 @@ class OperationHooks(SchemaExtension):
         if ec.pre_execution_errors:  # a rule refused it: the guards of on_execute never see it
             await self._spend_refused()
 
-    async def _spend_refused(self) -> None:
-        """A document refused at parse or validation spends for the work it caused
+    async def _spend_refused(self, *, with_variables: bool = False) -> None:
+        """A document refused at parse or validation, or for its variables, spends for the work it caused
         (feedfabric.schema.ratelimit); past the budget its answer is the rate limit's refusal."""
-        allowance = await spend_refused(self.execution_context)
+        allowance = await spend_refused(self.execution_context, with_variables=with_variables)
         if allowance is not None:
             self.execution_context.extensions_results["rateLimit"] = allowance.as_extension()
             self.budget_refusal = allowance.refusal
@@ -218,6 +218,7 @@ class OperationHooks(SchemaExtension):
             refuse_before_execution(ec, [GraphQLError(SUBSCRIPTION_OVER_HTTP, extensions={"code": "BAD_USER_INPUT"})])
         elif errors := variable_errors(ec, hide_suggestions=is_production(ec)):
             coded = [GraphQLError(e.message, extensions={"code": "BAD_USER_INPUT"}) for e in errors]
+            await self._spend_refused(with_variables=True)  # the bytes it made us read, on every transport
             if subscription:  # a stream has no result slot: Strawberry makes the raised error its one result
                 raise coded[0]
             refuse_before_execution(ec, coded)

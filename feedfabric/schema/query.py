@@ -9,6 +9,9 @@ from feedfabric.schema.foryou import ForYouQuery
 from feedfabric.schema.media import MediaQuery
 from feedfabric.schema.notification_groups import NotificationGroupQuery
 from feedfabric.schema.playlists import PlaylistQuery
+from feedfabric.schema.reports import ReportQuery
+from feedfabric.schema.safety import SafetyQuery
+from feedfabric.schema.suggestions import SuggestionQuery
 from feedfabric.schema.types import (
     Comment,
     ContextInfo,
@@ -27,7 +30,7 @@ from feedfabric.schema.types import (
 
 
 @strawberry.type
-class Query(PlaylistQuery, MediaQuery, ForYouQuery, NotificationGroupQuery):
+class Query(PlaylistQuery, MediaQuery, ForYouQuery, NotificationGroupQuery, ReportQuery, SuggestionQuery, SafetyQuery):
     @strawberry.field(description="The signed-in member; null when signed out.")
     async def viewer(self, info: ContextInfo) -> Member | None:
         return member_or_none(await reads.viewer(info.context))

@@ -18,7 +18,10 @@ document of 270 tokens takes about 3 ms, as a feed page of cost 260 does). A
 document that does not parse is charged one unit per ten characters, the
 ratio the character cap assumes (feedfabric.schema.documents). Its query cost it does
 not spend (a client's one query of `first: 1000` does not lock it out for the
-window). Over the budget, the refusal's own errors give way to RATE_LIMITED.
+window). A request refused for its variables (feedfabric.schema.input_bounds)
+also spends one unit per ten bytes of them, what the server read to refuse
+it (`variables_work`), so a client cannot send a megabyte of list for the
+price of one operation. Over the budget, the refusal's own errors give way to RATE_LIMITED.
 These checks live in the schema, so HTTP and both socket protocols spend alike.
 """
 
@@ -30,6 +33,7 @@ from typing import Any
 from graphql import DocumentNode, get_operation_ast
 from strawberry.extensions import SchemaExtension
 
+from feedfabric.core import jsonwire
 from feedfabric.feeds import ratelimit
 from feedfabric.schema.cost import cached_cost
 from feedfabric.schema.documents import MAX_TOKENS
@@ -74,29 +78,76 @@ def refused_work(query: str | None, document: DocumentNode | None) -> int:
     return min(len(query or "") // CHARACTERS_PER_TOKEN + 1, MAX_TOKENS)
 
 
+MAX_SIZED_NODES = 100_000
+"""Values `variables_work` sizes one by one, when they nest too deeply for the encoder; past them the
+variables count as the largest body the API reads."""
+
+
+def variables_work(variables: Any, settings: Any) -> int:
+    """What reading a refused request's variables cost, in units of the cost budget: one per
+    CHARACTERS_PER_TOKEN bytes of their JSON."""
+    if not variables:
+        return 0
+    try:
+        size = len(jsonwire.dumps_text(variables))
+    except (TypeError, ValueError):  # nested past the encoder's limit, or an upload in them
+        size = _sized(variables, settings.max_body_bytes)
+    return size // CHARACTERS_PER_TOKEN + 1
+
+
+def _sized(value: Any, most: int) -> int:
+    """The JSON size of `value`, counted without recursion; `most` once it has more than MAX_SIZED_NODES
+    values (such variables were built to be expensive)."""
+    total, stack, seen = 0, [value], 0
+    while stack:
+        seen += 1
+        if seen > MAX_SIZED_NODES:
+            return most
+        item = stack.pop()
+        if isinstance(item, dict):
+            total += 2 + sum(len(str(k)) + 4 for k in item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            total += 2 + len(item)
+            stack.extend(item)
+        else:
+            total += len(str(item)) + 2
+    return min(total, most)
+
+
 def _client(context: Any) -> str:
     member = getattr(getattr(context.viewer_result, "viewer", None), "member", None)
     client = getattr(context.request, "client", None)
     return ratelimit.client_key(member.id if member else None, client.host if client else None)
 
 
-async def spend_refused(ec: Any) -> ratelimit.Allowance | None:
-    """Spends for a document refused before it reached the guards (it did not parse, or failed
-    validation); None outside the app or without Redis."""
+async def spend_refused(ec: Any, *, with_variables: bool = False) -> ratelimit.Allowance | None:
+    """Spends for a document refused before it reached the guards (it did not parse, failed validation,
+    or, `with_variables`, its variables were refused: their bytes spend too); None outside the app or
+    without Redis."""
     context = app_context(ec)
     if context is None:
         return None
-    return await spend_refused_document(context, ec.query, ec.graphql_document, ec.operation_name)
+    extra = variables_work(ec.variables, context.settings) if with_variables else 0
+    return await spend_refused_document(context, ec.query, ec.graphql_document, ec.operation_name, extra)
 
 
 async def spend_refused_document(
-    context: Any, query: str | None, document: DocumentNode | None, operation_name: str | None = None
+    context: Any,
+    query: str | None,
+    document: DocumentNode | None,
+    operation_name: str | None = None,
+    extra_work: int = 0,
 ) -> ratelimit.Allowance | None:
     """The same charge for a document a transport refuses before the schema runs it (the HTTP endpoint's
     several operations with none named)."""
     operations = root_field_count(document, operation_name) if document is not None else 1
     return await ratelimit.spend(
-        context.resources.redis, context.settings, _client(context), operations, refused_work(query, document)
+        context.resources.redis,
+        context.settings,
+        _client(context),
+        operations,
+        refused_work(query, document) + extra_work,
     )
 
 
@@ -118,8 +169,9 @@ class OperationRateLimit(SchemaExtension):
     async def on_execute(self) -> AsyncIterator[None]:
         ec = self.execution_context
         context = app_context(ec)
-        # A document already refused (its cost, its fragments) spends from the budget as well.
-        if ec.graphql_document is not None and context is not None:
+        # A document already refused (its cost, its fragments) spends from the budget as well; one whose
+        # variables were refused has spent already (feedfabric.schema.operation).
+        if ec.graphql_document is not None and context is not None and "rateLimit" not in ec.extensions_results:
             await self._check(context, ec.graphql_document)
         yield
 

@@ -18,7 +18,7 @@ from feedfabric.feeds.posts import MAX_MEDIA_PER_POST, MAX_MENTIONS_PER_POST
 from feedfabric.resolvers import fields, reads
 from feedfabric.resolvers import playlists as resolve_playlists
 from feedfabric.resolvers.context import Context
-from feedfabric.schema.sharing import SAME_FOR_EVERY_VIEWER
+from feedfabric.schema.sharing import SAME_FOR_EVERY_VIEWER, shared_values
 
 ContextInfo = Info[Context, None]
 # Placeholder default of the fields filled in __post_init__ from `row`; never served.
@@ -137,6 +137,16 @@ class Member:
     @strawberry.field(description="Whether this member is one of the viewer's favourites.")
     async def is_favourite(self, info: ContextInfo) -> bool:
         return await fields.is_favourite(info.context, self.row.id)
+
+    @strawberry.field(description="Whether the viewer has blocked this member (false when signed out).")
+    async def viewer_blocks(self, info: ContextInfo) -> bool:
+        return await fields.viewer_blocks(info.context, self.row.id)
+
+    @strawberry.field(
+        description="Whether the viewer has muted this member and the mute has not expired (false when signed out)."
+    )
+    async def viewer_mutes(self, info: ContextInfo) -> bool:
+        return await fields.viewer_mutes(info.context, self.row.id)
 
     @strawberry.field(description="The member's own posts: GET /userfeed. Bounds are post IDs.")
     async def posts(
@@ -318,32 +328,11 @@ class Post:
     def of(cls, post: models.FeedPost, *, nested: bool = False) -> Post:
         return cls(row=post.row, feed=post, nested=nested)
 
-    def shared_version(self) -> tuple[object, ...]:
-        """Everything the fields marked SAME_FOR_EVERY_VIEWER and answered from the post read: its row, its
-        author's display fields, tags, media and counts. Equal versions complete equally, for every viewer
-        (feedfabric.schema.render_once keys its cache on it); a change to any of them is a new version."""
-        row, feed, author = self.row, self.feed, self.feed.author
-        return (
-            row.id,
-            row.content,
-            row.status,
-            row.created_at,
-            row.updated_at,
-            None
-            if author is None
-            else (
-                author.id,
-                author.external_id,
-                author.username,
-                author.display_name,
-                author.avatar_url,
-                author.status,
-            ),
-            tuple(feed.tags),
-            tuple(tuple(m.items()) for m in feed.media),
-            feed.like_count,
-            feed.comment_count,
-        )
+    def shared_version(self) -> object:
+        """The values of the fields marked SAME_FOR_EVERY_VIEWER and answered from the post, its author's and
+        media's included (feedfabric.schema.sharing.shared_values). Equal versions complete equally, for every
+        viewer (feedfabric.adapter.execution.render_once keys its cache on it); a change to any is a new one."""
+        return shared_values(self)
 
     @strawberry.field(
         metadata={**SAME_FOR_EVERY_VIEWER, "max_items": MAX_MENTIONS_PER_POST}

@@ -1,5 +1,9 @@
 """Variables coerced before anything reads them: the guards see only values GraphQL accepts.
 
+First every variable is bounded by what the schema declares
+(feedfabric.schema.input_bounds: list lengths, object keys, nesting), so
+nothing below walks an unbounded value.
+
 graphql-core coerces variables when execution starts, after the cost and
 rate-limit guards have already run on the raw JSON values. A `first: $n`
 with n = 2^63 was then costed (and the figure failed to encode), though an
@@ -38,6 +42,8 @@ from graphql import (
 from strawberry.types import ExecutionContext
 
 from feedfabric.schema.idmemo import IdMemo
+from feedfabric.schema.input_bounds import bound_errors
+from feedfabric.schema.served import graphql_schema
 
 MAX_ERRORS = 5
 NOT_AN_OBJECT = "The GraphQL operation's `variables` must be an object or null, if provided."
@@ -122,9 +128,13 @@ def variable_errors(execution_context: ExecutionContext, *, hide_suggestions: bo
     if ec.graphql_document is None:
         return []
     operation = get_operation_ast(ec.graphql_document, ec.operation_name)
-    if operation is None or not operation.variable_definitions:
+    if operation is None:
         return []
     variables = ec.variables or {}
+    if bounds := bound_errors(graphql_schema(ec.schema), ec.graphql_document, operation, variables):
+        return bounds
+    if not operation.variable_definitions:
+        return []
     if _plainly_valid(operation, variables):
         return []
     schema = _input_schema(_sdl(ec.schema))

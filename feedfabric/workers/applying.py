@@ -26,10 +26,10 @@ import asyncpg
 
 from feedfabric.core import failpoints, metrics, tracing
 from feedfabric.core.events import TOPIC_OF, Event
+from feedfabric.core.topics import topic_name
 from feedfabric.db import pipeline as db
 from feedfabric.workers import spans
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
-from feedfabric.workers.topics import topic_name
 
 log = logging.getLogger(__name__)
 

@@ -28,6 +28,7 @@ broker, so a partition's messages stay in send order even across retries.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -44,10 +45,10 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from feedfabric.core import failpoints, metrics, tracing
 from feedfabric.core.settings import Settings
+from feedfabric.core.topics import all_topic_names, ensure_topics, topic_name
 from feedfabric.db import pipeline as db
 from feedfabric.db.outbox import NOTIFY_CHANNEL
 from feedfabric.db.pool import init_connection
-from feedfabric.workers.topics import all_topic_names, ensure_topics, topic_name
 
 log = logging.getLogger(__name__)
 # Holds the relay's marker records (see _Kafka._place_marker); no consumer reads it.
@@ -58,12 +59,23 @@ MARKER_TOPIC = "feedfabric._relay-marker"
 AfterProduce = Callable[[Sequence[db.OutboxRow]], Awaitable[None]]
 
 
+# A partition's record batch may hold a whole outbox batch of the largest events (a post's 50 mentions make
+# about 2.5 kB): with aiokafka's 16 kB default, a hot key's rows filled it, and the relay's send loop then
+# waited for a produce round trip mid-batch. Kept under the broker's default 1 MB message limit.
+_BYTES_PER_EVENT = 4096
+_MAX_RECORD_BATCH = 1_000_000
+
+
 def make_producer(settings: Settings) -> AIOKafkaProducer:
+    """All of a claimed batch is appended before the producer's sender runs (send() does not yield while the
+    topic's metadata is known and the partition's batch has room), so a batch goes out as one produce
+    request per broker: one produce round trip."""
     return AIOKafkaProducer(
         bootstrap_servers=settings.kafka_bootstrap_servers or "",
         acks="all",
         client_id="feedfabric-relay",
         linger_ms=0,
+        max_batch_size=min(_MAX_RECORD_BATCH, max(16384, settings.outbox_batch_size * _BYTES_PER_EVENT)),
     )
 
 
@@ -88,6 +100,14 @@ class Relay:
     owned: set[int] = field(default_factory=set)
     published: int = 0
     replays: int = 0
+    # Batches claimed (with rows), and idle waits that ran their whole OUTBOX_IDLE_MS (no NOTIFY came): under
+    # a steady stream the second stays at 0 (tests/workers/test_relay_batches.py; bench/write_path.py).
+    batches: int = 0
+    idle_timeouts: int = 0
+    # Seams for tests and benchmarks: called with the relay's connection once it is set up (a query logger),
+    # and the producer's factory.
+    on_connect: Callable[[asyncpg.Connection], Awaitable[None]] | None = None
+    producer_factory: Callable[[Settings], AIOKafkaProducer] = make_producer
 
     async def run(self, stop: asyncio.Event) -> None:
         """Publishes until `stop`; reconnects after losing Postgres or the broker."""
@@ -108,9 +128,11 @@ class Relay:
             self.settings.database_url or "", command_timeout=self.settings.database_command_timeout_seconds
         )
         await init_connection(conn)
+        if self.on_connect is not None:
+            await self.on_connect(conn)
         wake = asyncio.Event()
         await conn.add_listener(NOTIFY_CHANNEL, lambda *_: wake.set())
-        kafka = _Kafka(self.settings)
+        kafka = _Kafka(self.settings, self.producer_factory)
         try:
             await db.announce_relay(conn)
             await kafka.start()
@@ -130,79 +152,99 @@ class Relay:
                     next_prune = now + self.timings.prune_every_s
                 wake.clear()
                 claimed = await self._publish_batch(conn, kafka) if self.owned else 0
-                if claimed < self.settings.outbox_batch_size:
-                    await _wait_any(stop, wake, self.settings.outbox_idle_ms / 1000)
+                # A short batch waits for a NOTIFY, but not for one that already came: wake was cleared before
+                # the claim, so a row committed after the claim's snapshot has set it, and the wait returns at once.
+                if claimed < self.settings.outbox_batch_size and not wake.is_set():
+                    if not await _wait_any(stop, wake, self.settings.outbox_idle_ms / 1000):
+                        self.idle_timeouts += 1
         finally:
             self.owned.clear()
             await kafka.stop()
             await conn.close(timeout=5)
 
     async def _publish_batch(self, conn: asyncpg.Connection, kafka: _Kafka) -> int:
-        async with conn.transaction():
-            rows = await db.claim(conn, sorted(self.owned), self.settings.outbox_batch_size)
-            if not rows:
-                return 0
-            producer = await kafka.producer()
-            blocked: set[str] = set()
-            pending: list[tuple[db.OutboxRow, asyncio.Future[object] | None]] = []
-            spans: dict[int, Span] = {}
-            for row in rows:
-                if row.key in blocked:
-                    pending.append((row, None))
-                    continue
-                header = self._trace_row(row, spans)
-                try:
-                    fut = await producer.send(
-                        topic_name(self.settings, row.topic),
-                        encode(row),
-                        key=row.key.encode(),
-                        headers=tracing.kafka_headers(header),
-                    )
-                except Exception as exc:
-                    log.warning("relay: send of outbox row %d failed: %s", row.id, exc)
-                    blocked.add(row.key)
-                    fut = None
-                pending.append((row, fut))
-            await asyncio.gather(*(f for _, f in pending if f is not None), return_exceptions=True)
-            stamped: list[int] = []
-            failed: set[str] = set()
-            for row, fut in pending:
-                if row.key in failed:
-                    continue
-                failure = fut.exception() if fut is not None else None
-                span = spans.pop(row.id, None)
-                if fut is None or failure is not None:
-                    if failure is not None:
-                        log.warning("relay: outbox row %d not acknowledged: %s", row.id, failure)
-                    if span is not None:
-                        span.set_status(Status(StatusCode.ERROR, "not acknowledged; sent again later"))
-                        span.end()
-                    failed.add(row.key)
-                    continue
+        """One batch in one transaction: BEGIN and the claim, one produce round trip, the stamp with the COMMIT.
+
+        The transaction is opened and ended by hand so the stamp and the COMMIT share a round trip; any
+        failure, or the task's end, rolls it back, as asyncpg's transaction block did.
+        """
+        await db.begin(conn)
+        try:
+            published = await self._claim_and_produce(conn, kafka)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                if not conn.is_closed():
+                    await db.rollback(conn)
+            raise
+        return published
+
+    async def _claim_and_produce(self, conn: asyncpg.Connection, kafka: _Kafka) -> int:
+        rows = await db.claim(conn, sorted(self.owned), self.settings.outbox_batch_size)
+        if not rows:
+            await db.rollback(conn)
+            return 0
+        self.batches += 1
+        producer = await kafka.producer()
+        blocked: set[str] = set()
+        pending: list[tuple[db.OutboxRow, asyncio.Future[object] | None]] = []
+        spans: dict[int, Span] = {}
+        for row in rows:
+            if row.key in blocked:
+                pending.append((row, None))
+                continue
+            header = self._trace_row(row, spans)
+            try:
+                fut = await producer.send(
+                    topic_name(self.settings, row.topic),
+                    encode(row),
+                    key=row.key.encode(),
+                    headers=tracing.kafka_headers(header),
+                )
+            except Exception as exc:
+                log.warning("relay: send of outbox row %d failed: %s", row.id, exc)
+                blocked.add(row.key)
+                fut = None
+            pending.append((row, fut))
+        await asyncio.gather(*(f for _, f in pending if f is not None), return_exceptions=True)
+        stamped: list[int] = []
+        failed: set[str] = set()
+        for row, fut in pending:
+            if row.key in failed:
+                continue
+            failure = fut.exception() if fut is not None else None
+            span = spans.pop(row.id, None)
+            if fut is None or failure is not None:
+                if failure is not None:
+                    log.warning("relay: outbox row %d not acknowledged: %s", row.id, failure)
                 if span is not None:
-                    acked: Any = fut.result()
-                    span.set_attribute("messaging.destination.partition.id", str(acked.partition))
-                    span.set_attribute("messaging.kafka.offset", acked.offset)
+                    span.set_status(Status(StatusCode.ERROR, "not acknowledged; sent again later"))
                     span.end()
-                stamped.append(row.id)
-                if failpoints.logging_effects() and fut is not None:
-                    meta: Any = fut.result()
-                    failpoints.log_effect(
-                        "produce",
-                        id=row.id,
-                        key=row.key,
-                        version=row.version,
-                        type=row.event_type,
-                        topic=row.topic,
-                        partition=meta.partition,
-                        offset=meta.offset,
-                    )
-            for span in spans.values():
+                failed.add(row.key)
+                continue
+            if span is not None:
+                acked: Any = fut.result()
+                span.set_attribute("messaging.destination.partition.id", str(acked.partition))
+                span.set_attribute("messaging.kafka.offset", acked.offset)
                 span.end()
-            if self.after_produce is not None:
-                await self.after_produce(rows)
-            failpoints.crash_point("relay-after-produce")
-            await db.stamp(conn, stamped)
+            stamped.append(row.id)
+            if failpoints.logging_effects() and fut is not None:
+                meta: Any = fut.result()
+                failpoints.log_effect(
+                    "produce",
+                    id=row.id,
+                    key=row.key,
+                    version=row.version,
+                    type=row.event_type,
+                    topic=row.topic,
+                    partition=meta.partition,
+                    offset=meta.offset,
+                )
+        for span in spans.values():
+            span.end()
+        if self.after_produce is not None:
+            await self.after_produce(rows)
+        failpoints.crash_point("relay-after-produce")
+        await db.stamp_and_commit(conn, stamped)
         self.published += len(stamped)
         metrics.OUTBOX_PUBLISHED.inc(len(stamped))
         if failed:
@@ -302,8 +344,9 @@ class Relay:
 class _Kafka:
     """The relay's producer plus what it needs to notice a broker that lost its data."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, producer_factory: Callable[[Settings], AIOKafkaProducer]) -> None:
         self.settings = settings
+        self._producer_factory = producer_factory
         self._producer: AIOKafkaProducer | None = None
         self._admin: AIOKafkaAdminClient | None = None
         self._offsets: AIOKafkaConsumer | None = None
@@ -328,7 +371,7 @@ class _Kafka:
 
     async def producer(self) -> AIOKafkaProducer:
         if self._producer is None:
-            producer = make_producer(self.settings)
+            producer = self._producer_factory(self.settings)
             await producer.start()
             self._producer = producer
         return self._producer
@@ -423,13 +466,15 @@ async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
         pass
 
 
-async def _wait_any(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> None:
+async def _wait_any(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> bool:
+    """Waits for `stop` or `wake` at most `seconds`; False when the time ran out."""
     waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
     try:
-        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for w in waiters:
             w.cancel()
+    return bool(done)
 
 
 async def replay_since(settings: Settings, since: dt.datetime) -> int:

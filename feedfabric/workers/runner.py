@@ -37,10 +37,10 @@ from opentelemetry.trace import Link, SpanKind
 from feedfabric.core import failpoints, metrics, tracing
 from feedfabric.core.events import Event
 from feedfabric.core.settings import Settings
+from feedfabric.core.topics import topic_name
 from feedfabric.db import pipeline as db
 from feedfabric.workers import applying, spans
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
-from feedfabric.workers.topics import topic_name
 
 log = logging.getLogger(__name__)
 
@@ -353,9 +353,9 @@ async def run_groups(
     settings: Settings, specs: Sequence[GroupSpec], stop: asyncio.Event, traced: tracing.Tracing | None = None
 ) -> None:
     """Runs each group in its own consumer until `stop`; one Postgres pool and Redis client are shared."""
+    from feedfabric.core.topics import ensure_topics
     from feedfabric.db.pool import PrimaryWatch, create_pool
     from feedfabric.db.redisclient import create_redis
-    from feedfabric.workers.topics import ensure_topics
 
     await ensure_topics(settings)
     pool = await create_pool(

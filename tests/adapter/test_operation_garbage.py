@@ -18,9 +18,9 @@ import gc
 from collections.abc import Iterator
 
 import pytest
+from feedfabric.adapter.execution.subscriptions import SharedRenderingExecutionContext
 from feedfabric.ops.gctune import tune_for_serving
 from feedfabric.resolvers.context import Context
-from feedfabric.schema.shared import SharedRenderingExecutionContext
 from graphql import GraphQLResolveInfo
 
 from tests.support import Api, feed_world

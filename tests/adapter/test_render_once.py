@@ -1,4 +1,4 @@
-"""A post's shared part is completed once per version (feedfabric.schema.render_once); pages stay exact.
+"""A post's shared part is completed once per version (feedfabric.adapter.execution.render_once); pages stay exact.
 
 Every page served with the cache must equal, byte for byte in JSON (key order
 included), the same document executed without it, for random viewers after
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import orjson
 import pytest
+from feedfabric.adapter.execution import PostRenders
+from feedfabric.app import schema
 from feedfabric.core.settings import Settings
-from feedfabric.schema import schema
-from feedfabric.schema.render_once import PostRenders
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
@@ -179,7 +179,7 @@ async def test_an_entry_is_reused_across_viewers_and_a_like_makes_a_new_version(
 
 
 def test_the_executor_methods_render_once_overrides_keep_their_signatures() -> None:
-    """render_once overrides or calls these executor methods (graphql-core 3.3.2, pinned in pyproject.toml);
+    """render_once overrides or calls these executor methods (their pins: feedfabric.adapter.execution);
     a release that reshapes them must fail here rather than complete posts wrongly."""
     from graphql.execution.executor import Executor
 

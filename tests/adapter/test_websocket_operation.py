@@ -7,7 +7,7 @@ from typing import Any
 
 from feedfabric.adapter.websocket.operation import Operation
 from feedfabric.core import jsonwire
-from feedfabric.realtime.delivery import TimelineItem
+from feedfabric.realtime.item import TimelineItem
 from graphql import GraphQLError
 from strawberry.types.execution import ExecutionResult
 

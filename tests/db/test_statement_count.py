@@ -7,13 +7,13 @@ from typing import Any
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
+from feedfabric.app import schema
 from feedfabric.core.settings import Settings
 from feedfabric.db.pool import create_pool, transaction
 from feedfabric.feeds import timelines
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.resolvers.context import Resources, build_context
 from feedfabric.rest import routes
-from feedfabric.schema import schema
 from starlette.requests import Request
 
 from tests.support import Api

@@ -100,7 +100,7 @@ async def test_same_event_delivered_twice_changes_nothing(
     settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
 ) -> None:
     from aiokafka import AIOKafkaProducer
-    from feedfabric.workers.topics import ensure_topics
+    from feedfabric.core.topics import ensure_topics
 
     calls: list[int] = []
 

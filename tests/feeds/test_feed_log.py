@@ -7,10 +7,14 @@ from datetime import UTC, datetime, time, timedelta
 
 import asyncpg
 import pytest
-from feedfabric.core.models import Page, Post
+from feedfabric.core.models import FeedPage, Page, Post
+from feedfabric.core.settings import Settings
 from feedfabric.db import feed_log as feed_log_db
+from feedfabric.db import post_extras
 from feedfabric.db.feed_log import ServedPage
+from feedfabric.feeds import feed_log as feed_log_svc
 from feedfabric.feeds.feed_log import FeedLog
+from feedfabric.feeds.feed_posts import feed_posts
 
 from tests.support import Api
 
@@ -106,7 +110,9 @@ async def test_engagement_is_logged_as_a_rate_of_what_the_reader_was_served_befo
     await pool.execute("INSERT INTO topic_interest (member_id, tag, score) VALUES ($1, 'trail', 0.5)", ids["maya"])
     post = Post.of(await pool.fetchrow("SELECT * FROM posts WHERE id = $1", post_id))
     for _ in range(3):
-        await feed_log_db.insert(pool, [ServedPage(ids["maya"], "following", (post.id,), "redis", datetime.now(UTC))])
+        await feed_log_svc.log_pages(
+            pool, [ServedPage(ids["maya"], "following", (post.id,), "redis", datetime.now(UTC))]
+        )
     rows = await pool.fetch("SELECT affinity_rate, interest_rate FROM feed_log ORDER BY served_at")
     assert [(r["affinity_rate"], r["interest_rate"]) for r in rows] == [
         (0.75, 0.5),
@@ -131,7 +137,9 @@ async def test_a_post_the_reader_already_liked_is_not_counted_as_exposure(api: A
     await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": str(liked)}, token=maya)
     reader = await pool.fetchval("SELECT id FROM members WHERE external_id = 'maya'")
     for _ in range(2):
-        await feed_log_db.insert(pool, [ServedPage(reader, "following", (liked, fresh), "redis", datetime.now(UTC))])
+        await feed_log_svc.log_pages(
+            pool, [ServedPage(reader, "following", (liked, fresh), "redis", datetime.now(UTC))]
+        )
     assert await pool.fetchval("SELECT served FROM author_exposure WHERE member_id = $1", reader) == 2
     assert await pool.fetchval("SELECT served FROM topic_exposure WHERE member_id = $1", reader) == 2
     assert await pool.fetchval("SELECT count(*) FROM feed_log WHERE member_id = $1", reader) == 4
@@ -149,7 +157,7 @@ async def test_a_repost_whose_original_no_longer_exists_is_not_logged(api: Api, 
 async def test_rows_of_a_day_without_a_partition_are_logged_into_a_new_one(api: Api, pool: asyncpg.Pool) -> None:
     posts = await _posts(api, pool, 2)
     served_at = datetime.now(UTC) - timedelta(days=40)
-    await feed_log_db.insert(
+    await feed_log_svc.log_pages(
         pool, [ServedPage(uuid.uuid4(), "following", tuple(p.id for p in posts), "redis", served_at)]
     )
     assert served_at.date() in await feed_log_db.partition_days(pool)
@@ -162,7 +170,7 @@ async def test_retention_drops_the_partitions_of_days_past_it_and_keeps_the_rest
     member = uuid.uuid4()
     for days_ago in (31, 30, 29, 0):
         at = datetime.combine(today - timedelta(days=days_ago), time(12), UTC)
-        await feed_log_db.insert(pool, [ServedPage(member, "following", (posts[0].id,), "redis", at)])
+        await feed_log_svc.log_pages(pool, [ServedPage(member, "following", (posts[0].id,), "redis", at)])
     dropped = await feed_log_db.apply_retention(pool, 30, today=today)
     assert dropped == [today - timedelta(days=31)]
     kept = await pool.fetch("SELECT served_at FROM feed_log ORDER BY served_at")
@@ -171,3 +179,170 @@ async def test_retention_drops_the_partitions_of_days_past_it_and_keeps_the_rest
     assert today - timedelta(days=31) not in days
     assert {today + timedelta(days=1), today + timedelta(days=2)} <= set(days)
     assert await feed_log_db.apply_retention(pool, 30, today=today) == []
+
+
+async def _finished(pool: asyncpg.Pool, viewer: uuid.UUID, post_ids: list[uuid.UUID]) -> FeedPage:
+    """The page as the API finishes it: the posts with their extras, read now (resolvers.pages)."""
+    rows = await pool.fetch("SELECT * FROM posts WHERE id = ANY($1::uuid[]) ORDER BY id DESC", post_ids)
+    posts = [Post.of(r) for r in rows]
+    extras = await post_extras.page_extras(pool, [p.id for p in posts], viewer)
+    return FeedPage(feed_posts(posts, extras), None, "redis")
+
+
+async def _like(api: Api, token: str, post_id: uuid.UUID) -> None:
+    await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": str(post_id)}, token=token)
+
+
+async def test_popularity_is_what_the_page_showed_a_like_after_serving_does_not_count(
+    api: Api, pool: asyncpg.Pool
+) -> None:
+    """The row's popularity is the like and comment count the served page read (likes + 3 x comments),
+    and whether the reader had liked it is as of serving too: a like made between serving and the
+    batch being written changes neither, so the post still counts as served to an unengaged reader."""
+    author = await api.member("author")
+    post_id = uuid.UUID(await api.post(author, "up the hill #trail"))
+    fans = [await api.member(f"fan{n}") for n in range(3)]
+    for fan in fans[:2]:
+        await _like(api, fan, post_id)
+    maya = await api.member("maya")
+    reader = await pool.fetchval("SELECT id FROM members WHERE external_id = 'maya'")
+    log = FeedLog(pool)
+    log.record(reader, "following", await _finished(pool, reader, [post_id]))
+    await _like(api, fans[2], post_id)  # after serving, before the batch is written
+    await _like(api, maya, post_id)
+    assert await pool.fetchval("SELECT likes FROM post_stats WHERE post_id = $1", post_id) == 4
+    assert await log.flush() == 1
+    assert await pool.fetchval("SELECT popularity FROM feed_log WHERE member_id = $1", reader) == 2.0
+    assert await pool.fetchval("SELECT served FROM author_exposure WHERE member_id = $1", reader) == 1
+    # A page served now shows four likes, and the reader's own: not counted as exposure any more.
+    log.record(reader, "following", await _finished(pool, reader, [post_id]))
+    assert await log.flush() == 1
+    rows = await pool.fetch("SELECT popularity FROM feed_log WHERE member_id = $1 ORDER BY served_at", reader)
+    assert [r["popularity"] for r in rows] == [2.0, 4.0]
+    assert await pool.fetchval("SELECT served FROM author_exposure WHERE member_id = $1", reader) == 1
+
+
+async def test_a_page_logged_later_by_its_ids_counts_only_the_likes_made_by_its_serving_time(
+    api: Api, pool: asyncpg.Pool
+) -> None:
+    """Tools and the simulation log pages at a serving time of their own: popularity and the reader's
+    like are read as of that time, not as of the write."""
+    author = await api.member("author")
+    post_id = uuid.UUID(await api.post(author, "a post"))
+    fans = [await api.member(f"fan{n}") for n in range(3)]
+    for fan in fans:
+        await _like(api, fan, post_id)
+    fan_ids = [await pool.fetchval("SELECT id FROM members WHERE external_id = $1", f"fan{n}") for n in range(3)]
+    served_at = datetime.now(UTC) - timedelta(minutes=10)
+    await pool.execute(
+        "UPDATE likes SET created_at = $1 WHERE post_id = $2 AND member_id = ANY($3::uuid[])",
+        served_at - timedelta(minutes=1),
+        post_id,
+        fan_ids[:1],
+    )
+    await pool.execute(
+        "UPDATE likes SET created_at = $1 WHERE post_id = $2 AND member_id = ANY($3::uuid[])",
+        served_at + timedelta(minutes=1),
+        post_id,
+        fan_ids[1:],
+    )
+    await feed_log_svc.log_pages(pool, [ServedPage(fan_ids[2], "following", (post_id,), "redis", served_at)])
+    row = await pool.fetchrow("SELECT popularity FROM feed_log")
+    assert row["popularity"] == 1.0
+    # fan2's like came after serving: the post counts as served to a reader who could still like it.
+    assert await pool.fetchval("SELECT served FROM author_exposure WHERE member_id = $1", fan_ids[2]) == 1
+
+
+async def test_exposure_is_counted_in_memory_and_folded_once_a_batch_by_pair(api: Api, pool: asyncpg.Pool) -> None:
+    """Three pages of one reader in one batch: each page's rows see the pages before it (not their
+    own), and the fold adds the batch's counts in one statement, bumping the reader's version once."""
+    author = await api.member("author")
+    ids = [uuid.UUID(await api.post(author, f"walk {n} #trail #hill")) for n in range(2)]
+    await api.member("maya")
+    reader = await pool.fetchval("SELECT id FROM members WHERE external_id = 'maya'")
+    author_id = await pool.fetchval("SELECT id FROM members WHERE external_id = 'author'")
+    await pool.execute(
+        "INSERT INTO author_affinity (member_id, author_id, score) VALUES ($1, $2, 6)", reader, author_id
+    )
+    await pool.execute("INSERT INTO topic_interest (member_id, tag, score) VALUES ($1, 'trail', 3)", reader)
+    version = await pool.fetchval("SELECT version FROM member_signal_versions WHERE member_id = $1", reader)
+    log = FeedLog(pool)
+    for _ in range(3):
+        log.record(reader, "following", await _finished(pool, reader, ids))
+    assert await log.flush() == 3
+    rows = await pool.fetch(
+        "SELECT affinity_rate, interest_rate FROM feed_log WHERE member_id = $1 ORDER BY served_at, position", reader
+    )
+    # Two posts a page, each of the author and of #trail: 0, 2 and 4 served before each page.
+    assert [(r["affinity_rate"], r["interest_rate"]) for r in rows] == [
+        (6.0, 3.0),
+        (6.0, 3.0),
+        (2.0, 1.0),
+        (2.0, 1.0),
+        (pytest.approx(6 / 5), pytest.approx(3 / 5)),
+        (pytest.approx(6 / 5), pytest.approx(3 / 5)),
+    ]
+    exposure = await pool.fetch("SELECT tag, served FROM topic_exposure WHERE member_id = $1 ORDER BY tag", reader)
+    assert [(r["tag"], r["served"]) for r in exposure] == [("hill", 6), ("trail", 6)]
+    assert await pool.fetchval("SELECT served FROM author_exposure WHERE member_id = $1", reader) == 6
+    assert await pool.fetchval("SELECT version FROM member_signal_versions WHERE member_id = $1", reader) == version + 1
+    # The writer kept the reader current through its own fold: the next batch reads nothing again.
+    loads = log.book.loads
+    log.record(reader, "following", await _finished(pool, reader, ids[:1]))
+    assert await log.flush() == 1
+    assert log.book.loads == loads
+    assert await pool.fetchval("SELECT served FROM author_exposure WHERE member_id = $1", reader) == 7
+
+
+async def test_a_change_to_the_readers_signals_is_seen_by_the_next_batch(api: Api, pool: asyncpg.Pool) -> None:
+    """The kept signals are checked against the reader's version every batch: new affinity, a new
+    favourite, or another API process's exposure fold are all read before the next rows are made."""
+    author = await api.member("author")
+    post_id = uuid.UUID(await api.post(author, "a post"))
+    await api.member("maya")
+    reader = await pool.fetchval("SELECT id FROM members WHERE external_id = 'maya'")
+    author_id = await pool.fetchval("SELECT id FROM members WHERE external_id = 'author'")
+    first, second = FeedLog(pool), FeedLog(pool)  # two API processes
+    first.record(reader, "following", await _finished(pool, reader, [post_id]))
+    assert await first.flush() == 1
+    await pool.execute(
+        "INSERT INTO author_affinity (member_id, author_id, score) VALUES ($1, $2, 4)", reader, author_id
+    )
+    await pool.execute("INSERT INTO favourites (member_id, favourite_id) VALUES ($1, $2)", reader, author_id)
+    second.record(reader, "following", await _finished(pool, reader, [post_id]))
+    assert await second.flush() == 1
+    first.record(reader, "following", await _finished(pool, reader, [post_id]))
+    assert await first.flush() == 1
+    rows = await pool.fetch(
+        "SELECT affinity, favourite, affinity_rate FROM feed_log WHERE member_id = $1 ORDER BY served_at", reader
+    )
+    assert [(r["affinity"], r["favourite"], r["affinity_rate"]) for r in rows] == [
+        (0.0, False, 0.0),
+        (4.0, True, 2.0),  # one served before (the first process's)
+        (4.0, True, pytest.approx(4 / 3)),  # two served before, one of them by the other process
+    ]
+
+
+async def test_a_comment_makes_the_post_no_longer_count_as_exposure(api: Api, pool: asyncpg.Pool) -> None:
+    author = await api.member("author")
+    post_id = uuid.UUID(await api.post(author, "a post"))
+    maya = await api.member("maya")
+    reader = await pool.fetchval("SELECT id FROM members WHERE external_id = 'maya'")
+    log = FeedLog(pool)
+    log.record(reader, "following", await _finished(pool, reader, [post_id]))
+    assert await log.flush() == 1
+    await api.gql(
+        'mutation($p: ID!) { addComment(postId: $p, content: "nice") { id } }',
+        {"p": str(post_id)},
+        token=maya,
+    )
+    log.record(reader, "following", await _finished(pool, reader, [post_id]))
+    assert await log.flush() == 1
+    assert await pool.fetchval("SELECT count(*) FROM feed_log WHERE member_id = $1", reader) == 2
+    assert await pool.fetchval("SELECT served FROM author_exposure WHERE member_id = $1", reader) == 1
+
+
+def test_logging_cannot_be_turned_off_in_production() -> None:
+    with pytest.raises(ValueError, match="FEED_LOG_ENABLED"):
+        Settings(feedfabric_production=True, feed_log_enabled=False)
+    assert not Settings(feed_log_enabled=False).feed_log_enabled

@@ -397,12 +397,12 @@ async def test_a_page_past_more_hidden_posts_than_it_reads_ahead_still_fills_in_
 
 async def test_ranking_reads_each_signal_as_the_feed_log_keeps_it_for_training(api: Api, pool: asyncpg.Pool) -> None:
     """The same post, viewer and moment give the same signals to the candidates statement (ranking) and
-    to the feed log's insert (training rows), the engagement rates and the reader's effects included."""
+    to the feed log's writer (training rows), the engagement rates and the reader's effects included."""
     from datetime import UTC, datetime, timedelta
 
-    from feedfabric.db import feed_log as feed_log_db
     from feedfabric.db import foryou as foryou_db
     from feedfabric.db.feed_log import ServedPage
+    from feedfabric.feeds import feed_log as feed_log_svc
 
     reader = await api.member("reader")
     author = await api.member("author")
@@ -429,7 +429,7 @@ async def test_ranking_reads_each_signal_as_the_feed_log_keeps_it_for_training(a
     await pool.execute("INSERT INTO reader_topic_effects (member_id, tag, effect) VALUES ($1, 'trail', 0.4)", member_id)
     served = tuple(uuid.UUID(p) for p in posts[2:])
     earlier = datetime.now(UTC)
-    await feed_log_db.insert(pool, [ServedPage(member_id, "following", served, "redis", earlier)])
+    await feed_log_svc.log_pages(pool, [ServedPage(member_id, "following", served, "redis", earlier)])
     at = datetime.now(UTC)
     found = await foryou_db.candidates(
         pool,
@@ -444,7 +444,7 @@ async def test_ranking_reads_each_signal_as_the_feed_log_keeps_it_for_training(a
         total=10,
         comment_weight=3.0,
     )
-    await feed_log_db.insert(pool, [ServedPage(member_id, "for_you", served, "redis", at)])
+    await feed_log_svc.log_pages(pool, [ServedPage(member_id, "for_you", served, "redis", at)])
     logged = {
         r["post_id"]: r
         for r in await pool.fetch("SELECT * FROM feed_log WHERE feed = 'for_you' AND member_id = $1", member_id)

@@ -13,12 +13,12 @@ import redis.asyncio as aioredis
 from aiokafka import AIOKafkaProducer
 from feedfabric.core.events import POSTS, Event
 from feedfabric.core.settings import Settings
+from feedfabric.core.topics import ensure_topics
 from feedfabric.db.outbox import add_event
 from feedfabric.feeds.maintenance import STEPS, maintain
 from feedfabric.workers import applying
 from feedfabric.workers.base import GroupSpec, WorkerContext
 from feedfabric.workers.runner import run_groups
-from feedfabric.workers.topics import ensure_topics
 
 from tests.pipeline_support import all_committed, eventually, group_runner, running
 

@@ -311,10 +311,10 @@ PLAYLIST_PAGE = """query($p: ID!, $first: Int) { playlist(id: $p) {
 
 
 async def test_a_page_of_items_costs_the_same_statements_whatever_its_size(api: Api, database_url: str) -> None:
+    from feedfabric.app import schema
     from feedfabric.db.pool import create_pool
     from feedfabric.feeds.viewer import resolve_viewer
     from feedfabric.resolvers.context import Resources, build_context
-    from feedfabric.schema import schema
 
     count = 0
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
+from feedfabric.app import schema
 from feedfabric.core.ids import new_id
 from feedfabric.db import notification_groups
-from feedfabric.schema import schema
 from feedfabric.schema.served import graphql_schema
 from graphql import GraphQLNamedType, GraphQLObjectType, GraphQLUnionType, get_named_type
 
@@ -123,6 +123,9 @@ PROBES: dict[str, Probe] = {
     "Mutation.holdPost": by_id("mutation($id: ID!) { holdPost(id: $id) { id } }"),
     "Mutation.releasePost": by_id("mutation($id: ID!) { releasePost(id: $id) { id } }"),
     "Mutation.createPost": listing('mutation { createPost(input: {content: "mine"}) { id } }'),
+    # The viewer's own reports, filed while each post was shown (a moderator's queue shows held posts on
+    # purpose: tests/feeds/test_reports.py).
+    "Report.post": listing("{ myReports(first: 50) { edges { node { post { id } } } } }"),
 }
 # Fields through which the viewer cannot reach another member's visible post either (their own new
 # post; the author's or an admin's mutations), or which need the embedding pipeline to return
@@ -182,6 +185,9 @@ async def build_world(api: Api, pool: asyncpg.Pool) -> World:
         await api.gql("mutation($id: ID!) { likePost(postId: $id) { id } }", {"id": post}, token=viewer)
         comment = await api.gql(
             'mutation($id: ID!) { addComment(postId: $id, content: "nice") { id } }', {"id": post}, token=echo
+        )
+        await api.gql(
+            "mutation($id: ID!) { report(input: {postId: $id, reason: SPAM}) { id } }", {"id": post}, token=viewer
         )
         await notify(pool, "looker", owner[name], "mention", post, None)
         await notify(pool, "looker", "echo", "comment", post, comment["addComment"]["id"])

@@ -13,6 +13,7 @@ import pytest
 from feedfabric.db import feed_log as feed_log_db
 from feedfabric.db import reader_effects as effects_db
 from feedfabric.db.feed_log import ServedPage
+from feedfabric.feeds import feed_log as feed_log_svc
 from feedfabric.feeds import reader_effects
 
 from tests import factories
@@ -29,7 +30,7 @@ async def _served(pool: asyncpg.Pool, reader: uuid.UUID, author: uuid.UUID, tag:
         at - timedelta(hours=1),
     )
     await pool.execute("INSERT INTO post_tags (post_id, tag, source) VALUES ($1, $2, 'hashtag')", post_id, tag)
-    await feed_log_db.insert(pool, [ServedPage(reader, "for_you", (post_id,), "redis", at, "balanced")])
+    await feed_log_svc.log_pages(pool, [ServedPage(reader, "for_you", (post_id,), "redis", at, "balanced")])
     return post_id
 
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import httpx
 from feedfabric.core.settings import Settings
+from feedfabric.core.topics import ensure_topics
 from feedfabric.ops.devstack import free_port
-from feedfabric.workers.topics import ensure_topics
 
 from tests.pipeline_support import relay, running
 from tests.realtime_support import HOME_SUB, TRANSPORT_WS, WsClient, ws_client

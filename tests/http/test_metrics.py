@@ -155,7 +155,7 @@ async def test_consumer_retries_dead_letters_handled_and_lag(
     settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
 ) -> None:
     from aiokafka import AIOKafkaProducer
-    from feedfabric.workers.topics import ensure_topics
+    from feedfabric.core.topics import ensure_topics
 
     group = f"test-metrics-{uuid.uuid4().hex[:6]}"
     attempts: list[int] = []

@@ -18,8 +18,8 @@ from typing import Any
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
+from feedfabric.app import schema
 from feedfabric.core.settings import Settings
-from feedfabric.schema import schema
 from feedfabric.schema.served import graphql_schema
 from feedfabric.workers import notifications
 from feedfabric.workers.base import WorkerContext
@@ -170,6 +170,18 @@ SCENARIO = [
     step("FollowPlaylist", "bob", lambda g: {"playlistId": g["playlist"]}),
     step("UnfollowPlaylist", "bob", lambda g: {"playlistId": g["playlist"]}),
     step("RemovePlaylistItem", "alice", lambda g: {"itemId": g["item2"]}),
+    step(
+        "Report",
+        "bob",
+        lambda g: {"input": {"postId": g["post"], "reason": "SPAM", "note": "looks like spam"}},
+        saving("report", lambda d: d["report"]["id"]),
+    ),
+    step("MyReports", "bob"),
+    step("Reports", "admin", {"status": "OPEN", "first": 5}),
+    step("AddModerationTerm", "admin", {"phrase": "scamcoin"}, saving("term", lambda d: d["addModerationTerm"]["id"])),
+    step("ModerationTerms", "admin"),
+    step("RemoveModerationTerm", "admin", lambda g: {"id": g["term"]}),
+    step("ResolveReport", "admin", lambda g: {"id": g["report"], "action": "DISMISS"}),
     step("HoldPost", "admin", lambda g: {"id": g["post"]}),
     step("ReleasePost", "admin", lambda g: {"id": g["post"]}),
     step("SuspendMember", "admin", {"externalUserId": "newbie"}),
@@ -179,7 +191,15 @@ SCENARIO = [
     step("UnfollowTag", "bob", {"tag": "demo"}),
     step("Unfollow", "bob", {"externalUserId": "alice"}),
     step("DeletePost", "alice", lambda g: {"id": g["doomed"]}),
+    step("ImportBlocks", "newbie", {}, saving("imported", lambda d: d["importBlocks"])),
+    step("Block", "bob", {"externalUserId": "alice"}),
 ]
+
+# The file each multipart operation sends, as (file name, bytes, content type).
+UPLOADS = {
+    "UploadMedia": lambda: ("photo.png", png(), "image/png"),
+    "ImportBlocks": lambda: ("blocked_accounts.csv", b"alice\nnobody@elsewhere.example\n", "text/csv"),
+}
 
 
 def png() -> bytes:
@@ -190,7 +210,7 @@ def png() -> bytes:
 
 async def run_http(api: Api, name: str, text: str, variables: dict[str, Any], token: str) -> dict[str, Any]:
     headers = {"Authorization": f"Bearer {token}"}
-    if name == "UploadMedia":
+    if name in UPLOADS:
         response = await api.client.post(
             "/graphql",
             headers=headers,
@@ -198,7 +218,7 @@ async def run_http(api: Api, name: str, text: str, variables: dict[str, Any], to
                 "operations": json.dumps({"query": text, "operationName": name, "variables": {"file": None}}),
                 "map": json.dumps({"0": ["variables.file"]}),
             },
-            files={"0": ("photo.png", png(), "image/png")},
+            files={"0": UPLOADS[name]()},
         )
     else:
         response = await api.client.post(
@@ -233,6 +253,7 @@ async def test_every_query_and_mutation_runs_without_errors(
         if save:
             save(got, data)
     assert got["media"] and got["playlist"]
+    assert got["imported"] == {"blocked": 1, "unknown": ["nobody@elsewhere.example"]}
 
 
 # ------------------------------------------------------------------ over WebSocket

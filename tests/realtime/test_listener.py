@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from feedfabric.realtime.delivery import TimelineItem
+from feedfabric.realtime.item import TimelineItem
 from feedfabric.realtime.listener import INTERNAL_ERROR, TRY_AGAIN_LATER, Listener
 
 from tests.factories import timeline_item

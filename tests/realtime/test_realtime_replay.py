@@ -9,9 +9,9 @@ from typing import Any
 
 import asyncpg
 import pytest
+from feedfabric.app import schema
 from feedfabric.core.settings import Settings
 from feedfabric.resolvers.streams import REPLAY_MAX
-from feedfabric.schema import schema
 from feedfabric.schema.cost import operation_cost
 from feedfabric.schema.served import graphql_schema
 from graphql import parse

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from feedfabric.core.settings import Settings
-from feedfabric.realtime.delivery import TimelineItem
+from feedfabric.realtime.item import TimelineItem
 
 from tests.pipeline_support import relay, running
 from tests.realtime_support import (

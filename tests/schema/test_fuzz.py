@@ -15,9 +15,9 @@ import re
 import pytest
 import requests
 import schemathesis
+from feedfabric.app import schema as served_schema
 from feedfabric.core.auth import issue_token
 from feedfabric.core.settings import Settings
-from feedfabric.schema import schema as served_schema
 from feedfabric.schema.served import graphql_schema
 from graphql import StringValueNode, introspection_from_schema
 from hypothesis import HealthCheck, Phase, given

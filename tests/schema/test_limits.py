@@ -131,7 +131,7 @@ HOME_COST = "query($n: Int) { homeFeed(first: $n) { edges { node { author { user
 
 
 def test_cost_model() -> None:
-    from feedfabric.schema import schema
+    from feedfabric.app import schema
     from graphql import parse
 
     def cost(query: str, variables: dict[str, Any] | None = None) -> int:
@@ -191,7 +191,7 @@ async def test_every_response_reports_cost(api: Api) -> None:
 
 
 def test_list_fields_multiply_what_is_under_them() -> None:
-    from feedfabric.schema import schema
+    from feedfabric.app import schema
     from feedfabric.schema.served import graphql_schema
     from graphql import parse
 
@@ -244,7 +244,7 @@ async def test_huge_first_is_bad_input_with_a_figure_json_can_carry(api: Api) ->
 
 
 def test_a_field_refused_for_its_page_size_costs_only_the_refusal() -> None:
-    from feedfabric.schema import schema
+    from feedfabric.app import schema
     from graphql import parse
 
     def cost(query: str) -> int:
@@ -271,17 +271,21 @@ PAGED_FIELDS = {
     "Query.forYouFeed": "forYouFeed(first: $n) { edges { cursor } }",
     "Query.rankerModels": "rankerModels(first: $n) { id }",
     "Query.similarPosts": "similarPosts(postId: $p, first: $n) { id }",
+    "Query.suggestedMembers": "suggestedMembers(first: $n) { reason }",
+    "Query.suggestedTopics": "suggestedTopics(first: $n) { tag }",
     "Member.posts": 'member(username: "pager") { posts(first: $n) { edges { cursor } } }',
     "Member.followers": 'member(username: "pager") { followers(first: $n) { edges { cursor } } }',
     "Member.following": 'member(username: "pager") { following(first: $n) { edges { cursor } } }',
     "Member.playlists": 'member(username: "pager") { playlists(first: $n) { edges { cursor } } }',
     "Playlist.items": 'member(username: "pager") { likedPlaylist { items(first: $n) { edges { cursor } } } }',
     "Post.comments": "post(id: $p) { comments(first: $n) { edges { cursor } } }",
+    "Query.myReports": "myReports(first: $n) { edges { cursor } }",
+    "Query.reports": "reports(first: $n) { edges { cursor } }",
 }
 
 
 def test_paged_fields_lists_every_field_that_takes_first() -> None:
-    from feedfabric.schema import schema
+    from feedfabric.app import schema
     from graphql import GraphQLInterfaceType, GraphQLObjectType
 
     served = graphql_schema(schema)

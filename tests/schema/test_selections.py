@@ -10,15 +10,13 @@ and on families built to be expensive.
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from types import FrameType
 from typing import Any
 
 import pytest
+from feedfabric.app import schema
 from feedfabric.core.settings import Settings
-from feedfabric.schema import _LIMIT_RULES, schema
+from feedfabric.schema import _LIMIT_RULES
 from feedfabric.schema.cost import operation_cost
 from feedfabric.schema.operation import screen
 from feedfabric.schema.ratelimit import root_field_count
@@ -28,6 +26,7 @@ from graphql import DocumentNode, GraphQLSchema, Lexer, Source, TokenKind, parse
 from hypothesis import HealthCheck, given, settings
 from hypothesis_graphql import queries
 
+from tests.linework import WorkExceeded, counting_lines
 from tests.realtime_support import serve, ws_client
 from tests.support import Api
 
@@ -102,31 +101,6 @@ often that it expands to just under MAX_EXPANDED_FIELDS fields."""
 FIXED_LINES = 25_000
 """What an analysis may spend whatever the document: a validation pass sets up every rule (about
 22,000 lines for `{ __typename }`)."""
-
-
-class WorkExceeded(AssertionError):
-    pass
-
-
-@contextmanager
-def counting_lines(budget: int) -> Iterator[list[int]]:
-    """Counts the Python lines executed inside the block (in any module), and stops the block with
-    WorkExceeded as soon as they pass `budget`, so a walk that would never end fails instead."""
-    count = [0]
-
-    def trace(frame: FrameType, event: str, arg: Any) -> Any:
-        if event == "line":
-            count[0] += 1
-            if count[0] > budget:
-                raise WorkExceeded(f"more than {budget} lines")
-        return trace
-
-    previous = sys.gettrace()
-    sys.settrace(trace)
-    try:
-        yield count
-    finally:
-        sys.settrace(previous)
 
 
 def tokens(text: str) -> int:

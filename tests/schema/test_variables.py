@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from feedfabric.schema import schema
+from feedfabric.app import schema
 from feedfabric.schema.variables import _input_schema, _sdl, variable_errors
 from graphql import get_operation_ast, get_variable_values, parse
 

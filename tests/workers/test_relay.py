@@ -12,12 +12,12 @@ import asyncpg
 import pytest
 import redis.asyncio as aioredis
 from feedfabric.core.settings import Settings
+from feedfabric.core.topics import ensure_topics
 from feedfabric.db.outbox import add_event
 from feedfabric.db.pipeline import OutboxRow
 from feedfabric.feeds import timelines
 from feedfabric.workers import events
 from feedfabric.workers.relay import Relay, replay_since
-from feedfabric.workers.topics import ensure_topics
 
 from tests import factories as f
 from tests.pipeline_support import FAST, eventually, group_runner, read_topic, relay, running

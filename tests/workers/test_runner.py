@@ -9,11 +9,11 @@ import redis.asyncio as aioredis
 from aiokafka import AIOKafkaProducer
 from feedfabric.core.events import POSTS, Event
 from feedfabric.core.settings import Settings
+from feedfabric.core.topics import ensure_topics
 from feedfabric.db import pipeline as db
 from feedfabric.db.outbox import add_event
 from feedfabric.workers.base import GroupSpec, Handle, PermanentError, WorkerContext
 from feedfabric.workers.runner import GroupRunner
-from feedfabric.workers.topics import ensure_topics
 
 from tests.pipeline_support import all_committed, eventually, group_runner, running
 

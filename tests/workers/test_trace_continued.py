@@ -13,11 +13,11 @@ from aiokafka import AIOKafkaProducer
 from feedfabric.core import tracing
 from feedfabric.core.events import POSTS, Event
 from feedfabric.core.settings import Settings
+from feedfabric.core.topics import ensure_topics
 from feedfabric.db.outbox import add_event
 from feedfabric.workers import applying, notifications
 from feedfabric.workers.base import GroupSpec, WorkerContext
 from feedfabric.workers.runner import GroupRunner
-from feedfabric.workers.topics import ensure_topics
 
 from tests import factories
 from tests.pipeline_support import eventually, quick_join_consumer, running

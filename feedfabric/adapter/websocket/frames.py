@@ -9,7 +9,7 @@ socket with 4400, graphql-transport-ws's close for an invalid message (the
 legacy protocol defines none and gets the same).
 
 A subscription's result is the same for every subscriber of a live item whose
-selection reads nothing about the viewer (feedfabric.schema.shared hands each
+selection reads nothing about the viewer (feedfabric.adapter.execution hands each
 of them the same result object), so its `payload` is encoded once and kept by
 the identity of the result's data; each subscriber's frame is that text with
 its operation id spliced in.

@@ -12,25 +12,25 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from feedfabric.adapter.execution.live import LiveRendering
 from feedfabric.adapter.websocket import frames
 from feedfabric.adapter.websocket.connection import Connection
 from feedfabric.adapter.websocket.frames import Extensions, encode, result_payload
-from feedfabric.realtime.delivery import TimelineItem
+from feedfabric.realtime.item import TimelineItem
 from feedfabric.realtime.listener import Listener
-from feedfabric.realtime.render import LiveRendering
 
 DATA = '{"data":'  # how every payload opens: a frame's head ends with it
 
 
 class Operation:
     """One running operation of a socket: its id (as JSON, for splicing), its task, and the text of its
-    results' extensions. It is the operation's root value too: a LiveSink (feedfabric.realtime.render),
+    results' extensions. It is the operation's root value too: a LiveSink (feedfabric.realtime.listener),
     whose live homeTimeline items a listener may write, with this operation as its frames
-    (feedfabric.realtime.listener.Frames)."""
+    (feedfabric.realtime.listener.Frames), rendered as the engine said when it built the subscription
+    (a LiveRoot: feedfabric.adapter.execution.subscriptions)."""
 
     __slots__ = (
         "conn",
-        "executor",
         "extensions",
         "frame",
         "head",
@@ -38,6 +38,7 @@ class Operation:
         "id_json",
         "limit",
         "live",
+        "live_rendering",
         "rendering",
         "tail",
         "task",
@@ -52,10 +53,16 @@ class Operation:
         self.frame = frame
         self.conn: Connection | None = None
         self.limit = 0
-        self.executor: Any = None  # the subscription's executor (feedfabric.schema.shared)
+        # How the engine renders this subscription's live items, set when it builds the subscription.
+        self.live_rendering: Callable[[], LiveRendering] | None = None
         self.live: Listener | None = None
         self.rendering: LiveRendering | None = None
         self.head = self.tail = ""
+
+    def live_listener(self) -> Listener | None:
+        """A listener writing this subscription's live items, rendered as the engine said (once)."""
+        make, self.live_rendering = self.live_rendering, None
+        return None if make is None else self.listener(make())
 
     def listener(self, rendering: LiveRendering) -> Listener:
         """A listener writing this operation's frames. It holds its items until `go_live`: the frames'

@@ -1,4 +1,5 @@
-"""Topic names with the deployment's prefix, and creating the missing ones on worker start."""
+"""Topic names with the deployment's prefix, and creating the missing ones: the workers and the realtime consumer
+both read the topics, so both find them here."""
 
 from __future__ import annotations
 

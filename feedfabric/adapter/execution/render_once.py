@@ -7,7 +7,7 @@ same for every viewer. Here the executor's completion of a `Post` is split:
 
 - the shared part: every field the selection reaches that is marked
   SAME_FOR_EVERY_VIEWER where it is declared and answered from the post
-  itself (synchronous: feedfabric.schema.sharing.ViewerMarks.from_the_object),
+  itself (synchronous: FieldMarks.from_the_object),
   taking no arguments and no directives below the post, is completed once per
   (selection, post version) and kept in a bounded in-process cache;
 - everything else (`viewerHasLiked`, `repostOf`, whose visibility is the
@@ -22,9 +22,9 @@ first out past MAX_ENTRIES). Counts are as fresh as the page's own read: the
 cache adds no lag (docs/api.md). A completion that reported a field error, or
 did not finish synchronously, is not kept.
 
-The hook is Strawberry's `execution_context_class`, whose class overrides the
-executor's `complete_object_value` and `handle_field_error` (graphql-core
-3.3.2, pinned in pyproject.toml; tests/adapter/test_render_once.py compares
+The hook is Strawberry's `execution_context_class`, whose class overrides
+two of the executor's methods and calls two more (the pins and their reasons:
+feedfabric.adapter.execution; tests/adapter/test_render_once.py compares
 cached pages with uncached executions).
 """
 
@@ -44,8 +44,8 @@ from graphql import (
     get_named_type,
 )
 
-from feedfabric.schema.shared import SharedRenderingExecutionContext
-from feedfabric.schema.sharing import ViewerMarks
+from feedfabric.adapter.execution.marks import FieldMarks
+from feedfabric.adapter.execution.subscriptions import SharedRenderingExecutionContext
 
 MAX_ENTRIES = 20_000
 """Completed shared parts kept per process (about 1 kB each): a home page's 20 posts for 1,000 distinct pages."""
@@ -69,7 +69,7 @@ class Plan:
 class PostRenders:
     """The process's completed shared parts, by (selection shape, post version)."""
 
-    def __init__(self, marks: ViewerMarks, max_entries: int = MAX_ENTRIES) -> None:
+    def __init__(self, marks: FieldMarks, max_entries: int = MAX_ENTRIES) -> None:
         self.marks = marks
         self.max_entries = max_entries
         self.results: dict[tuple[object, ...], dict[str, Any]] = {}
@@ -106,7 +106,7 @@ class PostRenders:
 
 
 class RenderOnceExecutionContext(SharedRenderingExecutionContext):
-    """The served schema's execution context (feedfabric.schema.build_schema sets `marks` and `renders`)."""
+    """The served schema's execution context (feedfabric.adapter.execution.engine sets `marks` and `renders`)."""
 
     renders: PostRenders | None = None
 
@@ -198,7 +198,7 @@ class RenderOnceExecutionContext(SharedRenderingExecutionContext):
         renders.remember_shape(shape, nodes)
         return Plan(shape=shape, shared=shared, viewer=viewer, order=tuple(grouped))
 
-    def _shareable(self, marks: ViewerMarks, parent: GraphQLObjectType, details: Sequence[Any]) -> bool:
+    def _shareable(self, marks: FieldMarks, parent: GraphQLObjectType, details: Sequence[Any]) -> bool:
         for detail in details:
             node = detail.node
             if getattr(detail, "defer_usage", None) is not None or node.arguments:
@@ -207,7 +207,7 @@ class RenderOnceExecutionContext(SharedRenderingExecutionContext):
                 return False
         return True
 
-    def _static_field(self, marks: ViewerMarks, parent: GraphQLObjectType, node: FieldNode) -> bool:
+    def _static_field(self, marks: FieldMarks, parent: GraphQLObjectType, node: FieldNode) -> bool:
         """A marked field of the object (or `__typename`) whose own sub-selection is static too."""
         name = node.name.value
         if name == "__typename":
@@ -217,7 +217,7 @@ class RenderOnceExecutionContext(SharedRenderingExecutionContext):
             return False
         return node.selection_set is None or self._static(marks, field.type, node.selection_set)
 
-    def _static(self, marks: ViewerMarks, of: GraphQLOutputType, selections: SelectionSetNode) -> bool:
+    def _static(self, marks: FieldMarks, of: GraphQLOutputType, selections: SelectionSetNode) -> bool:
         """The sub-selection reads only marked fields of the object, with no argument or directive anywhere
         (so it completes the same whatever the operation's variables)."""
         parent = get_named_type(of)

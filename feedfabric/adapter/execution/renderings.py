@@ -1,15 +1,16 @@
-"""Results of one live item's rendering, shared by its subscribers (see feedfabric.schema.shared).
+"""Results of one live item's rendering, shared by its subscribers: a result cache kept on the item.
 
-Kept on the item itself, so it lives exactly as long as some subscriber's
-queue still holds the item; nothing to expire.
+Kept on the item itself (TimelineItem.renders, under this class), so it lives
+exactly as long as some subscriber's queue still holds the item; nothing to
+expire.
 
 A shared result is also kept as its data's JSON text, encoded once: a
-subscriber whose transport can write it as it is (a `LiveSink`, the
-WebSocket adapter's operation, through a listener: feedfabric.realtime.listener)
-sends those bytes with its own operation id and never executes the item, nor
-runs the per-result steps of the schema (an error-free shared result has
-nothing for them to do). Per subscriber, that leaves the stream's admission
-check (feedfabric.resolvers.streams) and a write.
+subscriber whose transport can write it as it is (the WebSocket adapter's
+operation, through a listener: feedfabric.realtime.listener) sends those bytes
+with its own operation id and never executes the item, nor runs the
+per-result steps of the schema (an error-free shared result has nothing for
+them to do). Per subscriber, that leaves the stream's admission check
+(feedfabric.resolvers.streams) and a write.
 """
 
 from __future__ import annotations
@@ -17,40 +18,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any
 
 from feedfabric.core import jsonwire
-from feedfabric.realtime.listener import Listener
-
-if TYPE_CHECKING:
-    from feedfabric.realtime.delivery import TimelineItem
+from feedfabric.realtime.item import TimelineItem
 
 RenderKey = tuple[int, str]
-
-
-class LiveRendering(Protocol):
-    """A live selection's renderings, as the schema makes them (feedfabric.schema.subscription)."""
-
-    def ready(self, item: TimelineItem) -> str | None:
-        """The data's text of the item's finished shared rendering, else None."""
-        ...
-
-    async def render(self, item: TimelineItem) -> Any:
-        """Executes the item (sharing the rendering) and gives that text, or the result itself when it is not
-        shared (it had errors)."""
-        ...
-
-
-@runtime_checkable
-class LiveSink(Protocol):
-    """Where a subscription's results go, when a listener can write them for it: the operation's executor
-    (kept when the subscription started) and a listener writing its frames."""
-
-    executor: Any
-
-    def listener(self, rendering: LiveRendering) -> Listener:
-        """A listener writing this operation's frames of the selection's renderings."""
-        ...
 
 
 class _Rendering:
@@ -66,6 +39,17 @@ class _Rendering:
 
 class SharedRenders:
     """Finished (or in-flight) results by operation and variables, and which operations may share."""
+
+    __slots__ = ("_results", "_shareable")
+
+    @classmethod
+    def of(cls, item: TimelineItem) -> SharedRenders:
+        """The item's renderings, made by the first subscriber that renders it."""
+        renders = item.renders
+        found: SharedRenders | None = renders.get(cls)
+        if found is None:
+            found = renders[cls] = cls()
+        return found
 
     def __init__(self) -> None:
         # Keyed by id(operation); the operation is kept beside the value and compared by identity,
@@ -113,7 +97,7 @@ class SharedRenders:
         return result
 
     def finished_text(self, operation: Any, key: RenderKey) -> str | None:
-        """`shared_text` without waiting: the text when the rendering is done (the common case, for every
+        """The shared text without waiting: the text when the rendering is done (the common case, for every
         subscriber after the first few), else None. `key` is `render_key(operation, variables)`."""
         entry = self._results.get(key)
         if entry is None or entry.operation is not operation or not entry.done.done():

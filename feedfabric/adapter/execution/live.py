@@ -1,0 +1,88 @@
+"""Live homeTimeline items rendered for a listener, with the executor their subscription was started with.
+
+A subscription handed to a listener (feedfabric.realtime.listener) keeps no
+Strawberry stream: each live item is executed through graphql-core's public
+per-event execution (`build_per_event_executor`, `execute_subscription_event`)
+with the subscription's own executor, and the listener writes the text.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Protocol
+from weakref import WeakValueDictionary
+
+from graphql import ExecutionResult, Executor, execute_subscription_event
+
+from feedfabric.adapter.execution.independent import viewer_independent
+from feedfabric.adapter.execution.marks import FieldMarks
+from feedfabric.adapter.execution.renderings import RenderKey, SharedRenders, render_key
+from feedfabric.core import jsonwire
+from feedfabric.realtime.item import TimelineItem
+from feedfabric.schema.errors import code_errors
+from feedfabric.schema.subscription import TimelineEvent
+
+
+class LiveRendering(Protocol):
+    """A live selection's renderings, as a listener's transport asks for them."""
+
+    def ready(self, item: TimelineItem) -> str | None:
+        """The data's text of the item's finished shared rendering, else None."""
+        ...
+
+    async def render(self, item: TimelineItem) -> str | ExecutionResult:
+        """Executes the item (sharing the rendering) and gives that text, or the result itself when it is not
+        shared (it had errors)."""
+        ...
+
+
+class LiveRenderer:
+    """Renders live items of one selection (operation and variables) with the executor its subscription
+    was started with, through graphql-core's public per-event execution.
+
+    With a `key`, the selection reads nothing about the viewer: its rendering is shared (SharedRenders)
+    and one renderer serves every listener of it, with the first subscriber's executor, kept while any of
+    them listens (the engine's `live_renderers` holds it weakly); whose executor it is does not show.
+    Without one, the renderer is its subscriber's own, and each item is executed for that viewer: no
+    Strawberry stream per subscription, and a post's shared part still completed once per version
+    (feedfabric.adapter.execution.render_once)."""
+
+    __slots__ = ("__weakref__", "executor", "key", "operation")
+
+    def __init__(self, executor: Executor, key: RenderKey | None) -> None:
+        self.executor = executor
+        self.operation = executor.operation
+        self.key = key
+
+    def ready(self, item: TimelineItem) -> str | None:
+        return None if self.key is None else SharedRenders.of(item).finished_text(self.operation, self.key)
+
+    async def render(self, item: TimelineItem) -> str | ExecutionResult:
+        """The item's data as text (the shared text, if any); the result itself if it had errors."""
+        executor = self.executor
+        executor.context_value.reset_loaders(item.prime)
+        event = TimelineEvent(cursor=str(item.post.id), item=item)
+        result: Any = execute_subscription_event(executor.build_per_event_executor(event))
+        if inspect.isawaitable(result):
+            result = await result
+        if self.key is not None:
+            text = SharedRenders.of(item).finished_text(self.operation, self.key)
+            if text is not None:
+                return text
+        if not result.errors and result.data is not None:
+            return jsonwire.dumps_text(result.data)
+        return ExecutionResult(result.data, code_errors(result.errors) if result.errors else None)
+
+
+def live_rendering(
+    executor: Executor, marks: FieldMarks, renderers: WeakValueDictionary[RenderKey, LiveRenderer]
+) -> LiveRendering:
+    """The renderer of this subscription's selection: one for every listener of a selection that reads
+    nothing about the viewer (kept in `renderers` while any listens), else a renderer of its own."""
+    if not viewer_independent(executor, marks):
+        return LiveRenderer(executor, None)
+    key = render_key(executor.operation, executor.variable_values.coerced)
+    renderer = renderers.get(key)
+    if renderer is None or renderer.operation is not executor.operation:
+        renderer = renderers[key] = LiveRenderer(executor, key)
+    return renderer

@@ -1,0 +1,162 @@
+"""What a relay batch costs, and that a relay with rows waiting never sleeps its idle wait (issue 50).
+
+Counted, not timed: the relay's statements through a query logger on its connection, its produce requests
+through its producer's client. The idle wait is set to a minute, so a relay that slept it with rows waiting
+would stall the test past its bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import asyncpg
+from aiokafka import AIOKafkaProducer
+from feedfabric.core.settings import Settings
+from feedfabric.db.outbox import add_event
+from feedfabric.db.pipeline import OutboxRow
+from feedfabric.workers.relay import Relay, make_producer
+
+from tests.pipeline_support import FAST, eventually, running
+
+_INTROSPECTION = ("typeinfo_tree", "current_setting('jit')", "set_config('jit'")
+
+
+class Tally:
+    """The relay's statements on its own connection, and its producer's produce requests."""
+
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+        self.produce_requests = 0
+
+    def log(self, record: asyncpg.connection.LoggedQuery) -> None:
+        # asyncpg's type introspection runs once per connection, when it first meets a type: not the batch's.
+        if not any(mark in record.query for mark in _INTROSPECTION):
+            self.statements.append(" ".join(record.query.split()))
+
+    async def attach(self, conn: asyncpg.Connection) -> None:
+        conn.add_query_logger(self.log)
+
+    def producer(self, settings: Settings) -> AIOKafkaProducer:
+        """The relay's own producer, its client's requests counted on their way to the broker."""
+        producer = make_producer(settings)
+        send = producer.client.send
+
+        async def counted(node_id: int, request: object, *args: object, **kwargs: object) -> object:
+            if type(request).__name__.startswith("ProduceRequest"):
+                self.produce_requests += 1
+            return await send(node_id, request, *args, **kwargs)
+
+        producer.client.send = counted  # type: ignore[method-assign]
+        return producer
+
+    def claims(self) -> list[list[str]]:
+        """The statements of each claim transaction, BEGIN to its end (the stamp with COMMIT, or ROLLBACK)."""
+        out: list[list[str]] = []
+        current: list[str] | None = None
+        for statement in self.statements:
+            if statement == "BEGIN":
+                current = []
+                out.append(current)
+            if current is not None:
+                current.append(statement)
+                if statement.endswith("COMMIT") or statement == "ROLLBACK":
+                    current = None
+        return out
+
+
+def _relay(settings: Settings, tally: Tally, **kwargs: object) -> Relay:
+    return Relay(
+        settings,
+        timings=FAST,
+        on_connect=tally.attach,
+        producer_factory=tally.producer,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+async def _unpublished(pool: asyncpg.Pool) -> int:
+    return int(await pool.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL"))
+
+
+async def _write(pool: asyncpg.Pool, settings: Settings, count: int, keys: int = 40) -> None:
+    async with pool.acquire() as conn, conn.transaction():
+        for i in range(count):
+            await add_event(conn, "PostUpdated", f"key-{i % keys}", {"n": i}, shards=settings.outbox_shards)
+
+
+async def test_a_backlog_goes_out_in_full_batches_of_three_postgres_and_one_produce_round_trip_each(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    settings = settings.model_copy(update={"outbox_batch_size": 100, "outbox_idle_ms": 60_000})
+    # Hot keys on purpose: ten keys, so some partition gets far more than aiokafka's default 16 kB batch.
+    async with pool.acquire() as conn, conn.transaction():
+        for i in range(250):
+            payload = {"n": i, "pad": "x" * 400}
+            await add_event(conn, "PostUpdated", f"hot-{i % 10}", payload, shards=settings.outbox_shards)
+    tally = Tally()
+    relay = _relay(settings, tally)
+    async with running(relay.run):
+        await eventually(lambda: _is_zero(pool), timeout=30)
+    assert relay.published == 250
+    assert relay.batches == 3  # 100, 100, 50
+    full = [claim for claim in tally.claims() if claim[-1].endswith("COMMIT")]
+    assert len(full) == 3
+    for claim in full:
+        assert len(claim) == 3, claim  # BEGIN; the claim; the stamp with the COMMIT
+        assert claim[1].startswith("SELECT id, topic, key") and "FOR UPDATE SKIP LOCKED" in claim[1]
+        assert claim[2].startswith("UPDATE outbox SET published_at")
+    # One produce request a batch, beside the one of the relay's marker record at its start.
+    assert tally.produce_requests == relay.batches + 1
+    assert relay.idle_timeouts == 0
+
+
+async def _is_zero(pool: asyncpg.Pool) -> bool:
+    return await _unpublished(pool) == 0
+
+
+async def test_rows_committed_during_a_batch_are_claimed_next_without_the_idle_wait(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """Each batch's produce commits the next row: 40 batches chained, each claimed only if the relay went on
+    without sleeping its minute-long idle wait."""
+    settings = settings.model_copy(update={"outbox_idle_ms": 60_000})
+    chained = 40
+    done = asyncio.Event()
+    batches = 0
+
+    async def write_the_next(rows: Sequence[OutboxRow]) -> None:
+        nonlocal batches
+        batches += 1
+        if batches < chained:
+            await _write(pool, settings, 1)
+        else:
+            done.set()
+
+    tally = Tally()
+    relay = _relay(settings, tally, after_produce=write_the_next)
+    async with running(relay.run):
+        await _write(pool, settings, 1)
+        await asyncio.wait_for(done.wait(), 30)
+    assert relay.published == chained
+    assert relay.idle_timeouts == 0
+
+
+async def test_a_steady_stream_from_many_writers_never_waits_out_the_idle_wait(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    settings = settings.model_copy(update={"outbox_idle_ms": 60_000})
+    tally = Tally()
+    relay = _relay(settings, tally)
+
+    async def writer(seed: int) -> None:
+        for _ in range(30):
+            await _write(pool, settings, 1 + seed % 3)
+
+    async with running(relay.run):
+        await asyncio.gather(*(writer(i) for i in range(8)))
+        await eventually(lambda: _is_zero(pool), timeout=30)
+    assert relay.published == sum(30 * (1 + i % 3) for i in range(8))
+    assert relay.idle_timeouts == 0
+    # Every claim that found rows cost BEGIN, the claim and the stamp with its COMMIT.
+    assert all(len(claim) == 3 for claim in tally.claims() if claim[-1].endswith("COMMIT"))
