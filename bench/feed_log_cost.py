@@ -1,9 +1,10 @@
-"""What the feed log costs every page: Postgres time per logged page of 20 (`db.feed_log.insert`).
+"""What the feed log's writer costs every page: wall time, this process's CPU and its Postgres backend's
+CPU per logged page of 20 (`feeds.feed_log.write`, as the API's background writer runs it).
 
 Seeds a fresh database (1,000 members, 20,000 posts over a week, 30 % tagged, 20,000 likes, affinity
-and topic interest), then logs batches of 50 pages of 20 random posts, one statement a batch as the
-API's background writer sends them, on one connection, and prints milliseconds per page for each
-batch and the median of the warm ones. Run it on two checkouts to compare versions of the signals.
+and topic interest), then writes batches of 50 finished pages of 20 random posts (what each page
+showed of its posts read beforehand, as the API's pages carry it) on one connection with one
+SignalBook, and prints each batch's figures per page and the median of the warm ones.
 
     PYTHONPATH=$PWD python bench/feed_log_cost.py [--batches 12]
 """
@@ -21,9 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import psutil  # noqa: E402
 from feedfabric.core.ids import new_id  # noqa: E402
 from feedfabric.db import feed_log  # noqa: E402
 from feedfabric.db.pool import create_pool  # noqa: E402
+from feedfabric.feeds import feed_log as feed_log_svc  # noqa: E402
+from feedfabric.feeds.served_signals import Served, ServedPost, SignalBook  # noqa: E402
 
 from bench._stack import env_or, fresh_database, services  # noqa: E402
 
@@ -75,26 +79,45 @@ async def measure(url: str, batches: int) -> None:
         [t for _, t in interest],
     )
 
-    def pages() -> list[feed_log.ServedPage]:
+    async with pool.acquire() as conn:
+        probe = [feed_log.ServedPage(members[0], "following", tuple(posts), "redis", datetime.now(UTC))]
+        seen = {post: value for (_, post), value in (await feed_log.describe(conn, probe)).items()}
+
+    def pages() -> list[Served]:
+        now = datetime.now(UTC)
         return [
-            feed_log.ServedPage(
-                rnd.choice(members), "following", tuple(rnd.sample(posts, 20)), "redis", datetime.now(UTC)
+            Served(
+                rnd.choice(members),
+                "following",
+                "redis",
+                now,
+                tuple(ServedPost.of(p, n, seen[p]) for n, p in enumerate(rnd.sample(posts, 20))),
             )
             for _ in range(PAGES_PER_BATCH)
         ]
 
-    await feed_log.insert(pool, pages())  # makes today's partition
-    await pool.execute("ANALYZE")
-    per_page: list[float] = []
+    book = SignalBook()
+    wall: list[float] = []
+    own: list[float] = []
+    backend: list[float] = []
     async with pool.acquire() as conn:
+        await feed_log_svc.write(conn, book, pages(), 3.0)  # makes today's partition
+        await conn.execute("ANALYZE")
+        server = psutil.Process(await conn.fetchval("SELECT pg_backend_pid()"))
         for _ in range(batches):
             batch = pages()
-            started = time.perf_counter()
-            await feed_log.insert(conn, batch)
-            per_page.append((time.perf_counter() - started) / PAGES_PER_BATCH * 1000)
+            pg0, cpu0, started = sum(server.cpu_times()[:2]), time.process_time(), time.perf_counter()
+            await feed_log_svc.write(conn, book, batch, 3.0)
+            wall.append((time.perf_counter() - started) / PAGES_PER_BATCH * 1000)
+            own.append((time.process_time() - cpu0) / PAGES_PER_BATCH * 1000)
+            backend.append((sum(server.cpu_times()[:2]) - pg0) / PAGES_PER_BATCH * 1000)
     await pool.close()
-    print("feed log: ms per logged page of 20, per batch of 50:", ", ".join(f"{t:.2f}" for t in per_page))
-    print(f"median of the warm batches: {statistics.median(per_page[2:]):.2f} ms a page")
+    print("feed log writer, ms per logged page of 20, per batch of 50 (wall):", ", ".join(f"{t:.2f}" for t in wall))
+    print(
+        f"median of the warm batches: wall {statistics.median(wall[2:]):.3f} ms, this process's CPU"
+        f" {statistics.median(own[2:]):.3f} ms, its Postgres backend's CPU {statistics.median(backend[2:]):.3f} ms"
+        f" a page ({book.loads} readers read from Postgres in all)"
+    )
 
 
 def main(batches: int) -> None:

@@ -251,6 +251,8 @@ async def settle_run(conn: asyncpg.Connection, redis: aioredis.Redis) -> None:
 
 def _request(kind: str, token: str) -> bytes:
     auth = f"Authorization: Bearer {token}\r\n"
+    if kind == "foryou":
+        return (f"GET /userfeed/foryou?limit={PAGE} HTTP/1.1\r\nHost: bench\r\n{auth}\r\n").encode()
     if kind == "rest":
         return (f"GET /userfeed/home?limit={PAGE} HTTP/1.1\r\nHost: bench\r\n{auth}\r\n").encode()
     body = json.dumps({"query": GRAPHQL, "operationName": "Home", "variables": {"first": PAGE}}).encode()
@@ -335,7 +337,7 @@ def load_generator(
     result.put(asyncio.run(main()))
 
 
-def wait_healthy(port: int, seconds: float = 30) -> None:
+def wait_healthy(port: int, seconds: float = 180) -> None:
     """Until the server on `port` answers /healthz (it is starting in another process)."""
     import httpx
 
@@ -422,6 +424,140 @@ def run_phase(
     }
 
 
+# --- the feed log's cost: logged against unlogged, side by side ---------------------------------------
+
+
+def our_postgres(database_url: str) -> psutil.Process:
+    """The postmaster of the benchmark's database: other Postgres servers on a shared machine (other
+    people's tests) are not this page's work."""
+
+    async def backend() -> int:
+        conn = await asyncpg.connect(database_url)
+        try:
+            return int(await conn.fetchval("SELECT pg_backend_pid()"))
+        finally:
+            await conn.close()
+
+    return psutil.Process(psutil.Process(asyncio.run(backend())).ppid())
+
+
+def tree_cpu(roots: list[psutil.Process]) -> dict[int, float]:
+    """CPU seconds of these processes and all their children (a postmaster's: every backend,
+    autovacuum, the WAL writer and checkpointer), by PID."""
+    out = {}
+    for root in roots:
+        try:
+            procs = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            continue
+        for proc in procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                times = proc.cpu_times()
+                out[proc.pid] = times.user + times.system
+    return out
+
+
+def grown(before: dict[int, float], after: dict[int, float]) -> float:
+    return sum(value - before.get(pid, 0.0) for pid, value in after.items())
+
+
+def cost_phase(
+    api: psutil.Process,
+    postmaster: psutil.Process,
+    port: int,
+    kind: str,
+    tokens: list[str],
+    clients: int,
+    duration: float,
+) -> tuple[int, float, float]:
+    """Pages served, API CPU and Postgres CPU (all of the server's processes) of one closed-loop phase.
+    The counters are read once the API has been idle for a moment after the load stopped, so a logged
+    API's writer has written what the phase served (it drains every 0.2 s) and is charged for it."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    api0, pg0 = tree_cpu([api]), tree_cpu([postmaster])
+    child = ctx.Process(target=load_generator, args=(port, kind, tokens, clients, duration, 0.0, 0.0, queue))
+    child.start()
+    latencies, errors, _ = queue.get()
+    child.join()
+    settle_idle(api)
+    if errors:
+        raise SystemExit(f"{kind}: {len(errors)} bad responses, first: {errors[0]}")
+    return len(latencies), grown(api0, tree_cpu([api])), grown(pg0, tree_cpu([postmaster]))
+
+
+def settle_idle(api: psutil.Process, quiet: float = 0.02, step: float = 0.25, most: float = 5.0) -> None:
+    """Until the API spends less than `quiet` of a core over `step` seconds (its writer is done)."""
+    deadline = time.monotonic() + most
+    last = grown({}, tree_cpu([api]))
+    while time.monotonic() < deadline:
+        time.sleep(step)
+        now = grown({}, tree_cpu([api]))
+        if now - last < quiet * step:
+            return
+        last = now
+
+
+def feed_log_ratio(
+    logged: tuple[psutil.Process, int],
+    unlogged: tuple[psutil.Process, int],
+    postmaster: psutil.Process,
+    kind: str,
+    tokens: list[str],
+    clients: int,
+    duration: float,
+    rounds: int,
+) -> dict[str, float]:
+    """Per page, logged and unlogged, measured in alternating phases (so a neighbour's load falls on both
+    alike): API CPU, Postgres CPU and their sum (the whole job: the writer runs in the API)."""
+    totals = {"logged": [0, 0.0, 0.0], "unlogged": [0, 0.0, 0.0]}
+    for api, port in (logged, unlogged):
+        cost_phase(api, postmaster, port, kind, tokens, clients, 3)  # warm-up
+    for n in range(rounds):
+        order = (
+            (("logged", logged), ("unlogged", unlogged)) if n % 2 == 0 else (("unlogged", unlogged), ("logged", logged))
+        )
+        for name, (api, port) in order:
+            pages, api_s, pg_s = cost_phase(api, postmaster, port, kind, tokens, clients, duration)
+            totals[name][0] += pages
+            totals[name][1] += api_s
+            totals[name][2] += pg_s
+    out: dict[str, float] = {}
+    for name, (pages, api_s, pg_s) in totals.items():
+        out[f"{name}_api"] = api_s / pages * 1000
+        out[f"{name}_pg"] = pg_s / pages * 1000
+        out[f"{name}_machine"] = (api_s + pg_s) / pages * 1000
+        out[f"{name}_pages"] = pages
+    return out
+
+
+def start_api(database_url: str, redis_url: str, port: int, workers: int, *, feed_log: bool) -> subprocess.Popen[bytes]:
+    # No Kafka for the API: this benchmark reads; the realtime consumer would only add noise.
+    api_env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "KAFKA_BOOTSTRAP_SERVERS": "",
+        "FEEDFABRIC_JWT_SECRET": SECRET,
+        "LOG_LEVEL": "WARNING",
+        "RATE_LIMIT_OPERATIONS": "1000000000",
+        "RATE_LIMIT_COST": "1000000000000",
+        "FEED_LOG_ENABLED": "true" if feed_log else "false",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "feedfabric", "api", "--port", str(port), "--workers", str(workers)], env=api_env
+    )
+
+
+def print_ratio(label: str, r: dict[str, float]) -> None:
+    print(
+        f"  {label}: logged API {r['logged_api']:.2f} + Postgres {r['logged_pg']:.2f} = {r['logged_machine']:.2f} ms/page"
+        f" ({r['logged_pages']:.0f} pages); unlogged API {r['unlogged_api']:.2f} + Postgres {r['unlogged_pg']:.2f}"
+        f" = {r['unlogged_machine']:.2f} ms/page ({r['unlogged_pages']:.0f} pages)",
+        flush=True,
+    )
+
+
 # --- profile ------------------------------------------------------------------------------------------
 
 
@@ -477,6 +613,13 @@ def main() -> None:
     parser.add_argument("--profile", metavar="FILE", help="write a pyinstrument report of the GraphQL path here")
     parser.add_argument("--only", choices=["rest", "graphql"], default=None)
     parser.add_argument("--database", help="reuse a database this benchmark loaded before (REDIS_URL still filled)")
+    parser.add_argument(
+        "--log-rounds",
+        type=int,
+        default=4,
+        help="pairs of logged / unlogged phases for the feed log's cost (REST home, For You); 0: skip",
+    )
+    parser.add_argument("--log-duration", type=float, default=8, help="seconds of each of those phases")
     args = parser.parse_args()
 
     with services() as env:
@@ -495,21 +638,7 @@ def main() -> None:
             Path(args.profile).write_text(asyncio.run(profile(database_url, redis_url, viewers, 500)))
             print(f"pyinstrument profile of 500 GraphQL pages: {args.profile}")
         port = free_port()
-        # No Kafka for the API: this benchmark reads; the realtime consumer would only add noise.
-        api_env = {
-            **os.environ,
-            "DATABASE_URL": database_url,
-            "REDIS_URL": redis_url,
-            "KAFKA_BOOTSTRAP_SERVERS": "",
-            "FEEDFABRIC_JWT_SECRET": SECRET,
-            "LOG_LEVEL": "WARNING",
-            "RATE_LIMIT_OPERATIONS": "1000000000",
-            "RATE_LIMIT_COST": "1000000000000",
-        }
-        api = subprocess.Popen(
-            [sys.executable, "-m", "feedfabric", "api", "--port", str(port), "--workers", str(args.workers)],
-            env=api_env,
-        )
+        api = start_api(database_url, redis_url, port, args.workers, feed_log=True)
         try:
             wait_healthy(port)
             servers = [psutil.Process(api.pid)]
@@ -538,7 +667,42 @@ def main() -> None:
             if len(results) == 2:
                 ratio = results["graphql"]["cpu_ms_per_page"] / results["rest"]["cpu_ms_per_page"]
                 print(f"GraphQL/REST API CPU per page: {ratio:.2f}x")
-            print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+            print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
+            if args.log_rounds:
+                unlogged_port = free_port()
+                unlogged = start_api(database_url, redis_url, unlogged_port, args.workers, feed_log=False)
+                try:
+                    wait_healthy(unlogged_port)
+                    postmaster = our_postgres(database_url)
+                    pair = ((servers[0], port), (psutil.Process(unlogged.pid), unlogged_port))
+                    load_before = os.getloadavg()[0]
+                    home = feed_log_ratio(
+                        *pair, postmaster, "rest", tokens, args.clients, args.log_duration, args.log_rounds
+                    )
+                    foryou = feed_log_ratio(
+                        *pair, postmaster, "foryou", tokens, args.clients, args.log_duration, args.log_rounds
+                    )
+                    load_after = os.getloadavg()[0]
+                finally:
+                    unlogged.terminate()
+                    unlogged.wait(30)
+                print(
+                    f"feed log: {args.log_rounds} x {args.log_duration:g} s each of logged and unlogged, alternating,"
+                    f" {args.clients} clients; whole machine = API + every process of this Postgres server;"
+                    f" load average {load_before:.2f} -> {load_after:.2f} on {os.cpu_count()} cores",
+                    flush=True,
+                )
+                print_ratio("REST home", home)
+                print_ratio("For You first pages (REST)", foryou)
+                print(
+                    f"feed log (For You), logged / unlogged: whole machine"
+                    f" {foryou['logged_machine'] / foryou['unlogged_machine']:.2f}x,"
+                    f" Postgres {foryou['logged_pg'] / foryou['unlogged_pg']:.2f}x"
+                )
+                print(
+                    f"feed log, logged / unlogged: whole machine {home['logged_machine'] / home['unlogged_machine']:.2f}x,"
+                    f" Postgres {home['logged_pg'] / home['unlogged_pg']:.2f}x"
+                )
         finally:
             api.terminate()
             api.wait(30)

@@ -14,7 +14,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route, WebSocketRoute
-from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feedfabric.adapter import execution
@@ -28,6 +27,7 @@ from feedfabric.db.breaker import CircuitBreaker
 from feedfabric.db.pool import PrimaryWatch, create_pool
 from feedfabric.db.redisclient import create_redis
 from feedfabric.db.replica import ReadRouting
+from feedfabric.feeds import playlist_rebalance
 from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.http import dashboard, health, playground
@@ -35,13 +35,14 @@ from feedfabric.http.cors import CorsExceptDev
 from feedfabric.http.deadline import RequestDeadline
 from feedfabric.http.idempotency import Idempotency
 from feedfabric.http.refusal import refusal
-from feedfabric.http.request_id import RequestIdMiddleware
+from feedfabric.http.request_id import REQUEST_ID_HEADER, RequestIdMiddleware
 from feedfabric.http.server_span import ServerSpans
+from feedfabric.http.static import StaticFolder
 from feedfabric.http.watchdog import LoopWatchdog
 from feedfabric.ops import vendor
 from feedfabric.realtime.consumer import start_realtime
 from feedfabric.realtime.hub import Hub
-from feedfabric.realtime.rights import Sessions
+from feedfabric.realtime.sessions import Sessions
 from feedfabric.resolvers.context import Context, Resources, build_context, route_reads
 from feedfabric.rest import routes as rest_routes
 from feedfabric.rest.responses import JSONResponse
@@ -205,7 +206,9 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
             hub=Hub(queue_size=settings.realtime_queue_size),
             tracing=traced,
         )
-        realtime = start_realtime(settings, pool, app.state.resources.hub, tracing.tracer_of(traced))
+        realtime = start_realtime(
+            settings, pool, app.state.resources.hub, tracing.tracer_of(traced), app.state.resources.relations
+        )
         app.state.resources.realtime_consumer = realtime
         app.state.resources.sessions.start(pool)
         watchdog = LoopWatchdog(threshold_s=settings.loop_stall_seconds, grace_s=settings.shutdown_grace_seconds)
@@ -219,6 +222,7 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
                 await realtime.stop()
             if feed_log is not None:
                 await feed_log.stop()
+            await playlist_rebalance.wait_idle()  # a rebalance in flight finishes before its pool closes
             await reads.stop()
             await primary_watch.stop()
             if read_pool is not None:
@@ -247,7 +251,7 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
             WebSocketRoute(GRAPHQL_PATH, sockets),
             *playground.routes(settings),
             # GraphiQL's scripts and styles, from the package (feedfabric.ops.vendor): no CDN.
-            Mount("/static/vendor", StaticFiles(directory=vendor.STATIC, check_dir=False), name="vendor"),
+            Mount("/static/vendor", StaticFolder(directory=vendor.STATIC, check_dir=False), name="vendor"),
             *dashboard.routes(),
         ],
         lifespan=lifespan,
@@ -273,7 +277,7 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
             # without credentials a header grants nothing.
             allow_headers=["*"],
             expose_headers=[
-                "x-request-id",
+                REQUEST_ID_HEADER,
                 "ratelimit-limit",
                 "ratelimit-remaining",
                 "ratelimit-reset",

@@ -25,7 +25,7 @@ def cmd_train_ranker(args: argparse.Namespace) -> None:
     from datetime import datetime
 
     from feedfabric.db.pool import create_pool
-    from feedfabric.feeds import ranker
+    from feedfabric.feeds import ranker_training as ranker
 
     settings = load_settings()
     _require(settings, "database_url")

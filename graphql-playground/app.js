@@ -5,6 +5,7 @@
 import { GraphQLClient, operation } from "./graphql.js";
 import { TransportWsClient } from "./transport-ws.js";
 import * as render from "./render.js";
+import { getStartedView } from "./get-started.js";
 
 const { h } = render;
 const PAGE_SIZE = 20;
@@ -68,6 +69,7 @@ const VIEWS = {
     },
     item: (node) => render.memberRow(node, state.viewer.id),
   },
+  start: getStartedView({ api, render, viewerId: () => state.viewer.id, showError: (error) => showError(error) }),
   reports: {
     title: "Reports",
     page: async (after) => connection((await api.run("Reports", { first: PAGE_SIZE, after })).reports),

@@ -32,6 +32,9 @@ from tests.support import Api
 TRANSPORT_WS = "graphql-transport-ws"
 LEGACY_WS = "graphql-ws"
 PROTOCOLS = (TRANSPORT_WS, LEGACY_WS)
+EVENT_GUARD_S = 30.0
+"""How long a socket's awaited message may take before the test fails instead of hanging: a guard for a
+loaded machine (5 s failed there), not a speed target; a test expecting silence says how long itself."""
 
 HOME_SUB = """subscription($since: String) {
   homeTimeline(since: $since) { cursor post { id content author { username } } }
@@ -90,7 +93,7 @@ async def serve(settings: Settings, traced: Tracing | None = None) -> AsyncItera
         url = f"http://127.0.0.1:{port}"
         async with httpx.AsyncClient(base_url=url, timeout=10) as client:
             running = Server(app, url, Api(client, settings), server)
-            await running.consumer.wait_ready()
+            await asyncio.wait_for(running.consumer.ready.wait(), 30)
             yield running
     finally:
         server.should_exit = True
@@ -115,14 +118,14 @@ class WsClient:
         )
         return op
 
-    async def next_message(self, timeout: float = 5.0) -> dict[str, Any]:
+    async def next_message(self, timeout: float = EVENT_GUARD_S) -> dict[str, Any]:
         while True:
             message = json.loads(await asyncio.wait_for(self.conn.recv(), timeout))
             if message.get("type") in ("ka", "ping", "pong"):
                 continue
             return message  # type: ignore[no-any-return]
 
-    async def next_data(self, timeout: float = 5.0) -> dict[str, Any]:
+    async def next_data(self, timeout: float = EVENT_GUARD_S) -> dict[str, Any]:
         message = await self.next_message(timeout)
         assert message["type"] in ("next", "data"), message
         payload = message["payload"]
@@ -172,7 +175,7 @@ async def ws_client(
         yield client
 
 
-async def wait_subscribed(server: Server, count: int, timeout: float = 5.0) -> None:
+async def wait_subscribed(server: Server, count: int, timeout: float = EVENT_GUARD_S) -> None:
     """Subscriptions register with the hub asynchronously; tests publish only after they did."""
     deadline = time.monotonic() + timeout
     while server.hub.subscriber_count() < count:

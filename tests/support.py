@@ -26,6 +26,7 @@ class GraphQLErrors(AssertionError):
 class Api:
     client: httpx.AsyncClient
     settings: Settings
+    app: Any = None  # the app behind the client, where a test waits on its state
 
     def token(self, external_id: str, *, admin: bool = False, ttl: int = 3600) -> str:
         return issue_token(self.settings.jwt_secret, external_id, admin=admin, ttl=ttl)
@@ -96,7 +97,7 @@ async def make_api(settings: Settings) -> AsyncIterator[Api]:
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
-            yield Api(client, settings)
+            yield Api(client, settings, app)
 
 
 async def feed_world(api: Api, first_post: str = "hello #news") -> str:
@@ -116,3 +117,16 @@ async def feed_world(api: Api, first_post: str = "hello #news") -> str:
     )
     await api.gql("mutation($p: ID!) { repost(postId: $p) { id } }", {"p": first}, token=other)
     return reader
+
+
+async def breaker_allows(api: Api, shard: str = "") -> None:
+    """Waits until the API's Redis circuit breaker (of a cluster node's `shard`) lets a request try Redis
+    again: its cool-down has passed."""
+    from tests.pipeline_support import eventually
+
+    breaker = api.app.state.resources.breaker.shard(shard)
+
+    async def allows() -> bool:
+        return breaker.allows
+
+    await eventually(allows, timeout=10)

@@ -18,7 +18,7 @@ _ALGORITHM = "HS256"
 class Claims:
     external_id: str
     is_admin: bool
-    # The token's `exp` (Unix seconds): an open WebSocket is closed when it passes (feedfabric.realtime.rights).
+    # The token's `exp` (Unix seconds): an open WebSocket is closed when it passes (feedfabric.realtime.sessions).
     expires_at: float = float("inf")
 
 
@@ -30,8 +30,10 @@ def issue_token(secret: str, external_id: str, *, admin: bool = False, ttl: int 
     return jwt.encode(payload, secret, algorithm=_ALGORITHM)
 
 
-def _verify(secret: str, token: str) -> tuple[Claims, float]:
-    """The token's claims and its expiry (Unix seconds), or Unauthenticated."""
+def _verify(secret: str, token: str, max_lifetime: float | None = None) -> tuple[Claims, float]:
+    """The token's claims and its expiry (Unix seconds), or Unauthenticated. A token whose `exp` is more
+    than `max_lifetime` seconds away (JWT_MAX_LIFETIME_SECONDS) is refused: an `exp` in the year 3000 made
+    a leaked token good for ever."""
     try:
         payload = jwt.decode(token, secret, algorithms=[_ALGORITHM], options={"require": ["sub", "exp"]})
     except jwt.ExpiredSignatureError:
@@ -46,11 +48,9 @@ def _verify(secret: str, token: str) -> tuple[Claims, float]:
     if isinstance(exp, bool) or not isinstance(exp, int | float) or not math.isfinite(exp):
         raise Unauthenticated("invalid token")
     expires = float(exp)
+    if max_lifetime is not None and expires - time.time() > max_lifetime:
+        raise Unauthenticated(f"token lifetime longer than the {int(max_lifetime)} s allowed")
     return Claims(external_id=sub, is_admin=payload.get("role") == "admin", expires_at=expires), expires
-
-
-def decode_token(secret: str, token: str) -> Claims:
-    return _verify(secret, token)[0]
 
 
 class TokenCache:
@@ -68,16 +68,16 @@ class TokenCache:
     def __init__(self, max_entries: int = 2048, clock: Callable[[], float] = time.time) -> None:
         self.max_entries = max_entries
         self._clock = clock
-        self._entries: dict[tuple[str, str], tuple[Claims, float]] = {}
+        self._entries: dict[tuple[str, str, float | None], tuple[Claims, float]] = {}
 
-    def decode(self, secret: str, token: str) -> Claims:
-        key = (secret, token)
+    def decode(self, secret: str, token: str, max_lifetime: float | None = None) -> Claims:
+        key = (secret, token, max_lifetime)
         hit = self._entries.get(key)
         if hit is not None:
             if self._clock() < hit[1]:
                 return hit[0]
             del self._entries[key]
-        claims, expires = _verify(secret, token)
+        claims, expires = _verify(secret, token, max_lifetime)
         if self._clock() >= expires:  # valid when PyJWT looked, no longer: answer, do not keep
             return claims
         if len(self._entries) >= self.max_entries:

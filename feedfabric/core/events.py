@@ -33,6 +33,7 @@ TOPIC_OF: dict[str, str] = {
     "MemberUnblocked": MEMBERS,
     "MemberMuted": MEMBERS,
     "MemberUnmuted": MEMBERS,
+    "MutedWordsChanged": MEMBERS,
     "MediaUploaded": MEDIA,
     "NotificationCreated": NOTIFICATIONS,
     "NotificationGroupUpdated": NOTIFICATIONS,

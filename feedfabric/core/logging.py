@@ -18,7 +18,6 @@ from typing import Any
 
 from feedfabric.core.settings import Settings
 
-REQUEST_ID_HEADER = "X-Request-ID"
 request_id_var: ContextVar[str | None] = ContextVar("feedfabric_request_id", default=None)
 
 SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")

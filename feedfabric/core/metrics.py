@@ -41,6 +41,10 @@ LOOP_STALLS = Counter(
     "Times the event loop missed its heartbeat for longer than LOOP_STALL_SECONDS (feedfabric.http.watchdog).",
 )
 RATE_LIMITED = Counter("feedfabric_rate_limited_total", "Operations refused with RATE_LIMITED.")
+RATE_LIMIT_FALLBACKS = Counter(
+    "feedfabric_rate_limit_fallbacks_total",
+    "Rate-limit checks Redis did not answer in time, counted by this process's share of the budget instead.",
+)
 
 # --- Home feed (call from the home-feed reader once per page served) -------------
 HOME_FEED_PAGES = Counter(

@@ -5,20 +5,24 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Self
 
 from asyncpg import Record
 
-T = TypeVar("T")
 
+class FromRecord:
+    """A row dataclass that a query's record builds, column by field name (`Member.of(record)`)."""
 
-def _pick(cls: type[T], record: Record) -> T:
-    names: dict[str, Any] = cls.__dataclass_fields__  # type: ignore[attr-defined]
-    return cls(**{name: record[name] for name in names})
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, record: Record) -> Self:
+        names: dict[str, Any] = cls.__dataclass_fields__  # type: ignore[attr-defined]
+        return cls(**{name: record[name] for name in names})
 
 
 @dataclass(frozen=True, slots=True)
-class Member:
+class Member(FromRecord):
     id: uuid.UUID
     external_id: str
     username: str
@@ -27,17 +31,13 @@ class Member:
     status: str
     last_seen_at: datetime
 
-    @classmethod
-    def of(cls, record: Record) -> Member:
-        return _pick(cls, record)
-
     @property
     def active(self) -> bool:
         return self.status == "active"
 
 
 @dataclass(frozen=True, slots=True)
-class Post:
+class Post(FromRecord):
     id: uuid.UUID
     author_id: uuid.UUID
     content: str
@@ -46,26 +46,18 @@ class Post:
     created_at: datetime
     updated_at: datetime | None
 
-    @classmethod
-    def of(cls, record: Record) -> Post:
-        return _pick(cls, record)
-
 
 @dataclass(frozen=True, slots=True)
-class Comment:
+class Comment(FromRecord):
     id: uuid.UUID
     post_id: uuid.UUID
     author_id: uuid.UUID
     content: str
     created_at: datetime
 
-    @classmethod
-    def of(cls, record: Record) -> Comment:
-        return _pick(cls, record)
-
 
 @dataclass(frozen=True, slots=True)
-class Notification:
+class Notification(FromRecord):
     id: uuid.UUID
     kind: str
     actor_id: uuid.UUID
@@ -74,17 +66,13 @@ class Notification:
     created_at: datetime
     read_at: datetime | None
 
-    @classmethod
-    def of(cls, record: Record) -> Notification:
-        return _pick(cls, record)
-
 
 SAMPLE_ACTORS = 8
 """The most recent actors a notification group lists."""
 
 
 @dataclass(frozen=True, slots=True)
-class NotificationGroup:
+class NotificationGroup(FromRecord):
     id: uuid.UUID
     kind: str
     post_id: uuid.UUID | None
@@ -93,10 +81,6 @@ class NotificationGroup:
     notification_count: int
     latest_at: datetime
     read_at: datetime | None
-
-    @classmethod
-    def of(cls, record: Record) -> NotificationGroup:
-        return _pick(cls, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,26 +175,18 @@ class MentionsPage:
 
 
 @dataclass(frozen=True, slots=True)
-class Playlist:
+class Playlist(FromRecord):
     id: uuid.UUID
     owner_id: uuid.UUID
     name: str
     kind: str
     created_at: datetime
 
-    @classmethod
-    def of(cls, record: Record) -> Playlist:
-        return _pick(cls, record)
-
 
 @dataclass(frozen=True, slots=True)
-class PlaylistItem:
+class PlaylistItem(FromRecord):
     id: uuid.UUID
     playlist_id: uuid.UUID
     post_id: uuid.UUID
     rank: str
     added_at: datetime
-
-    @classmethod
-    def of(cls, record: Record) -> PlaylistItem:
-        return _pick(cls, record)

@@ -24,6 +24,8 @@ class Settings(BaseSettings):
     redis_cluster: bool = False
     kafka_bootstrap_servers: str | None = None
     feedfabric_jwt_secret: str | None = None
+    # The longest a token may still be valid for (its `exp` from now); a token past it is refused.
+    jwt_max_lifetime_seconds: int = Field(30 * 86_400, ge=60)
 
     feed_max_length: int = Field(500, ge=1)
     fanout_batch_size: int = Field(1000, ge=1)
@@ -113,6 +115,9 @@ class Settings(BaseSettings):
     rate_limit_operations: int = Field(600, ge=1)  # root fields per member (or client IP) per window
     rate_limit_window_seconds: int = Field(60, ge=1)
     rate_limit_cost: int = Field(60_000, ge=1)  # query cost (feedfabric.schema.cost) per member per window
+    # API instances sharing the budgets: while Redis cannot answer in time, each instance counts its share
+    # (the budgets divided by this) in process instead (feedfabric.feeds.ratelimit).
+    rate_limit_instances: int = Field(1, ge=1)
     persisted_query_ttl_seconds: int = Field(7 * 86_400, ge=60)
     ws_allowed_origins: str = ""  # comma-separated origins allowed to open cross-origin WebSockets
     cors_allowed_origins: str = ""  # comma-separated origins allowed to call /graphql and REST from a browser
@@ -130,6 +135,10 @@ class Settings(BaseSettings):
     ws_rights_check_seconds: float = Field(2.0, gt=0, le=10)
     # Live items queued per subscriber; a subscriber this far behind is disconnected as too slow.
     realtime_queue_size: int = Field(256, ge=1)
+    # Bytes one WebSocket may have unsent (queued, or being written to a peer that does not read); past
+    # it, closed 1013 (feedfabric.adapter.websocket.connection). Times WS_MAX_SOCKETS_PER_MEMBER: what one
+    # member can park.
+    ws_max_unsent_bytes: int = Field(1_048_576, ge=65_536)
     # The realtime consumer's fetch wait: some brokers (Tansu) hold a fetch this long even when data
     # arrives sooner, so it bounds the latency every live item adds; Apache Kafka answers at once.
     realtime_fetch_wait_ms: int = Field(20, ge=1)

@@ -9,22 +9,34 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
-
-async def resolve(conn: Executor, names: Sequence[str]) -> list[uuid.UUID | None]:
-    """The member each name is, in the order given: its external ID, else its username (any case), else,
-    for a Mastodon account address `user@domain`, the username before the `@`; None for no member."""
-    rows = await conn.fetch(
-        """SELECT g.ord, COALESCE(e.id, u.id, a.id) AS id
+_RESOLVE = """SELECT g.ord, COALESCE(e.id, u.id{address_id}) AS id
            FROM unnest($1::text[]) WITH ORDINALITY AS g(name, ord)
            LEFT JOIN members e ON e.external_id = g.name
-           LEFT JOIN members u ON lower(u.username) = lower(g.name)
-           LEFT JOIN members a ON strpos(g.name, '@') > 1 AND lower(a.username) = lower(split_part(g.name, '@', 1))
-           ORDER BY g.ord""",
-        list(names),
-    )
+           LEFT JOIN members u ON lower(u.username) = lower(g.name){address_join}
+           ORDER BY g.ord"""
+_BY_NAME = _RESOLVE.format(address_id="", address_join="")
+_BY_NAME_OR_ADDRESS = _RESOLVE.format(
+    address_id=", a.id",
+    address_join="""
+           LEFT JOIN members a ON strpos(g.name, '@') > 1 AND lower(a.username) = lower(split_part(g.name, '@', 1))""",
+)
+
+
+async def resolve(conn: Queryable, names: Sequence[str]) -> list[uuid.UUID | None]:
+    """The member each name is, in the order given: its external ID, else its username (any case), else,
+    for a Mastodon account address `user@domain`, the username before the `@`; None for no member. The
+    address join is left out when no name has an `@` (a plain list of usernames)."""
+    query = _BY_NAME_OR_ADDRESS if any("@" in name for name in names) else _BY_NAME
+    rows = await conn.fetch(query, list(names))
     return [r["id"] for r in rows]
+
+
+async def give_memory(conn: asyncpg.Connection) -> None:
+    """Room for the import's hash joins and sorts in memory (until the transaction ends): at the default
+    work_mem a 100,000-line list spills them to disk in batches."""
+    await conn.execute("SET LOCAL work_mem = '64MB'")
 
 
 async def end_follows(

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from feedfabric.core.models import Comment
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 _COLUMNS = "id, post_id, author_id, content, created_at"
 
@@ -26,7 +26,7 @@ async def insert(
     return Comment.of(row)
 
 
-async def by_ids(conn: Executor, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Comment]:
+async def by_ids(conn: Queryable, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Comment]:
     """Comments a moderator deleted are left out, as from every read."""
     rows = await conn.fetch(
         f"SELECT {_COLUMNS} FROM comments WHERE id = ANY($1::uuid[]) AND deleted_at IS NULL", list(ids)
@@ -48,7 +48,7 @@ async def mark_deleted(conn: asyncpg.Connection, comment_id: uuid.UUID) -> None:
 
 
 async def page(
-    conn: Executor, post_id: uuid.UUID, after: uuid.UUID | None, limit: int, viewer_id: uuid.UUID | None = None
+    conn: Queryable, post_id: uuid.UUID, after: uuid.UUID | None, limit: int, viewer_id: uuid.UUID | None = None
 ) -> list[Comment]:
     """Oldest first, as a conversation reads; without the comments of members the viewer blocks or is
     blocked by (member_hidden, migration 320), nor those a moderator deleted. The post's comment count

@@ -15,11 +15,11 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
 import asyncpg
 
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 _PARTITION = re.compile(r"^feed_log_(\d{8})$")
 COLUMNS = (
@@ -29,27 +29,13 @@ COLUMNS = (
 )  # fmt: skip
 
 
-class LogRow(NamedTuple):
-    """One feed_log row as COPY sends it (COLUMNS' order); `id` comes from the table's sequence."""
-
-    member_id: uuid.UUID
-    feed: str
-    post_id: uuid.UUID
-    position: int
-    source: str
-    affinity: float
-    interest: float
-    favourite: bool
-    age_seconds: float
-    served_at: datetime
-    preset: str | None
-    reason: str | None
-    similarity: float
-    popularity: float
-    affinity_rate: float
-    interest_rate: float
-    author_effect: float
-    topic_effect: float
+# One feed_log row as COPY sends it, in COLUMNS' order (`id` comes from the table's sequence): a plain
+# tuple, made a thousand times a batch.
+LogRow: TypeAlias = tuple[
+    uuid.UUID, str, uuid.UUID, int, str, float, float, bool, float, datetime,
+    str | None, str | None, float, float, float, float, float, float,
+]  # fmt: skip
+assert COLUMNS[9] == "served_at"  # row[9] below
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +91,7 @@ def _empty(version: int = 0) -> ReaderSignals:
     return ReaderSignals(version, {}, {}, {}, set(), {}, {}, {})
 
 
-async def versions(conn: Executor, member_ids: Sequence[uuid.UUID]) -> tuple[dict[uuid.UUID, int], int]:
+async def versions(conn: Queryable, member_ids: Sequence[uuid.UUID]) -> tuple[dict[uuid.UUID, int], int]:
     """Each member's signal version (0 without a row), and the last refit of the per-reader effects
     (0 before any): one small statement a batch says which cached readers are still current."""
     rows = await conn.fetch(
@@ -120,7 +106,9 @@ async def versions(conn: Executor, member_ids: Sequence[uuid.UUID]) -> tuple[dic
     return found, fit
 
 
-async def reader_signals(conn: Executor, member_ids: Sequence[uuid.UUID]) -> tuple[dict[uuid.UUID, ReaderSignals], int]:
+async def reader_signals(
+    conn: Queryable, member_ids: Sequence[uuid.UUID]
+) -> tuple[dict[uuid.UUID, ReaderSignals], int]:
     """The readers' signals and versions read in one statement (one snapshot: a version always names
     the rows read with it), and the last refit of the effects."""
     rows = await conn.fetch(
@@ -173,7 +161,7 @@ async def reader_signals(conn: Executor, member_ids: Sequence[uuid.UUID]) -> tup
     return found, fit
 
 
-async def commented(conn: Executor, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> set[tuple[uuid.UUID, uuid.UUID]]:
+async def commented(conn: Queryable, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]) -> set[tuple[uuid.UUID, uuid.UUID]]:
     """Which of these (member, post) pairs the member has commented on."""
     members = [m for m, _ in pairs]
     posts = [p for _, p in pairs]
@@ -187,16 +175,18 @@ async def commented(conn: Executor, pairs: Sequence[tuple[uuid.UUID, uuid.UUID]]
 
 
 async def fold_exposure(
-    conn: Executor,
-    authors: dict[tuple[uuid.UUID, uuid.UUID], int],
-    tags: dict[tuple[uuid.UUID, str], int],
+    conn: Queryable,
+    authors: dict[uuid.UUID, dict[uuid.UUID, int]],
+    tags: dict[uuid.UUID, dict[str, int]],
 ) -> dict[uuid.UUID, int]:
-    """Adds counts (aggregated by pair) to the exposure tables and bumps the version of every member
-    whose counts grew, in one statement; returns those members' new versions. Rows are written in key
-    order, so two API processes folding at once take their row locks in the same order."""
-    members = sorted({m for m, _ in authors} | {m for m, _ in tags})
+    """Adds counts (by member, then author or tag) to the exposure tables and bumps the version of every
+    member whose counts grew, in one statement; returns those members' new versions. Rows are written
+    in key order, so two API processes folding at once take their row locks in the same order."""
+    members = sorted(authors.keys() | tags.keys())
     if not members:
         return {}
+    pairs = [(m, a, n) for m, counts in authors.items() for a, n in counts.items()]
+    tag_pairs = [(m, t, n) for m, counts in tags.items() for t, n in counts.items()]
     rows = await conn.fetch(
         """WITH authors AS (
                INSERT INTO author_exposure AS e (member_id, author_id, served)
@@ -211,18 +201,18 @@ async def fold_exposure(
            SELECT m, 1 FROM unnest($7::uuid[]) AS m ORDER BY 1
            ON CONFLICT (member_id) DO UPDATE SET version = v.version + 1
            RETURNING member_id, version""",
-        [m for m, _ in authors],
-        [a for _, a in authors],
-        list(authors.values()),
-        [m for m, _ in tags],
-        [t for _, t in tags],
-        list(tags.values()),
+        [m for m, _, _ in pairs],
+        [a for _, a, _ in pairs],
+        [n for _, _, n in pairs],
+        [m for m, _, _ in tag_pairs],
+        [t for _, t, _ in tag_pairs],
+        [n for _, _, n in tag_pairs],
         members,
     )
     return {r["member_id"]: int(r["version"]) for r in rows}
 
 
-async def describe(conn: Executor, pages: Sequence[ServedPage]) -> dict[tuple[int, uuid.UUID], PostSeen]:
+async def describe(conn: Queryable, pages: Sequence[ServedPage]) -> dict[tuple[int, uuid.UUID], PostSeen]:
     """What each page (by its index in `pages`) showed of its posts as of its `served_at`: likes and
     comments made by then (comments of active members, post_stats' rule), whether the reader had
     liked the post by then. A post that does not exist is left out. For pages known only by their
@@ -260,8 +250,13 @@ async def copy_rows(conn: asyncpg.Connection, rows: Sequence[LogRow]) -> None:
     """Binary COPY into each served day's partition (made first when it is missing): no routing
     through the parent, no statement to plan."""
     days: dict[date, list[LogRow]] = {}
+    served_at: datetime | None = None
+    day = date.min
     for row in rows:
-        days.setdefault(row.served_at.astimezone(UTC).date(), []).append(row)
+        if row[9] is not served_at:  # a page's rows share their time
+            served_at = row[9]
+            day = served_at.astimezone(UTC).date()
+        days.setdefault(day, []).append(row)
     for day, part in sorted(days.items()):
         table = f"feed_log_{day:%Y%m%d}"
         try:

@@ -12,7 +12,7 @@ from datetime import datetime
 
 import asyncpg
 
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 # `f` is a feed_log row.
 ENGAGED = """(EXISTS (SELECT 1 FROM likes l WHERE l.post_id = f.post_id AND l.member_id = f.member_id
@@ -44,7 +44,7 @@ class PositionStats:
     posts_engaged: int
 
 
-async def by_day(conn: Executor, days: int) -> list[DayStats]:
+async def by_day(conn: Queryable, days: int) -> list[DayStats]:
     """Per UTC day (today included), feed and For You preset, newest day first."""
     rows = await conn.fetch(
         f"""SELECT date_trunc('day', f.served_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS day, f.feed, f.preset,
@@ -60,7 +60,7 @@ async def by_day(conn: Executor, days: int) -> list[DayStats]:
     return [DayStats(r["feed"], r["preset"], r["day"], r["pages"], r["posts"], r["engaged"]) for r in rows]
 
 
-async def by_position(conn: Executor, days: int, positions: int = 20) -> list[PositionStats]:
+async def by_position(conn: Queryable, days: int, positions: int = 20) -> list[PositionStats]:
     rows = await conn.fetch(
         f"""SELECT f.position, count(*) AS posts, count(*) FILTER (WHERE {ENGAGED}) AS engaged
             FROM feed_log f
@@ -90,7 +90,7 @@ def first_servings(since: str, until: str) -> str:
                                                          AND c.created_at < f.served_at))"""
 
 
-async def training_rows(conn: Executor, since: datetime | None, until: datetime) -> list[asyncpg.Record]:
+async def training_rows(conn: Queryable, since: datetime | None, until: datetime) -> list[asyncpg.Record]:
     """The rows training learns from (first_servings) with their feed, signals and outcome, oldest
     first, in one statement: for a look at a small log; training itself streams them (copy_training_rows)."""
     found: list[asyncpg.Record] = await conn.fetch(
@@ -182,7 +182,7 @@ async def copy_effect_cells(conn: asyncpg.Connection, sink: Callable[[bytes], Aw
     )
 
 
-async def rows_since(conn: Executor, since: datetime | None, until: datetime) -> int:
+async def rows_since(conn: Queryable, since: datetime | None, until: datetime) -> int:
     return int(
         await conn.fetchval(
             "SELECT count(*) FROM feed_log WHERE ($1::timestamptz IS NULL OR served_at >= $1) AND served_at < $2",

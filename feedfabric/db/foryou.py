@@ -11,7 +11,7 @@ from typing import NamedTuple
 import asyncpg
 
 from feedfabric.db import exposure, reader_effects
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 # How long For You's page records are kept (`feedfabric maintain`): a cursor older than this whose
 # list Redis no longer holds cannot be continued exactly, and is refused.
@@ -61,14 +61,14 @@ class Model:
     active: bool
 
 
-async def profile(conn: Executor, member_id: uuid.UUID) -> Profile | None:
+async def profile(conn: Queryable, member_id: uuid.UUID) -> Profile | None:
     row = await conn.fetchrow(
         "SELECT preset, sources, lookback_hours FROM feed_profiles WHERE member_id = $1", member_id
     )
     return Profile(row["preset"], tuple(row["sources"]), row["lookback_hours"]) if row else None
 
 
-async def save_profile(conn: Executor, member_id: uuid.UUID, value: Profile) -> None:
+async def save_profile(conn: Queryable, member_id: uuid.UUID, value: Profile) -> None:
     await conn.execute(
         "INSERT INTO feed_profiles (member_id, preset, sources, lookback_hours) VALUES ($1, $2, $3, $4)"
         " ON CONFLICT (member_id) DO UPDATE SET preset = EXCLUDED.preset, sources = EXCLUDED.sources,"
@@ -81,7 +81,7 @@ async def save_profile(conn: Executor, member_id: uuid.UUID, value: Profile) -> 
 
 
 async def taste_vectors(
-    conn: Executor, member_id: uuid.UUID, as_of: datetime, limit: int = 20
+    conn: Queryable, member_id: uuid.UUID, as_of: datetime, limit: int = 20
 ) -> list[tuple[uuid.UUID, bytes]]:
     """Vectors of the posts the member most recently liked or commented on (up to `as_of`)."""
     rows = await conn.fetch(
@@ -103,7 +103,7 @@ async def taste_vectors(
 
 
 async def window_vectors(
-    conn: Executor, member_id: uuid.UUID, since: datetime, as_of: datetime, limit: int
+    conn: Queryable, member_id: uuid.UUID, since: datetime, as_of: datetime, limit: int
 ) -> list[tuple[uuid.UUID, bytes]]:
     """The newest embedded posts of the window (not the member's own), for the SIMILAR scan."""
     rows = await conn.fetch(
@@ -119,7 +119,7 @@ async def window_vectors(
 
 
 async def candidates(
-    conn: Executor,
+    conn: Queryable,
     member_id: uuid.UUID,
     *,
     as_of: datetime,
@@ -229,7 +229,7 @@ async def candidates(
 
 
 async def popular(
-    conn: Executor, *, since: datetime, as_of: datetime, limit: int, comment_weight: float
+    conn: Queryable, *, since: datetime, as_of: datetime, limit: int, comment_weight: float
 ) -> list[uuid.UUID]:
     """The window's most engaged live original posts, most engaged first (For You's POPULAR source)."""
     rows = await conn.fetch(
@@ -259,17 +259,17 @@ def _model(row: asyncpg.Record) -> Model:
     )
 
 
-async def active_model(conn: Executor) -> Model | None:
+async def active_model(conn: Queryable) -> Model | None:
     row = await conn.fetchrow("SELECT * FROM ranker_models WHERE active")
     return _model(row) if row else None
 
 
-async def model(conn: Executor, model_id: int) -> Model | None:
+async def model(conn: Queryable, model_id: int) -> Model | None:
     row = await conn.fetchrow("SELECT * FROM ranker_models WHERE id = $1", model_id)
     return _model(row) if row else None
 
 
-async def models(conn: Executor, limit: int) -> list[Model]:
+async def models(conn: Queryable, limit: int) -> list[Model]:
     rows = await conn.fetch("SELECT * FROM ranker_models ORDER BY id DESC LIMIT $1", limit)
     return [_model(r) for r in rows]
 
@@ -304,7 +304,7 @@ async def store_model(
 
 
 async def record_page(
-    conn: Executor,
+    conn: Queryable,
     page_id: uuid.UUID,
     member_id: uuid.UUID,
     ranked_at: datetime,
@@ -313,10 +313,11 @@ async def record_page(
     posts: bytes,
 ) -> None:
     """Records the posts (16-byte IDs, in order) a For You page served after the first `parent_count`
-    of its parent page's: the path a cursor names is what its chain served, however long."""
+    of its parent page's: the path a cursor names is what its chain served, however long. A record
+    already there (the same page served again: its ID is derived from its content) is left as it is."""
     await conn.execute(
         "INSERT INTO foryou_pages (id, member_id, ranked_at, parent_id, parent_count, posts)"
-        " VALUES ($1, $2, $3, $4, $5, $6)",
+        " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
         page_id,
         member_id,
         ranked_at,
@@ -326,7 +327,7 @@ async def record_page(
     )
 
 
-async def served_path(conn: Executor, page_id: uuid.UUID, member_id: uuid.UUID, taken: int) -> bytes | None:
+async def served_path(conn: Queryable, page_id: uuid.UUID, member_id: uuid.UUID, taken: int) -> bytes | None:
     """The IDs of every post served on the path ending with the first `taken` posts of `page_id`
     (concatenated, in no order); None when part of the path is gone (past its retention). The LIMIT 1
     keeps each step a primary-key probe: flattened into a join, a table not yet analyzed was scanned
@@ -349,7 +350,7 @@ async def served_path(conn: Executor, page_id: uuid.UUID, member_id: uuid.UUID, 
     return bytes(row["posts"]) if row is not None and row["whole"] else None
 
 
-async def forget_pages(conn: Executor, before: datetime, limit: int) -> int:
+async def forget_pages(conn: Queryable, before: datetime, limit: int) -> int:
     """Deletes up to `limit` page records of chains ranked before `before`; returns how many."""
     done = await conn.execute(
         "DELETE FROM foryou_pages WHERE id IN (SELECT id FROM foryou_pages WHERE ranked_at < $1"

@@ -41,16 +41,6 @@ async def get_media(conn: asyncpg.Connection, ids: Sequence[uuid.UUID]) -> dict[
     return {r["id"]: r for r in rows}
 
 
-async def owned_ready_ids(conn: asyncpg.Connection, owner_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
-    """Which of these IDs the member may attach to a post: their own, and READY."""
-    rows = await conn.fetch(
-        "SELECT id FROM media WHERE id = ANY($1::uuid[]) AND owner_id = $2 AND status = 'ready'",
-        list(ids),
-        owner_id,
-    )
-    return {r["id"] for r in rows}
-
-
 async def mark_ready(
     conn: asyncpg.Connection,
     media_id: uuid.UUID,

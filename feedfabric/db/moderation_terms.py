@@ -7,16 +7,16 @@ import uuid
 import asyncpg
 
 from feedfabric.core.moderation import Term
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 
-async def version(conn: Executor) -> int:
+async def version(conn: Queryable) -> int:
     """One small row: what a write reads before it reuses the matcher compiled for this version."""
     found: int = await conn.fetchval("SELECT version FROM moderation_terms_version")
     return found
 
 
-async def folded_terms(conn: Executor) -> tuple[int, list[str]]:
+async def folded_terms(conn: Queryable) -> tuple[int, list[str]]:
     """The version and every term as matched, read in one statement so the two agree."""
     rows = await conn.fetch(
         """SELECT v.version, t.folded FROM moderation_terms_version v
@@ -57,6 +57,6 @@ async def remove(conn: asyncpg.Connection, term_id: uuid.UUID) -> bool:
     return bool(removed)
 
 
-async def newest_first(conn: Executor) -> list[Term]:
+async def newest_first(conn: Queryable) -> list[Term]:
     rows = await conn.fetch("SELECT id, phrase, created_at FROM moderation_terms ORDER BY created_at DESC, id DESC")
     return [Term(r["id"], r["phrase"], r["created_at"]) for r in rows]

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 import asyncpg
 
 from feedfabric.core.models import SAMPLE_ACTORS, NotificationGroup
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 _COLUMNS = "id, kind, post_id, comment_id, actor_count, notification_count, latest_at, read_at"
 QUIET_FOR = timedelta(hours=24)
@@ -150,18 +150,16 @@ async def take_back_like(
     Only notifications of events before the unlike go, so a redelivered unlike
     never takes back a like that came after it.
     """
-    gone = await conn.fetch(
-        f"""WITH gone AS (
-             DELETE FROM notifications
-             WHERE kind = 'like' AND post_id = $1 AND actor_id = $2 AND event_id < $3
-             RETURNING *
-           ), {_REMEMBER}
-           SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
+    return await _take_back(
+        conn,
+        """DELETE FROM notifications
+           WHERE kind = 'like' AND post_id = $1 AND actor_id = $2 AND event_id < $3
+           RETURNING *""",
+        actor_id,
         post_id,
         actor_id,
         before_event,
     )
-    return await _shrink(conn, gone, actor_id)
 
 
 async def take_back_follow(
@@ -172,18 +170,16 @@ async def take_back_follow(
 
     Returns (group ID, recipient ID) of the groups that changed.
     """
-    gone = await conn.fetch(
-        f"""WITH gone AS (
-             DELETE FROM notifications
-             WHERE kind = 'follow' AND recipient_id = $1 AND actor_id = $2 AND event_id < $3
-             RETURNING *
-           ), {_REMEMBER}
-           SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
+    return await _take_back(
+        conn,
+        """DELETE FROM notifications
+           WHERE kind = 'follow' AND recipient_id = $1 AND actor_id = $2 AND event_id < $3
+           RETURNING *""",
+        actor_id,
         recipient_id,
         actor_id,
         before_event,
     )
-    return await _shrink(conn, gone, actor_id)
 
 
 async def take_back_repost(
@@ -201,16 +197,28 @@ async def take_back_repost(
     )
     if actor_id is None:
         return []
-    gone = await conn.fetch(
-        f"""WITH gone AS (
-             DELETE FROM notifications n USING posts p
-             WHERE p.id = $1 AND n.kind = 'repost' AND n.post_id = p.repost_of
-               AND n.actor_id = p.author_id AND n.event_id < $2
-             RETURNING n.*
-           ), {_REMEMBER}
-           SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
+    return await _take_back(
+        conn,
+        """DELETE FROM notifications n USING posts p
+           WHERE p.id = $1 AND n.kind = 'repost' AND n.post_id = p.repost_of
+             AND n.actor_id = p.author_id AND n.event_id < $2
+           RETURNING n.*""",
+        actor_id,
         deleted_post_id,
         before_event,
+    )
+
+
+async def _take_back(
+    conn: asyncpg.Connection, delete: str, actor_id: uuid.UUID, *args: object
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """One take-back in one statement: `delete` (a DELETE of the actor's notifications, RETURNING them)
+    runs, what it took is remembered (_REMEMBER: quiet reads it), and its groups shrink (_shrink).
+    Returns (group ID, recipient ID) of the groups that changed."""
+    gone = await conn.fetch(
+        f"""WITH gone AS ({delete}), {_REMEMBER}
+           SELECT group_id, count(*)::int AS n FROM gone WHERE group_id IS NOT NULL GROUP BY group_id""",
+        *args,
     )
     return await _shrink(conn, gone, actor_id)
 
@@ -265,7 +273,9 @@ Position = tuple[datetime, str]
 """A keyset position: (the group's latest_at, its ID as text)."""
 
 
-async def page(conn: Executor, recipient_id: uuid.UUID, before: Position | None, limit: int) -> list[NotificationGroup]:
+async def page(
+    conn: Queryable, recipient_id: uuid.UUID, before: Position | None, limit: int
+) -> list[NotificationGroup]:
     """Most recently changed first (index notification_groups_recent_idx: one range scan)."""
     after = "AND (latest_at, id) < ($2, $3::uuid)" if before is not None else ""
     # notification_count > 0: a group its take-backs emptied is listed nowhere (_shrink).
@@ -279,7 +289,7 @@ async def page(conn: Executor, recipient_id: uuid.UUID, before: Position | None,
     return [NotificationGroup.of(r) for r in rows]
 
 
-async def unread_count(conn: Executor, recipient_id: uuid.UUID) -> int:
+async def unread_count(conn: Queryable, recipient_id: uuid.UUID) -> int:
     return int(
         await conn.fetchval(
             "SELECT count(*) FROM notification_groups"
@@ -290,7 +300,7 @@ async def unread_count(conn: Executor, recipient_id: uuid.UUID) -> int:
 
 
 async def by_ids(
-    conn: Executor, group_ids: Sequence[uuid.UUID]
+    conn: Queryable, group_ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, tuple[uuid.UUID, NotificationGroup]]:
     """Groups by ID, each with its recipient."""
     rows = await conn.fetch(
@@ -309,7 +319,7 @@ def hidden_actors(viewer: str) -> str:
 
 
 async def sample_actors(
-    conn: Executor, group_ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None = None
+    conn: Queryable, group_ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None = None
 ) -> dict[uuid.UUID, list[uuid.UUID]]:
     """Each group's most recent active actors, at most SAMPLE_ACTORS, for a whole page in one statement.
     A suspended actor is left out, as actor_count leaves them out (migration 293), and so is an actor the
@@ -336,7 +346,7 @@ async def sample_actors(
 
 
 async def hidden_actor_counts(
-    conn: Executor, group_ids: Sequence[uuid.UUID], viewer_id: uuid.UUID
+    conn: Queryable, group_ids: Sequence[uuid.UUID], viewer_id: uuid.UUID
 ) -> dict[uuid.UUID, int]:
     """How many of each group's counted (active) actors the viewer is not shown: actor_count less these
     is the count the viewer sees. One statement a page, probing the groups' actors by the viewer's few
@@ -352,7 +362,7 @@ async def hidden_actor_counts(
     return {r["group_id"]: r["n"] for r in rows}
 
 
-async def texts(conn: Executor, group_ids: Sequence[uuid.UUID], recipient_id: uuid.UUID) -> dict[uuid.UUID, str]:
+async def texts(conn: Queryable, group_ids: Sequence[uuid.UUID], recipient_id: uuid.UUID) -> dict[uuid.UUID, str]:
     """What muted words read of each group: its comment's text, or its post's when another member wrote it
     (a group of likes or reposts of the recipient's own post reads nothing)."""
     rows = await conn.fetch(

@@ -7,13 +7,13 @@ import uuid
 import asyncpg
 
 from feedfabric.core.models import Notification
-from feedfabric.db.executor import Executor
 from feedfabric.db.notification_groups import hidden_actors
+from feedfabric.db.queryable import Queryable
 
 _COLUMNS = "id, kind, actor_id, post_id, comment_id, created_at, read_at"
 
 
-async def page(conn: Executor, recipient_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> list[Notification]:
+async def page(conn: Queryable, recipient_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> list[Notification]:
     """Newest first, without those from actors the recipient blocks, is blocked by or mutes with
     notifications (hidden_actors: an anti-join on the recipient's few relations)."""
     rows = await conn.fetch(
@@ -28,7 +28,7 @@ async def page(conn: Executor, recipient_id: uuid.UUID, before: uuid.UUID | None
     return [Notification.of(r) for r in rows]
 
 
-async def unread_count(conn: Executor, recipient_id: uuid.UUID) -> int:
+async def unread_count(conn: Queryable, recipient_id: uuid.UUID) -> int:
     return int(
         await conn.fetchval(
             f"""SELECT count(*) FROM notifications WHERE recipient_id = $1 AND read_at IS NULL
@@ -48,7 +48,7 @@ async def mark_read(conn: asyncpg.Connection, recipient_id: uuid.UUID, up_to: uu
     return int(status.split()[-1])
 
 
-async def texts(conn: Executor, notification_ids: list[uuid.UUID], recipient_id: uuid.UUID) -> dict[uuid.UUID, str]:
+async def texts(conn: Queryable, notification_ids: list[uuid.UUID], recipient_id: uuid.UUID) -> dict[uuid.UUID, str]:
     """What muted words read of each notification: its comment's text, or its post's when another member
     wrote it (never the recipient's own post)."""
     rows = await conn.fetch(
@@ -61,7 +61,7 @@ async def texts(conn: Executor, notification_ids: list[uuid.UUID], recipient_id:
     return {r["id"]: r["text"] for r in rows}
 
 
-async def by_id(conn: Executor, notification_id: uuid.UUID) -> Notification | None:
+async def by_id(conn: Queryable, notification_id: uuid.UUID) -> Notification | None:
     row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM notifications WHERE id = $1", notification_id)
     return Notification.of(row) if row else None
 

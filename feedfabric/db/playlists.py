@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from feedfabric.core.models import Playlist, PlaylistItem
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 # Fixed forever: a member's Liked playlist is the row with ID uuid5(LIKED_NAMESPACE, str(member_id)).
 LIKED_NAMESPACE = uuid.UUID("6f1c3a52-4a8e-5b7e-9d0c-2f5a1b3c4d5e")
@@ -38,7 +38,7 @@ async def insert(
 
 
 async def ensure_many(
-    conn: Executor, ids: Sequence[uuid.UUID], owner_ids: Sequence[uuid.UUID], name: str, kind: str
+    conn: Queryable, ids: Sequence[uuid.UUID], owner_ids: Sequence[uuid.UUID], name: str, kind: str
 ) -> dict[uuid.UUID, Playlist]:
     """Creates the rows that do not exist yet (fixed IDs, so racing callers agree) and returns all of them."""
     rows = await conn.fetch(
@@ -67,31 +67,31 @@ def liked_playlist_id(member_id: uuid.UUID) -> uuid.UUID:
     return uuid.uuid5(LIKED_NAMESPACE, str(member_id))
 
 
-async def liked_of(conn: Executor, member_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Playlist]:
+async def liked_of(conn: Queryable, member_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Playlist]:
     """Each member's Liked playlist by member ID, upserted on first use (its ID is fixed, so racers agree)."""
     ids = [liked_playlist_id(m) for m in member_ids]
     rows = await ensure_many(conn, ids, member_ids, LIKED_NAME, "liked")
     return {m: rows[i] for m, i in zip(member_ids, ids, strict=True) if i in rows}
 
 
-async def get(conn: Executor, playlist_id: uuid.UUID, *, for_update: bool = False) -> Playlist | None:
+async def get(conn: Queryable, playlist_id: uuid.UUID, *, for_update: bool = False) -> Playlist | None:
     """FOR UPDATE serialises writers of one playlist, so each computes its key from settled neighbours."""
     lock = " FOR UPDATE" if for_update else ""
     row = await conn.fetchrow(f"SELECT {_PL} FROM playlists WHERE id = $1{lock}", playlist_id)
     return Playlist.of(row) if row else None
 
 
-async def by_ids(conn: Executor, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Playlist]:
+async def by_ids(conn: Queryable, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Playlist]:
     rows = await conn.fetch(f"SELECT {_PL} FROM playlists WHERE id = ANY($1::uuid[])", list(ids))
     return {r["id"]: Playlist.of(r) for r in rows}
 
 
-async def item(conn: Executor, item_id: uuid.UUID) -> PlaylistItem | None:
+async def item(conn: Queryable, item_id: uuid.UUID) -> PlaylistItem | None:
     row = await conn.fetchrow(f"SELECT {_IT} FROM playlist_items WHERE id = $1", item_id)
     return PlaylistItem.of(row) if row else None
 
 
-async def item_for_post(conn: Executor, playlist_id: uuid.UUID, post_id: uuid.UUID) -> PlaylistItem | None:
+async def item_for_post(conn: Queryable, playlist_id: uuid.UUID, post_id: uuid.UUID) -> PlaylistItem | None:
     row = await conn.fetchrow(
         f"SELECT {_IT} FROM playlist_items WHERE playlist_id = $1 AND post_id = $2 ORDER BY rank, id LIMIT 1",
         playlist_id,
@@ -101,7 +101,7 @@ async def item_for_post(conn: Executor, playlist_id: uuid.UUID, post_id: uuid.UU
 
 
 async def next_after(
-    conn: Executor, playlist_id: uuid.UUID, rank: str, item_id: uuid.UUID, exclude: uuid.UUID | None
+    conn: Queryable, playlist_id: uuid.UUID, rank: str, item_id: uuid.UUID, exclude: uuid.UUID | None
 ) -> tuple[str, uuid.UUID] | None:
     """(rank, id) of the item right after (rank, id), skipping the item being moved."""
     row = await conn.fetchrow(
@@ -118,7 +118,7 @@ async def next_after(
 
 
 async def prev_before(
-    conn: Executor, playlist_id: uuid.UUID, rank: str, item_id: uuid.UUID, exclude: uuid.UUID | None
+    conn: Queryable, playlist_id: uuid.UUID, rank: str, item_id: uuid.UUID, exclude: uuid.UUID | None
 ) -> tuple[str, uuid.UUID] | None:
     """(rank, id) of the item right before (rank, id), skipping the item being moved."""
     row = await conn.fetchrow(
@@ -134,7 +134,7 @@ async def prev_before(
     return (row["rank"], row["id"]) if row else None
 
 
-async def last_rank(conn: Executor, playlist_id: uuid.UUID, exclude: uuid.UUID | None) -> str | None:
+async def last_rank(conn: Queryable, playlist_id: uuid.UUID, exclude: uuid.UUID | None) -> str | None:
     found: str | None = await conn.fetchval(
         """SELECT rank FROM playlist_items WHERE playlist_id = $1 AND ($2::uuid IS NULL OR id <> $2)
            ORDER BY rank DESC, id DESC LIMIT 1""",
@@ -144,7 +144,7 @@ async def last_rank(conn: Executor, playlist_id: uuid.UUID, exclude: uuid.UUID |
     return found
 
 
-async def count_items(conn: Executor, playlist_id: uuid.UUID) -> int:
+async def count_items(conn: Queryable, playlist_id: uuid.UUID) -> int:
     return int(await conn.fetchval("SELECT count(*) FROM playlist_items WHERE playlist_id = $1", playlist_id))
 
 
@@ -173,7 +173,7 @@ async def delete_item(conn: asyncpg.Connection, item_id: uuid.UUID) -> bool:
     return bool(status.endswith(" 1"))
 
 
-async def max_rank_length(conn: Executor, playlist_id: uuid.UUID) -> int:
+async def max_rank_length(conn: Queryable, playlist_id: uuid.UUID) -> int:
     return int(
         await conn.fetchval(
             "SELECT coalesce(max(length(rank)), 0) FROM playlist_items WHERE playlist_id = $1", playlist_id
@@ -181,7 +181,7 @@ async def max_rank_length(conn: Executor, playlist_id: uuid.UUID) -> int:
     )
 
 
-async def ordered_item_ids(conn: Executor, playlist_id: uuid.UUID) -> list[uuid.UUID]:
+async def ordered_item_ids(conn: Queryable, playlist_id: uuid.UUID) -> list[uuid.UUID]:
     rows = await conn.fetch("SELECT id FROM playlist_items WHERE playlist_id = $1 ORDER BY rank, id", playlist_id)
     return [r["id"] for r in rows]
 
@@ -198,7 +198,7 @@ async def rewrite_ranks(conn: asyncpg.Connection, item_ids: Sequence[uuid.UUID],
 
 
 async def page(
-    conn: Executor,
+    conn: Queryable,
     playlist_id: uuid.UUID,
     viewer_id: uuid.UUID | None,
     after: tuple[str, uuid.UUID] | None,
@@ -220,7 +220,7 @@ async def page(
     return [PlaylistItem.of(r) for r in rows]
 
 
-async def owned_page(conn: Executor, owner_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> list[Playlist]:
+async def owned_page(conn: Queryable, owner_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> list[Playlist]:
     """A member's USER playlists, newest first (IDs are time-ordered; index playlists_owner_idx)."""
     after = "AND id < $2" if before is not None else ""
     args: list[object] = [owner_id, *([before] if before is not None else []), limit]

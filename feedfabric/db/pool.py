@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -12,11 +11,9 @@ from typing import Any
 import asyncpg
 
 from feedfabric.core import jsonwire
+from feedfabric.core.background import Background
 
 log = logging.getLogger("feedfabric.pool")
-
-Connection = asyncpg.Connection
-Pool = asyncpg.Pool
 
 
 async def init_connection(conn: asyncpg.Connection) -> None:
@@ -26,7 +23,7 @@ async def init_connection(conn: asyncpg.Connection) -> None:
     await conn.set_type_codec("json", encoder=jsonwire.dumps_text, decoder=jsonwire.loads, schema="pg_catalog")
 
 
-class LeanConnection(asyncpg.Connection):
+class LeanConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg ships no types: its classes are Any
     """A connection that remembers whether it took session state the pool must clear on release.
 
     asyncpg resets every released connection with `pg_advisory_unlock_all();
@@ -131,18 +128,13 @@ class PrimaryWatch:
         self.every_s = every_s
         self.timeout_s = timeout_s
         self.healthy = True
-        self._task: asyncio.Task[None] | None = None
+        self._task = Background("primary-watch")
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="primary-watch")
+        self._task.start(self._run)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._task.stop()
 
     async def probe(self) -> bool:
         try:

@@ -23,7 +23,7 @@ from typing import Any
 import asyncpg
 
 from feedfabric.core.models import Extras, Member, PageExtras, Post
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 __all__ = ["EXTRAS_CTES", "EXTRAS_SELECT", "Extras", "PageExtras", "extras_of", "page_extras"]
 
@@ -102,7 +102,7 @@ def _media(item: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
-async def page_extras(conn: Executor, post_ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None) -> PageExtras:
+async def page_extras(conn: Queryable, post_ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None) -> PageExtras:
     """The extras of `post_ids` and of the originals they repost that the viewer may see, in one statement."""
     return extras_of(await conn.fetch(_STATEMENT, list(post_ids), viewer_id))
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from feedfabric.core.models import Post
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 _COLUMNS = "id, author_id, content, repost_of, status, created_at, updated_at"
 _P_COLUMNS = "p.id, p.author_id, p.content, p.repost_of, p.status, p.created_at, p.updated_at"
@@ -95,7 +95,7 @@ async def insert_repost(
     return Post.of(row) if row else None
 
 
-async def get(conn: Executor, post_id: uuid.UUID, *, for_update: bool = False, for_share: bool = False) -> Post | None:
+async def get(conn: Queryable, post_id: uuid.UUID, *, for_update: bool = False, for_share: bool = False) -> Post | None:
     """`for_update` (its author changes it) or `for_share` (another member acts on it): either way a
     change and an act on the post happen one after the other, and the second sees the first."""
     lock = " FOR UPDATE" if for_update else " FOR SHARE" if for_share else ""
@@ -112,13 +112,13 @@ async def live_repost(conn: asyncpg.Connection, author_id: uuid.UUID, original_i
     return Post.of(row) if row else None
 
 
-async def is_visible(conn: Executor, post_id: uuid.UUID, viewer_id: uuid.UUID | None) -> bool:
+async def is_visible(conn: Queryable, post_id: uuid.UUID, viewer_id: uuid.UUID | None) -> bool:
     return bool(
         await conn.fetchval("SELECT EXISTS (SELECT 1 FROM visible_posts($2) WHERE id = $1)", post_id, viewer_id)
     )
 
 
-async def visibility(conn: Executor, post_id: uuid.UUID, viewer_id: uuid.UUID) -> tuple[bool, bool]:
+async def visibility(conn: Queryable, post_id: uuid.UUID, viewer_id: uuid.UUID) -> tuple[bool, bool]:
     """(visible, blocked) in one statement: whether the viewer may see the post (visible_posts), and whether
     its author or its original's author blocks the viewer or is blocked by them (BLOCKED, not NOT_FOUND)."""
     row = await conn.fetchrow(
@@ -187,7 +187,7 @@ async def replace_mentions(
 
 
 async def visible_by_ids(
-    conn: Executor, ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None
+    conn: Queryable, ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None
 ) -> dict[uuid.UUID, Post]:
     """Hydrates a page of timeline IDs in one query, dropping what the viewer must not see."""
     rows = await conn.fetch(
@@ -198,7 +198,7 @@ async def visible_by_ids(
     return {r["id"]: Post.of(r) for r in rows}
 
 
-async def feed_by_ids(conn: Executor, ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None) -> dict[uuid.UUID, Post]:
+async def feed_by_ids(conn: Queryable, ids: Sequence[uuid.UUID], viewer_id: uuid.UUID | None) -> dict[uuid.UUID, Post]:
     """`visible_by_ids` as the viewer's feeds show posts (feed_posts: less the members they mute)."""
     rows = await conn.fetch(
         f"""SELECT {_COLUMNS} FROM feed_posts($2) WHERE id = ANY($1::uuid[])""",
@@ -208,9 +208,13 @@ async def feed_by_ids(conn: Executor, ids: Sequence[uuid.UUID], viewer_id: uuid.
     return {r["id"]: Post.of(r) for r in rows}
 
 
-async def mentioned_in(conn: Executor, item_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[uuid.UUID]]:
+async def mentioned_in(conn: Queryable, item_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, list[uuid.UUID]]:
+    """The members each item mentions, suspended ones left out: one rule with `sampleActors` and
+    `follow` (docs/suspension.md)."""
     rows = await conn.fetch(
-        "SELECT item_id, member_id FROM mentions WHERE item_id = ANY($1::uuid[]) ORDER BY item_id, member_id",
+        "SELECT m.item_id, m.member_id FROM mentions m"
+        " JOIN members ON members.id = m.member_id AND members.status = 'active'"
+        " WHERE m.item_id = ANY($1::uuid[]) ORDER BY m.item_id, m.member_id",
         list(item_ids),
     )
     out: dict[uuid.UUID, list[uuid.UUID]] = {}
@@ -222,7 +226,7 @@ async def mentioned_in(conn: Executor, item_ids: Sequence[uuid.UUID]) -> dict[uu
 # -- newest-first lists (fan-out on read) ---------------------------------------
 
 
-async def home_page(conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> list[Post]:
+async def home_page(conn: Queryable, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> list[Post]:
     """The Following feed from the follow graph: own posts, followed members' and followed tags'.
 
     One LATERAL index scan per source, each stopping at `limit`, then merged:
@@ -254,7 +258,7 @@ async def home_page(conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | No
     return [Post.of(r) for r in rows]
 
 
-async def home_after(conn: Executor, viewer_id: uuid.UUID, after: uuid.UUID, limit: int) -> list[Post]:
+async def home_after(conn: Queryable, viewer_id: uuid.UUID, after: uuid.UUID, limit: int) -> list[Post]:
     """Home-feed items newer than a cursor, oldest first: the replay of a resumed homeTimeline subscription.
 
     The mirror of home_page (same sources, same visibility), walking forward by ID.
@@ -286,7 +290,7 @@ async def home_after(conn: Executor, viewer_id: uuid.UUID, after: uuid.UUID, lim
 
 
 async def by_authors_page(
-    conn: Executor,
+    conn: Queryable,
     author_ids: Sequence[uuid.UUID],
     viewer_id: uuid.UUID | None,
     before: uuid.UUID | None,
@@ -307,7 +311,7 @@ async def by_authors_page(
     return [Post.of(r) for r in rows]
 
 
-async def favourites_page(conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> list[Post]:
+async def favourites_page(conn: Queryable, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> list[Post]:
     rows = await conn.fetch(
         f"""SELECT {_P_COLUMNS} FROM favourites f CROSS JOIN LATERAL (
                 SELECT * FROM feed_posts($1) p
@@ -323,7 +327,7 @@ async def favourites_page(conn: Executor, viewer_id: uuid.UUID, before: uuid.UUI
 
 
 async def tag_page(
-    conn: Executor, tag: str, viewer_id: uuid.UUID | None, before: uuid.UUID | None, limit: int
+    conn: Queryable, tag: str, viewer_id: uuid.UUID | None, before: uuid.UUID | None, limit: int
 ) -> list[Post]:
     rows = await conn.fetch(
         f"""SELECT {_P_COLUMNS} FROM post_tags t JOIN feed_posts($2) p ON p.id = t.post_id
@@ -338,7 +342,7 @@ async def tag_page(
 
 
 async def author_page(
-    conn: Executor,
+    conn: Queryable,
     author_id: uuid.UUID,
     viewer_id: uuid.UUID | None,
     *,
@@ -368,7 +372,7 @@ async def author_page(
 
 
 async def mention_page(
-    conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int
+    conn: Queryable, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int
 ) -> list[asyncpg.Record]:
     """(item_id, post_id, comment_id, author_id, content) of posts and comments that mention the viewer,
     newest first; not those of members the viewer blocks, is blocked by, or mutes with notifications

@@ -14,7 +14,7 @@ from datetime import datetime
 
 import asyncpg
 
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 
 def author_effect(member: str, author: str) -> str:
@@ -61,14 +61,108 @@ async def replace(
     )
 
 
-async def last_fit(conn: Executor) -> datetime | None:
+async def last_fit(conn: Queryable) -> datetime | None:
     """The end of the log the last refit read (its rows were served before it)."""
     found: datetime | None = await conn.fetchval("SELECT max(log_until) FROM reader_effect_fits")
     return found
 
 
-async def of_member(conn: Executor, member_id: uuid.UUID) -> tuple[dict[uuid.UUID, float], dict[str, float]]:
-    """A reader's stored effects: by author, by tag."""
-    authors = await conn.fetch("SELECT author_id, effect FROM reader_author_effects WHERE member_id = $1", member_id)
-    topics = await conn.fetch("SELECT tag, effect FROM reader_topic_effects WHERE member_id = $1", member_id)
-    return {r["author_id"]: r["effect"] for r in authors}, {r["tag"]: r["effect"] for r in topics}
+async def declared_tags(conn: Queryable) -> list[tuple[uuid.UUID, str]]:
+    """Every (member, tag) follow: a member's declared interests, the prior of their topic effects."""
+    rows = await conn.fetch("SELECT follower_id, target_id FROM follows WHERE target_type = 'tag'")
+    return [(r["follower_id"], r["target_id"]) for r in rows]
+
+
+async def declared_tags_of(conn: Queryable, member_id: uuid.UUID) -> list[str]:
+    rows = await conn.fetch(
+        "SELECT target_id FROM follows WHERE follower_id = $1 AND target_type = 'tag' ORDER BY target_id", member_id
+    )
+    return [r["target_id"] for r in rows]
+
+
+async def reader_cells(
+    conn: Queryable, member_id: uuid.UUID, until: datetime, rows: int
+) -> list[tuple[uuid.UUID, list[str], int, int]]:
+    """One reader's newest `rows` first servings before `until`, counted per author and tag set:
+    (author, tags, served, engaged), engaged meaning liked, commented on or reposted after serving
+    and before `until` (within 24 hours): a day's outcomes so far, for a refit within the day. Read
+    through feed_log_member_idx, so the work is bounded by `rows` however long the reader's log."""
+    found = await conn.fetch(
+        """WITH recent AS (
+               SELECT f.post_id, min(f.served_at) AS served_at FROM (
+                   SELECT post_id, served_at FROM feed_log WHERE member_id = $1 AND served_at < $2
+                   ORDER BY served_at DESC LIMIT $3) f
+               GROUP BY f.post_id
+           ), firsts AS (
+               SELECT r.post_id, r.served_at FROM recent r
+               WHERE NOT EXISTS (SELECT 1 FROM likes l WHERE l.post_id = r.post_id AND l.member_id = $1
+                                                       AND l.created_at < r.served_at)
+                 AND NOT EXISTS (SELECT 1 FROM comments c WHERE c.author_id = $1 AND c.post_id = r.post_id
+                                                          AND c.created_at < r.served_at)
+           ), outcomes AS (
+               SELECT f.post_id, p.author_id,
+                      COALESCE((SELECT array_agg(pt.tag ORDER BY pt.tag) FROM post_tags pt WHERE pt.post_id = p.id),
+                               '{}'::text[]) AS tags,
+                      (EXISTS (SELECT 1 FROM likes l WHERE l.post_id = f.post_id AND l.member_id = $1
+                                 AND l.created_at >= f.served_at AND l.created_at < LEAST($2, f.served_at + interval '24 hours'))
+                       OR EXISTS (SELECT 1 FROM comments c WHERE c.author_id = $1 AND c.post_id = f.post_id
+                                 AND c.created_at >= f.served_at AND c.created_at < LEAST($2, f.served_at + interval '24 hours'))
+                       OR EXISTS (SELECT 1 FROM posts r WHERE r.author_id = $1 AND r.repost_of = f.post_id
+                                 AND r.created_at >= f.served_at AND r.created_at < LEAST($2, f.served_at + interval '24 hours'))
+                      ) AS engaged
+               FROM firsts f JOIN posts p ON p.id = f.post_id
+           )
+           SELECT author_id, tags, count(*) AS served, count(*) FILTER (WHERE engaged) AS engaged
+           FROM outcomes GROUP BY 1, 2 ORDER BY 1, 2""",
+        member_id,
+        until,
+        rows,
+    )
+    return [(r["author_id"], list(r["tags"]), r["served"], r["engaged"]) for r in found]
+
+
+async def replace_reader(
+    conn: asyncpg.Connection,
+    member_id: uuid.UUID,
+    authors: Iterable[tuple[uuid.UUID, float]],
+    topics: Iterable[tuple[str, float]],
+) -> None:
+    """One reader's effects in place of theirs (call inside a transaction), and their signal version
+    bumped (migration 350), so a feed-log writer that keeps their signals reads them again."""
+    await conn.execute("DELETE FROM reader_author_effects WHERE member_id = $1", member_id)
+    await conn.execute("DELETE FROM reader_topic_effects WHERE member_id = $1", member_id)
+    await conn.executemany(
+        "INSERT INTO reader_author_effects (member_id, author_id, effect) VALUES ($1, $2, $3)",
+        [(member_id, a, e) for a, e in authors],
+    )
+    await conn.executemany(
+        "INSERT INTO reader_topic_effects (member_id, tag, effect) VALUES ($1, $2, $3)",
+        [(member_id, t, e) for t, e in topics],
+    )
+    await bump_version(conn, member_id)
+
+
+async def declare(conn: asyncpg.Connection, member_id: uuid.UUID, tag: str, effect: float) -> bool:
+    """The declared prior as the reader's effect for a tag they have none for yet; True when added."""
+    done = await conn.execute(
+        "INSERT INTO reader_topic_effects (member_id, tag, effect) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+        member_id,
+        tag,
+        effect,
+    )
+    if done.endswith(" 1"):
+        await bump_version(conn, member_id)
+        return True
+    return False
+
+
+async def bump_version(conn: Queryable, member_id: uuid.UUID) -> None:
+    await conn.execute(
+        "INSERT INTO member_signal_versions AS v (member_id, version) VALUES ($1, 1)"
+        " ON CONFLICT (member_id) DO UPDATE SET version = v.version + 1",
+        member_id,
+    )
+
+
+async def joined_since(conn: Queryable, member_id: uuid.UUID, since: datetime) -> bool:
+    return bool(await conn.fetchval("SELECT created_at > $2 FROM members WHERE id = $1", member_id, since))

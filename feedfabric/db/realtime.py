@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from feedfabric.core.models import Post
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 _COLUMNS = "id, author_id, content, repost_of, status, created_at, updated_at"
 
@@ -21,7 +21,7 @@ class PostVisibility:
     tags: list[str]
 
 
-async def posts_with_visibility(conn: Executor, post_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, PostVisibility]:
+async def posts_with_visibility(conn: Queryable, post_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, PostVisibility]:
     rows = await conn.fetch(
         f"""SELECT {_COLUMNS},
                    post_visible(status, author_id, repost_of, NULL) AS public,
@@ -34,7 +34,7 @@ async def posts_with_visibility(conn: Executor, post_ids: Sequence[uuid.UUID]) -
 
 
 async def connected_followers(
-    conn: Executor, connected: Sequence[uuid.UUID], author_ids: Sequence[uuid.UUID], tags: Sequence[str]
+    conn: Queryable, connected: Sequence[uuid.UUID], author_ids: Sequence[uuid.UUID], tags: Sequence[str]
 ) -> list[tuple[uuid.UUID, str, str]]:
     """(follower, target_type, target_id) for follows of these authors or tags by connected members.
 

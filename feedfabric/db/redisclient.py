@@ -22,8 +22,6 @@ from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
 from feedfabric.core.settings import Settings
 
-Client = aioredis.Redis | RedisCluster
-
 # What a failing Redis raises: the cluster client's own errors (no node reachable, a slot no node
 # serves) are not RedisErrors.
 REDIS_ERRORS: tuple[type[Exception], ...] = (RedisError, RedisClusterException)

@@ -17,7 +17,7 @@ from typing import Any
 
 import asyncpg
 
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 _M = "m.id, m.external_id, m.username, m.display_name, m.avatar_url, m.status, m.last_seen_at"
 Position = tuple[datetime, str]
@@ -33,7 +33,7 @@ async def bump(conn: asyncpg.Connection, member_ids: Sequence[uuid.UUID]) -> Non
     )
 
 
-async def version(conn: Executor, member_id: uuid.UUID) -> int:
+async def version(conn: Queryable, member_id: uuid.UUID) -> int:
     return int(await conn.fetchval("SELECT relations_version FROM members WHERE id = $1", member_id) or 0)
 
 
@@ -114,7 +114,7 @@ async def remove_block(conn: asyncpg.Connection, blocker_id: uuid.UUID, blocked_
     return bool(status.endswith(" 1"))
 
 
-async def blocked_either_way(conn: Executor, a: uuid.UUID, b: uuid.UUID) -> bool:
+async def blocked_either_way(conn: Queryable, a: uuid.UUID, b: uuid.UUID) -> bool:
     """Whether either member blocks the other (BLOCKED on any interaction between them)."""
     return bool(
         await conn.fetchval(
@@ -126,7 +126,7 @@ async def blocked_either_way(conn: Executor, a: uuid.UUID, b: uuid.UUID) -> bool
     )
 
 
-async def blocks_among(conn: Executor, viewer_id: uuid.UUID, member_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+async def blocks_among(conn: Queryable, viewer_id: uuid.UUID, member_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
     """Which of these members the viewer blocks (Member.viewerBlocks, batched)."""
     rows = await conn.fetch(
         "SELECT blocked_id FROM blocks WHERE blocker_id = $1 AND blocked_id = ANY($2::uuid[])",
@@ -136,7 +136,7 @@ async def blocks_among(conn: Executor, viewer_id: uuid.UUID, member_ids: Sequenc
     return {r["blocked_id"] for r in rows}
 
 
-async def mutes_among(conn: Executor, viewer_id: uuid.UUID, member_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+async def mutes_among(conn: Queryable, viewer_id: uuid.UUID, member_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
     """Which of these members the viewer mutes, unexpired (Member.viewerMutes, batched)."""
     rows = await conn.fetch(
         """SELECT muted_id FROM mutes WHERE muter_id = $1 AND muted_id = ANY($2::uuid[])
@@ -148,7 +148,7 @@ async def mutes_among(conn: Executor, viewer_id: uuid.UUID, member_ids: Sequence
 
 
 async def blocked_page(
-    conn: Executor, blocker_id: uuid.UUID, before: Position | None, limit: int
+    conn: Queryable, blocker_id: uuid.UUID, before: Position | None, limit: int
 ) -> list[asyncpg.Record]:
     """Members the blocker blocks, most recent first, with `listed_at` (blocks_recent_idx: one range)."""
     after = "AND (b.created_at, b.blocked_id) < ($2, $3::uuid)" if before is not None else ""
@@ -162,7 +162,7 @@ async def blocked_page(
     return found
 
 
-async def muted_page(conn: Executor, muter_id: uuid.UUID, before: Position | None, limit: int) -> list[asyncpg.Record]:
+async def muted_page(conn: Queryable, muter_id: uuid.UUID, before: Position | None, limit: int) -> list[asyncpg.Record]:
     """Members the muter mutes and whose mute has not expired, most recent first, with `listed_at`."""
     after = "AND (u.created_at, u.muted_id) < ($2, $3::uuid)" if before is not None else ""
     args: list[Any] = [muter_id, *(before or ()), limit]
@@ -276,7 +276,7 @@ async def remove_word(conn: asyncpg.Connection, member_id: uuid.UUID, word_id: u
     return bool(status.endswith(" 1"))
 
 
-async def words(conn: Executor, member_id: uuid.UUID) -> list[MutedWordRow]:
+async def words(conn: Queryable, member_id: uuid.UUID) -> list[MutedWordRow]:
     """The member's words in force, newest first."""
     rows = await conn.fetch(
         f"""SELECT {_W} FROM muted_words WHERE member_id = $1 AND (expires_at IS NULL OR expires_at > now())
@@ -302,24 +302,48 @@ class RelationRows:
     now: datetime
 
 
-async def load(conn: Executor, member_id: uuid.UUID) -> RelationRows:
-    """One statement: the version and every relation in force, with the server's clock (expiries are
-    compared with it, so an API host's clock skew cannot keep a mute alive)."""
-    row = await conn.fetchrow(
-        """SELECT (SELECT relations_version FROM members WHERE id = $1) AS version,
-                  ARRAY(SELECT blocked_id FROM blocks WHERE blocker_id = $1) AS blocked,
-                  ARRAY(SELECT blocker_id FROM blocks WHERE blocked_id = $1) AS blocked_by,
-                  ARRAY(SELECT muted_id FROM mutes WHERE muter_id = $1
+async def load(conn: Queryable, member_id: uuid.UUID) -> RelationRows:
+    """One member's relations (`load_many`)."""
+    return (await load_many(conn, [member_id]))[member_id]
+
+
+async def load_many(conn: Queryable, member_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, RelationRows]:
+    """Each member's version and every relation in force, in two statements for any number of members
+    (a page's viewer, or every subscriber a live item reaches), with the server's clock: expiries are
+    compared with it, so an API host's clock skew cannot keep a mute alive. The version is read first:
+    relations read after it are at least as new, never older than the version they are kept under."""
+    rows = await conn.fetch(
+        """SELECT m.id, m.relations_version AS version,
+                  ARRAY(SELECT blocked_id FROM blocks WHERE blocker_id = m.id) AS blocked,
+                  ARRAY(SELECT blocker_id FROM blocks WHERE blocked_id = m.id) AS blocked_by,
+                  ARRAY(SELECT muted_id FROM mutes WHERE muter_id = m.id
                           AND (expires_at IS NULL OR expires_at > now()) ORDER BY muted_id) AS muted,
-                  ARRAY(SELECT notifications FROM mutes WHERE muter_id = $1
+                  ARRAY(SELECT notifications FROM mutes WHERE muter_id = m.id
                           AND (expires_at IS NULL OR expires_at > now()) ORDER BY muted_id) AS muted_notifications,
-                  ARRAY(SELECT expires_at FROM mutes WHERE muter_id = $1
+                  ARRAY(SELECT expires_at FROM mutes WHERE muter_id = m.id
                           AND (expires_at IS NULL OR expires_at > now()) ORDER BY muted_id) AS muted_expiry,
-                  now() AS now""",
-        member_id,
+                  now() AS now
+           FROM members m WHERE m.id = ANY($1::uuid[])""",
+        list(member_ids),
     )
-    words_found = await words(conn, member_id)
-    muted = list(zip(row["muted"], row["muted_notifications"], row["muted_expiry"], strict=True))
-    return RelationRows(
-        int(row["version"] or 0), list(row["blocked"]), list(row["blocked_by"]), muted, words_found, row["now"]
+    word_rows = await conn.fetch(
+        f"""SELECT member_id, {_W} FROM muted_words
+            WHERE member_id = ANY($1::uuid[]) AND (expires_at IS NULL OR expires_at > now())
+            ORDER BY member_id, id DESC""",
+        list(member_ids),
     )
+    words_of: dict[uuid.UUID, list[MutedWordRow]] = {}
+    for w in word_rows:
+        words_of.setdefault(w["member_id"], []).append(_word(w))
+    found: dict[uuid.UUID, RelationRows] = {}
+    for row in rows:
+        muted = list(zip(row["muted"], row["muted_notifications"], row["muted_expiry"], strict=True))
+        found[row["id"]] = RelationRows(
+            int(row["version"]),
+            list(row["blocked"]),
+            list(row["blocked_by"]),
+            muted,
+            words_of.get(row["id"], []),
+            row["now"],
+        )
+    return found

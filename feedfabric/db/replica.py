@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from feedfabric.core import metrics
+from feedfabric.core.background import Background
 
 log = logging.getLogger("feedfabric.replica")
 
@@ -67,22 +67,18 @@ class ReadRouting:
     answering: bool = False
     _marks: collections.OrderedDict[str, tuple[int, float]] = field(default_factory=collections.OrderedDict)
     _ahead_since: collections.deque[tuple[float, int]] = field(default_factory=collections.deque)
-    _task: asyncio.Task[None] | None = None
+    _task: Background = field(default_factory=lambda: Background("replica-monitor"))
 
     @property
     def replica_usable(self) -> bool:
         return self.replica is not None and self.answering and self.lag_s <= self.max_lag_s
 
     def start(self) -> None:
-        if self.replica is not None and self._task is None:
-            self._task = asyncio.create_task(self._monitor(), name="replica-monitor")
+        if self.replica is not None:
+            self._task.start(self._monitor)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._task.stop()
 
     async def pool_for(self, member_id: str | None) -> asyncpg.Pool:
         """The replica, unless it is unusable or `member_id` wrote something it has not replayed yet."""

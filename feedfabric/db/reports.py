@@ -12,7 +12,7 @@ import asyncpg
 
 from feedfabric.core.models import Post
 from feedfabric.core.moderation import Report, Target
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 # openReportsOnTarget comes with every row read: one subquery on the partial index of open reports.
 _SELECT = """SELECT r.id, r.reporter_id, r.member_id, r.target_kind, r.target_id, r.post_id, r.comment_id,
@@ -23,7 +23,7 @@ _SELECT = """SELECT r.id, r.reporter_id, r.member_id, r.target_kind, r.target_id
   FROM reports r"""
 
 
-async def get(conn: Executor, report_id: uuid.UUID) -> Report | None:
+async def get(conn: Queryable, report_id: uuid.UUID) -> Report | None:
     row = await conn.fetchrow(f"{_SELECT} WHERE r.id = $1", report_id)
     return Report.of(row) if row is not None else None
 
@@ -34,7 +34,7 @@ async def lock(conn: asyncpg.Connection, report_id: uuid.UUID) -> str | None:
     return status
 
 
-async def open_by(conn: Executor, reporter_id: uuid.UUID, target: Target) -> Report | None:
+async def open_by(conn: Queryable, reporter_id: uuid.UUID, target: Target) -> Report | None:
     row = await conn.fetchrow(
         f"{_SELECT} WHERE r.reporter_id = $1 AND r.target_kind = $2 AND r.target_id = $3 AND r.status = 'open'",
         reporter_id,
@@ -44,7 +44,7 @@ async def open_by(conn: Executor, reporter_id: uuid.UUID, target: Target) -> Rep
     return Report.of(row) if row is not None else None
 
 
-async def filed_since(conn: Executor, reporter_id: uuid.UUID, seconds: int) -> int:
+async def filed_since(conn: Queryable, reporter_id: uuid.UUID, seconds: int) -> int:
     """Reports this member filed in the last `seconds` (the hourly limit)."""
     count: int = await conn.fetchval(
         """SELECT count(*) FROM reports
@@ -99,7 +99,7 @@ async def resolve_target(
     return int(done.rsplit(" ", 1)[-1])
 
 
-async def queue_page(conn: Executor, status: str, after: uuid.UUID | None, limit: int) -> list[Report]:
+async def queue_page(conn: Queryable, status: str, after: uuid.UUID | None, limit: int) -> list[Report]:
     """Oldest first, on reports_queue_idx."""
     rows = await conn.fetch(
         f"{_SELECT} WHERE r.status = $1 AND ($2::uuid IS NULL OR r.id > $2) ORDER BY r.id LIMIT $3",
@@ -110,7 +110,7 @@ async def queue_page(conn: Executor, status: str, after: uuid.UUID | None, limit
     return [Report.of(r) for r in rows]
 
 
-async def reporter_page(conn: Executor, reporter_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> list[Report]:
+async def reporter_page(conn: Queryable, reporter_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> list[Report]:
     """Newest first, on reports_reporter_idx."""
     rows = await conn.fetch(
         f"""{_SELECT} WHERE r.reporter_id = $1 AND ($2::uuid IS NULL OR r.id < $2)
@@ -122,7 +122,7 @@ async def reporter_page(conn: Executor, reporter_id: uuid.UUID, before: uuid.UUI
     return [Report.of(r) for r in rows]
 
 
-async def open_gauges(conn: Executor) -> tuple[int, float]:
+async def open_gauges(conn: Queryable) -> tuple[int, float]:
     """(open reports, age in seconds of the oldest open one, 0 when none)."""
     row = await conn.fetchrow(
         """SELECT count(*) AS open,
@@ -132,7 +132,7 @@ async def open_gauges(conn: Executor) -> tuple[int, float]:
     return int(row["open"]), float(row["oldest"])
 
 
-async def reported_posts(conn: Executor, ids: list[uuid.UUID]) -> list[Post]:
+async def reported_posts(conn: Queryable, ids: list[uuid.UUID]) -> list[Post]:
     """The posts of a queue page whatever their status: a moderator sees what was reported, held or not."""
     rows = await conn.fetch(
         "SELECT id, author_id, content, repost_of, status, created_at, updated_at FROM posts WHERE id = ANY($1::uuid[])",

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 
 # Reason numbers, strongest first (feeds.suggestions.REASONS names them).
 FOLLOWED_BY_FOLLOWED, SIMILAR_ENGAGEMENT, POPULAR_IN_TOPICS, POPULAR = 0, 1, 2, 3
@@ -52,7 +52,7 @@ class Found:
 
 
 async def member_candidates(
-    conn: Executor,
+    conn: Queryable,
     member_id: uuid.UUID,
     *,
     since: datetime,
@@ -146,7 +146,7 @@ async def member_candidates(
 
 
 async def still_suggestable(
-    conn: Executor, member_id: uuid.UUID, candidates: Sequence[uuid.UUID], dismissed_since: datetime
+    conn: Queryable, member_id: uuid.UUID, candidates: Sequence[uuid.UUID], dismissed_since: datetime
 ) -> set[uuid.UUID]:
     """Which of these (kept) suggestions may still be shown: active, not followed, not dismissed since."""
     rows = await conn.fetch(
@@ -164,7 +164,7 @@ async def still_suggestable(
 
 
 async def topic_candidates(
-    conn: Executor, member_id: uuid.UUID, *, since: datetime, comment_weight: float, bounds: Bounds = BOUNDS
+    conn: Queryable, member_id: uuid.UUID, *, since: datetime, comment_weight: float, bounds: Bounds = BOUNDS
 ) -> list[Found]:
     """Tags to suggest, per reason: followed by the members the viewer follows (how many of them), the
     viewer's own engaged topics (topic interest), tags that share the window's posts with the viewer's
@@ -228,7 +228,7 @@ async def topic_candidates(
     return [Found(r["key"], r["reason"], r["score"]) for r in rows]
 
 
-async def recent_post_counts(conn: Executor, tags: Sequence[str], since: datetime) -> dict[str, int]:
+async def recent_post_counts(conn: Queryable, tags: Sequence[str], since: datetime) -> dict[str, int]:
     """Live posts carrying each tag created since `since` (one range of post_tags_recent_idx per tag)."""
     rows = await conn.fetch(
         """SELECT t.tag, (SELECT count(*) FROM post_tags pt JOIN posts p ON p.id = pt.post_id AND p.status = 'live'
@@ -240,7 +240,7 @@ async def recent_post_counts(conn: Executor, tags: Sequence[str], since: datetim
     return {r["tag"]: r["n"] for r in rows}
 
 
-async def followed_tags_among(conn: Executor, member_id: uuid.UUID, tags: Sequence[str]) -> set[str]:
+async def followed_tags_among(conn: Queryable, member_id: uuid.UUID, tags: Sequence[str]) -> set[str]:
     rows = await conn.fetch(
         "SELECT target_id FROM follows WHERE follower_id = $1 AND target_type = 'tag' AND target_id = ANY($2::text[])",
         member_id,
@@ -249,7 +249,7 @@ async def followed_tags_among(conn: Executor, member_id: uuid.UUID, tags: Sequen
     return {r["target_id"] for r in rows}
 
 
-async def dismiss(conn: Executor, member_id: uuid.UUID, dismissed_id: uuid.UUID) -> None:
+async def dismiss(conn: Queryable, member_id: uuid.UUID, dismissed_id: uuid.UUID) -> None:
     """Dismisses (again: the time is renewed) a suggested member for the viewer."""
     await conn.execute(
         "INSERT INTO suggestion_dismissals (member_id, dismissed_id) VALUES ($1, $2)"
@@ -259,7 +259,7 @@ async def dismiss(conn: Executor, member_id: uuid.UUID, dismissed_id: uuid.UUID)
     )
 
 
-async def forget_dismissals(conn: Executor, before: datetime, limit: int) -> int:
+async def forget_dismissals(conn: Queryable, before: datetime, limit: int) -> int:
     """Deletes up to `limit` dismissals made before `before` (they no longer keep anyone away)."""
     done = await conn.execute(
         "DELETE FROM suggestion_dismissals WHERE ctid IN (SELECT ctid FROM suggestion_dismissals"

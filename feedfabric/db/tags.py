@@ -14,13 +14,6 @@ async def tags_of_post(conn: asyncpg.Connection, post_id: uuid.UUID) -> list[str
     return [r["tag"] for r in rows]
 
 
-async def inferred_tags(conn: asyncpg.Connection, post_id: uuid.UUID) -> list[str]:
-    rows = await conn.fetch(
-        "SELECT tag FROM post_tags WHERE post_id = $1 AND source = 'inferred' ORDER BY tag", post_id
-    )
-    return [r["tag"] for r in rows]
-
-
 async def replace_inferred_tags(conn: asyncpg.Connection, post_id: uuid.UUID, tags: Sequence[str]) -> None:
     """Makes the post's inferred tags exactly `tags`; a hashtag of the same name wins and stays a hashtag."""
     await conn.execute(

@@ -31,6 +31,8 @@ MAX_LINES = 200_000
 MAX_BYTES = 8_000_000
 MAX_NAME = 200
 UNKNOWN_SHOWN = 100
+# Lines past which the import's statements get more working memory (db.block_import.give_memory).
+_IN_MEMORY_FROM = 2_000
 _HEADERS = frozenset({"account address", "account_address", "acct", "username", "external id", "externalid"})
 
 
@@ -75,6 +77,8 @@ def names_of(data: bytes) -> list[tuple[str, str]]:
 
 async def import_blocks(conn: asyncpg.Connection, settings: Settings, blocker: Member, data: bytes) -> BlockImport:
     named = names_of(data)
+    if len(named) > _IN_MEMORY_FROM:
+        await import_db.give_memory(conn)
     ids = await import_db.resolve(conn, [name for _, name in named])
     unknown = [written for (written, _), member_id in zip(named, ids, strict=True) if member_id is None]
     wanted = list(dict.fromkeys(m for m in ids if m is not None and m != blocker.id))

@@ -12,7 +12,6 @@ and counts), one whose fold failed keeps its counts for the next fold.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import Sequence
@@ -20,9 +19,10 @@ from datetime import UTC, datetime
 
 import asyncpg
 
+from feedfabric.core.background import Background
 from feedfabric.core.models import FeedPage, FeedPost, Page
 from feedfabric.db import feed_log as feed_log_db
-from feedfabric.db.feed_log import PostSeen, ServedPage
+from feedfabric.db.feed_log import ServedPage
 from feedfabric.feeds.served_signals import Served, ServedPost, SignalBook
 
 log = logging.getLogger("feedfabric.feed_log")
@@ -46,19 +46,17 @@ def served(
         shown: FeedPost | None = post.original if post.row.repost_of is not None else post
         if shown is None:
             continue
-        seen = PostSeen(
-            shown.row.author_id,
-            tuple(shown.tags),
-            shown.row.created_at,
-            shown.like_count,
-            shown.comment_count,
-            shown.viewer_liked,
-        )
+        row = shown.row
         posts.append(
             ServedPost(
-                shown.row.id,
+                row.id,
                 position,
-                seen,
+                row.author_id,
+                tuple(shown.tags),
+                row.created_at,
+                shown.like_count,
+                shown.comment_count,
+                shown.viewer_liked,
                 reasons[position] if reasons is not None else None,
                 similarities[position] if similarities is not None else 0.0,
             )
@@ -72,7 +70,7 @@ async def described(conn: asyncpg.Connection, pages: Sequence[ServedPage]) -> li
     out = []
     for n, page in enumerate(pages):
         posts = tuple(
-            ServedPost(
+            ServedPost.of(
                 post_id,
                 position,
                 seen[n, post_id],
@@ -142,7 +140,7 @@ class FeedLog:
         self.comment_weight = comment_weight
         self.book = SignalBook(readers_kept)
         self.dropped = 0
-        self._task: asyncio.Task[None] | None = None
+        self._task = Background("feed-log")
 
     def record(
         self,
@@ -182,13 +180,10 @@ class FeedLog:
             self.dropped += len(item.posts) if isinstance(item, Served) else len(item.post_ids)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="feed-log")
+        self._task.start(self._run)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._task.stop()
         while await self.flush():
             pass
 

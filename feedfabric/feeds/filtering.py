@@ -74,7 +74,9 @@ async def read_full(
         kept.extend(stays)
         if loaded is not None and loaded.extras:
             extras = PageExtras({**extras.extras, **loaded.extras}, {**extras.originals, **loaded.originals})
-        if len(kept) > limit:
+        if len(kept) > limit or (len(kept) == limit and page.next_cursor is not None):
+            # Full; more follow (a kept item past the page, or items past the batch, as an unfiltered
+            # page would say it: the next page may yet turn out empty).
             items = kept[:limit]
             return _page(items, str(key(items[-1])), sources, extras)
         if page.next_cursor is None:

@@ -415,6 +415,18 @@ def _unpack(raw: bytes) -> list[Ranked]:
     ]
 
 
+def page_id(member_id: uuid.UUID, ranked_at: datetime, after: Place, posts: bytes) -> uuid.UUID:
+    """A page record's ID: a digest of the member, the ranking's time, the path it goes on from and the
+    posts it served, so the same page served again is the same record."""
+    digest = hashlib.sha256(
+        member_id.bytes
+        + struct.pack(">qI", int(ranked_at.timestamp() * 1_000_000), after.taken)
+        + after.page.bytes
+        + posts
+    ).digest()
+    return uuid.UUID(bytes=digest[:16], version=4)
+
+
 @dataclass
 class ForYouService:
     settings: Settings
@@ -525,10 +537,13 @@ class ForYouService:
 
     async def _record(self, member_id: uuid.UUID, chain: Chain, after: Place, served: list[Ranked]) -> uuid.UUID:
         """Records what the page served, after the path `after` ends; the new page's ID (`after`'s when
-        it served nothing: the path did not grow)."""
+        it served nothing: the path did not grow). The ID is derived from what the record holds, so a
+        cursor replayed serves the same record and writes nothing new (a replay loop wrote 208 kB a
+        hundred replays); a replay that serves other posts (one went since) is another record."""
         if not served:
             return after.page
-        page = uuid.uuid4()
+        posts = b"".join(r.post_id.bytes for r in served)
+        page = page_id(member_id, chain.ranked_at, after, posts)
         await foryou_db.record_page(
             self.pool,
             page,
@@ -536,7 +551,7 @@ class ForYouService:
             chain.ranked_at,
             None if after.page == _NO_PAGE else after.page,
             after.taken,
-            b"".join(r.post_id.bytes for r in served),
+            posts,
         )
         return page
 

@@ -21,20 +21,24 @@ import asyncio
 import logging
 import math
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import asyncpg
 import redis.asyncio as aioredis
 
-from feedfabric.core.models import Member, Page, PageExtras, Post
+from feedfabric.core.models import FeedPage, Member, Page, PageExtras, Post
 from feedfabric.core.settings import Settings
+from feedfabric.db import post_extras
 from feedfabric.db import posts as posts_db
 from feedfabric.db.breaker import CircuitBreaker
 from feedfabric.db.outbox import add_event
 from feedfabric.db.pool import transaction
 from feedfabric.db.redisclient import REDIS_FAILURES
-from feedfabric.feeds import timelines
+from feedfabric.feeds import pages, timelines
+from feedfabric.feeds.filtering import without_muted_words
 from feedfabric.feeds.lists import cut
+from feedfabric.feeds.relations import Relations
 from feedfabric.feeds.viewer import Viewer
 
 log = logging.getLogger("feedfabric.home")
@@ -70,6 +74,22 @@ class HomeFeedService:
     @property
     def reads(self) -> asyncpg.Pool:
         return self.read_pool or self.pool
+
+    async def finished_page(
+        self, viewer: Viewer, member: Member, relations: Relations, before: uuid.UUID | None, limit: int
+    ) -> FeedPage:
+        """The member's page as both APIs render it: read (`read`), the viewer's muted words of HOME
+        applied while it is read so it stays full (feeds.filtering; blocks and mutes are in the
+        statements), and finished with its posts' extras (feeds.pages), in one walk down the layers."""
+
+        async def read(cursor: uuid.UUID | None, size: int) -> Page:
+            return await self.read(viewer, member, cursor, size)
+
+        async def extras_of(ids: Sequence[uuid.UUID]) -> PageExtras:
+            return await post_extras.page_extras(self.reads, ids, member.id)
+
+        page = await without_muted_words(read, extras_of, relations, "HOME", before, limit)
+        return await pages.finished(self.reads, member.id, page)
 
     async def read(self, viewer: Viewer, member: Member, before: uuid.UUID | None, limit: int) -> Page:
         if self.redis is None:

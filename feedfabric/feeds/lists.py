@@ -14,7 +14,7 @@ import asyncpg
 from feedfabric.core.models import Page
 from feedfabric.db import notifications as notifications_db
 from feedfabric.db import posts as posts_db
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 from feedfabric.feeds import text
 
 
@@ -29,21 +29,23 @@ def cut(rows: list[Any], limit: int, key: str = "id") -> Page:
     return Page(items, cursor, "postgres")
 
 
-async def favourites(conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> Page:
+async def favourites(conn: Queryable, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> Page:
     return cut(await posts_db.favourites_page(conn, viewer_id, before, limit + 1), limit)
 
 
-async def tag(conn: Executor, tag_name: str, viewer_id: uuid.UUID | None, before: uuid.UUID | None, limit: int) -> Page:
+async def tag(
+    conn: Queryable, tag_name: str, viewer_id: uuid.UUID | None, before: uuid.UUID | None, limit: int
+) -> Page:
     normalised = text.normalise_tag(tag_name)
     return cut(await posts_db.tag_page(conn, normalised, viewer_id, before, limit + 1), limit)
 
 
-async def mentions(conn: Executor, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> Page:
+async def mentions(conn: Queryable, viewer_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> Page:
     return cut(await posts_db.mention_page(conn, viewer_id, before, limit + 1), limit, key="item_id")
 
 
 async def member_posts(
-    conn: Executor,
+    conn: Queryable,
     author_id: uuid.UUID,
     viewer_id: uuid.UUID | None,
     *,
@@ -67,5 +69,5 @@ async def member_posts(
     return cut(rows, limit)
 
 
-async def notifications(conn: Executor, recipient_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> Page:
+async def notifications(conn: Queryable, recipient_id: uuid.UUID, before: uuid.UUID | None, limit: int) -> Page:
     return cut(await notifications_db.page(conn, recipient_id, before, limit + 1), limit)

@@ -16,7 +16,7 @@ from feedfabric.db import follows as follows_db
 from feedfabric.db import members as members_db
 from feedfabric.db import relations as relations_db
 from feedfabric.db.outbox import add_event
-from feedfabric.feeds import paging, text
+from feedfabric.feeds import paging, reader_effects, text
 from feedfabric.feeds.blocking import ensure_not_blocked
 
 
@@ -95,6 +95,8 @@ async def follow_tag(conn: asyncpg.Connection, settings: Settings, follower: Mem
     tag = text.normalise_tag(tag)
     if on:
         await follows_db.add(conn, follower.id, "tag", tag)
+        # A declared interest: the tag's topic effect starts at its prior for the next For You page.
+        await reader_effects.on_follow_tag(conn, follower.id, tag)
     elif await follows_db.remove(conn, follower.id, "tag", tag):
         await add_event(
             conn,

@@ -16,7 +16,7 @@ from feedfabric.core.errors import BadInput
 from feedfabric.core.ids import new_id
 from feedfabric.core.moderation import Term
 from feedfabric.db import moderation_terms as terms_db
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 from feedfabric.feeds import term_matcher, text
 
 MAX_PHRASE = 100
@@ -33,7 +33,7 @@ def clean_phrase(phrase: str) -> tuple[str, str]:
     return phrase, folded
 
 
-async def matcher(conn: Executor, known_version: int | None = None) -> term_matcher.Matcher:
+async def matcher(conn: Queryable, known_version: int | None = None) -> term_matcher.Matcher:
     """The matcher of the terms as committed now (as this transaction sees them); `known_version` is the
     version a statement of the caller's already read (createPost's insert does)."""
     global _compiled
@@ -48,7 +48,7 @@ async def matcher(conn: Executor, known_version: int | None = None) -> term_matc
     return compiled
 
 
-async def holds(conn: Executor, content: str, known_version: int | None = None) -> bool:
+async def holds(conn: Queryable, content: str, known_version: int | None = None) -> bool:
     """Whether `content` carries a moderation term (whole words, NFKC and case-folded)."""
     return (await matcher(conn, known_version)).matches(content)
 
@@ -63,5 +63,5 @@ async def remove(conn: asyncpg.Connection, term_id: uuid.UUID) -> bool:
     return await terms_db.remove(conn, term_id)
 
 
-async def newest_first(conn: Executor) -> list[Term]:
+async def newest_first(conn: Queryable) -> list[Term]:
     return await terms_db.newest_first(conn)

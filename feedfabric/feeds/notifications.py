@@ -17,7 +17,7 @@ from feedfabric.core.ids import parse_id
 from feedfabric.core.models import Member, NotificationGroup, Page
 from feedfabric.db import notification_groups as groups_db
 from feedfabric.db import notifications as notifications_db
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 from feedfabric.feeds import paging
 from feedfabric.feeds.relations import Relations
 
@@ -31,7 +31,7 @@ MAX_GROUP_ROUNDS = 5
 
 
 async def groups(
-    conn: Executor, member: Member, after: str | None, limit: int, relations: Relations | None = None
+    conn: Queryable, member: Member, after: str | None, limit: int, relations: Relations | None = None
 ) -> Page:
     """Most recently changed group first; a keyset page of (latest_at, id), one statement. With relations:
     the actors the viewer blocks, is blocked by or mutes with notifications leave each group's count (and
@@ -62,7 +62,7 @@ async def groups(
     return Page(kept, paging.position_cursor(position[0], position[1]) if position else None)
 
 
-async def unread_groups(conn: Executor, member: Member) -> int:
+async def unread_groups(conn: Queryable, member: Member) -> int:
     return await groups_db.unread_count(conn, member.id)
 
 

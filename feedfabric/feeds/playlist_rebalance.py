@@ -51,6 +51,6 @@ async def _run(pool: asyncpg.Pool, playlist_id: uuid.UUID, bound: int | None) ->
 
 
 async def wait_idle() -> None:
-    """Waits for every scheduled rebalance (tests, and a clean shutdown)."""
+    """Waits for every scheduled rebalance: the app at shutdown, before its pools close (and tests)."""
     while pending := [t for t in _running.values() if not t.done()]:
         await asyncio.gather(*pending, return_exceptions=True)

@@ -3,8 +3,15 @@
 Counts live in Redis in a fixed window per member (per client IP when signed
 out), so every API replica shares them. GraphQL spends one unit per root field
 of an operation (feedfabric.schema.ratelimit); a REST request is one
-operation and spends one. If Redis is missing or failing the limiter fails
-open: a rate limit is protection, never a reason to take the API down.
+operation and spends one. When Redis does not answer in time (it is down, or
+the event loop is so busy that the call misses REDIS_TIMEOUT_MS: 1,000 sockets
+connecting at once did that), the limit does not fail open, or anyone who can
+make the loop lag could switch it off: the process counts the same windows
+itself (`LocalWindows`), each instance allowing its share of the budgets
+(divided by RATE_LIMIT_INSTANCES), and counts the fallback in
+feedfabric_rate_limit_fallbacks_total. Without Redis configured at all there
+is no limit (development). A rate limit is protection, never a reason to take
+the API down: Redis failing refuses nobody by itself.
 
 Operations alone do not bound the work: one operation just under
 GRAPHQL_MAX_COST takes a hundred times a feed page's CPU, so a member could
@@ -70,6 +77,29 @@ class Allowance:
         return headers
 
 
+class LocalWindows:
+    """This process's own count of the current window, per client: used only when Redis does not answer.
+    A new window starts every count over, and at most `max_clients` clients are kept (past it the counts
+    start over too: a flood of new client keys cannot grow the process)."""
+
+    def __init__(self, max_clients: int = 100_000) -> None:
+        self.max_clients = max_clients
+        self.window = -1
+        self.counts: dict[str, list[int]] = {}
+
+    def spend(self, client: str, window: int, cost: int, query_cost: int) -> tuple[int, int]:
+        if window != self.window or (client not in self.counts and len(self.counts) >= self.max_clients):
+            self.window = window
+            self.counts.clear()
+        counted = self.counts.setdefault(client, [0, 0])
+        counted[0] += cost
+        counted[1] += query_cost
+        return counted[0], counted[1]
+
+
+LOCAL = LocalWindows()
+
+
 def client_key(member_id: object | None, client_host: str | None) -> str:
     """The member's ID when signed in, else the client address."""
     if member_id is not None:
@@ -78,19 +108,24 @@ def client_key(member_id: object | None, client_host: str | None) -> str:
 
 
 async def spend(redis: Any, settings: Settings, client: str, cost: int, query_cost: int = 0) -> Allowance | None:
-    """Spends `cost` operations and `query_cost` of the cost budget from `client`'s window; None when there
-    is no Redis to count in (fail open)."""
+    """Spends `cost` operations and `query_cost` of the cost budget from `client`'s window; None when no
+    Redis is configured. When Redis does not answer, the process's share of the budgets is spent instead."""
     if redis is None:
         return None
     window = settings.rate_limit_window_seconds
     now = time.time()
-    key = f"{REDIS_PREFIX}{client}:{int(now // window)}"
+    number = int(now // window)
+    key = f"{REDIS_PREFIX}{client}:{number}"
+    limit, cost_limit = settings.rate_limit_operations, settings.rate_limit_cost
     try:
         used, spent = (int(n) for n in await _COUNT(redis, [key], (cost, query_cost, window + 1)))
-    except Exception:  # noqa: BLE001 - fail open
-        log.warning("rate limit: Redis unavailable, operation allowed")
-        return None
-    limit, cost_limit = settings.rate_limit_operations, settings.rate_limit_cost
+    except Exception:  # noqa: BLE001 - counted in process instead, never let through uncounted
+        metrics.RATE_LIMIT_FALLBACKS.inc()
+        if LOCAL.window != number:  # once a window, not once a request: a slow Redis would flood the log
+            log.warning("rate limit: Redis did not answer; this process counts its share of the budget")
+        used, spent = LOCAL.spend(client, number, cost, query_cost)
+        shares = settings.rate_limit_instances
+        limit, cost_limit = max(limit // shares, 1), max(cost_limit // shares, 1)
     reset = max(int(window - now % window), 1)
     refusal = None
     if used > limit:

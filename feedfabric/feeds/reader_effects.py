@@ -10,16 +10,22 @@ rows are train-ranker's (first servings with a known outcome), counted per reade
 set, so the fit holds as many cells as the model has terms, not the log's rows.
 
 The stored outputs are the `author_effect` and `topic_effect` ranking signals (db.reader_effects);
-a pair the fit never saw, and every pair of a new reader, is 0.
+a pair the fit never saw, and every pair of a new reader, is 0, except a tag the reader follows:
+their **declared interest** is the prior of that topic effect, centred on DECLARED_PRIOR instead of
+0, so a new member's followed tags count from their first page, and the prior fades as the reader's
+own engagement with the tag's posts (or the lack of it) outweighs it. A new member's effects are also
+refitted on their own within the day (`refit_reader`, on each engagement, from the outcomes so far),
+where everyone's wait for the nightly refit and its complete 24-hour outcomes.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import astuple, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 import asyncpg
@@ -35,6 +41,14 @@ PENALTY = 1.0
 BASE_PENALTY = 0.01
 MAX_ITERATIONS = 50
 TOLERANCE = 1e-4
+# The prior mean of a followed tag's effect (log-odds): what a declared interest is worth before the
+# reader's own engagement says more. Two of three declared topics being real, about a topic's effect
+# on engaging in the simulation (docs/foryou.md, "Declared interests").
+DECLARED_PRIOR = 1.0
+# A member who joined less than this ago is refitted on their own on each engagement (refit_reader).
+NEW_READER = timedelta(days=7)
+# A reader's refit reads at most their newest this many servings (bounded work however long their log).
+READER_ROWS = 2_000
 # Effects nearer 0 than this are not stored (0 is what an absent pair reads as).
 STORE_FROM = 1e-4
 COPY_TIMEOUT_S = 3600.0
@@ -78,10 +92,16 @@ def _pairs(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return np.column_stack([keys // base, keys % base]), index.reshape(-1)
 
 
-def fit(cells: Cells, penalty: float = PENALTY) -> Effects:
+def fit(
+    cells: Cells,
+    penalty: float = PENALTY,
+    declared: frozenset[tuple[int, int]] = frozenset(),
+    prior: float = DECLARED_PRIOR,
+) -> Effects:
     """The penalised maximum-likelihood effects, by block Newton steps (bases, authors, topics in
     turn; within a block each term's step is its own, every cell holding one author). Deterministic:
-    a refit of the same cells gives the same effects."""
+    a refit of the same cells gives the same effects. `declared`: (reader, tag) index pairs whose topic
+    effect's prior is centred on `prior` (a followed tag) rather than 0."""
     n = len(cells.served)
     if n == 0:
         return Effects(np.zeros((0, 2), np.int64), np.zeros(0), np.zeros((0, 2), np.int64), np.zeros(0))
@@ -99,19 +119,27 @@ def fit(cells: Cells, penalty: float = PENALTY) -> Effects:
     readers = int(reader.max()) + 1
     base = np.zeros(readers)
     author = np.zeros(len(author_keys))
-    topic = np.zeros(len(topic_keys))
+    mean = np.array([prior if (int(r), int(t)) in declared else 0.0 for r, t in topic_keys.tolist()])
+    topic = mean.copy()
 
-    # Every cell's log-odds, kept up to date as the terms move.
-    logit = np.zeros(n)
+    # Every cell's log-odds, kept up to date as the terms move (the declared topics start at their prior).
+    logit = np.bincount(entry_cell, weights=topic[topic_of], minlength=n) if len(topic) else np.zeros(n)
     # A cell with several tags moves each of them: their steps are damped by the most tags a cell has.
     topic_damping = 1.0 / max(1, int(lengths.max()))
 
-    def step(index: np.ndarray, terms: np.ndarray, prior: float, per: np.ndarray | None, damping: float) -> float:
+    def step(
+        index: np.ndarray,
+        terms: np.ndarray,
+        prior: float,
+        per: np.ndarray | None,
+        damping: float,
+        centre: np.ndarray | float = 0.0,
+    ) -> float:
         p = _sigmoid(logit)
         residual, curvature = engaged - served * p, served * p * (1.0 - p)
         if per is not None:
             residual, curvature = residual[per], curvature[per]
-        gradient = np.bincount(index, weights=residual, minlength=len(terms)) - prior * terms
+        gradient = np.bincount(index, weights=residual, minlength=len(terms)) - prior * (terms - centre)
         hessian = np.bincount(index, weights=curvature, minlength=len(terms)) + prior
         change = damping * gradient / hessian
         terms += change
@@ -125,7 +153,7 @@ def fit(cells: Cells, penalty: float = PENALTY) -> Effects:
         moved = step(reader, base, BASE_PENALTY, None, 1.0)
         moved = max(moved, step(author_of, author, penalty, None, 1.0))
         if len(topic):
-            moved = max(moved, step(topic_of, topic, penalty, entry_cell, topic_damping))
+            moved = max(moved, step(topic_of, topic, penalty, entry_cell, topic_damping, mean))
         if moved < TOLERANCE:
             break
     return Effects(author_keys, author, topic_keys, topic)
@@ -210,19 +238,29 @@ def _records(
 
 
 async def store(pool: asyncpg.Pool, read: CellReader, until: datetime) -> Refitted:
-    """Fits the effects on the cells read and stores them in place of the last fit's."""
+    """Fits the effects on the cells read, the followed tags as their topics' priors, and stores them in
+    place of the last fit's; a followed tag the reader was never served keeps its prior as its effect."""
     cells = read.cells()
-    fitted = fit(cells)
+    follows = await effects_db.declared_tags(pool)
+    declared = frozenset(
+        (read.members[str(m)], read.tags[t]) for m, t in follows if str(m) in read.members and t in read.tags
+    )
+    fitted = fit(cells, declared=declared)
     members = [uuid.UUID(m) for m in read.members]
     authors = [uuid.UUID(a) for a in read.authors]
     tags = list(read.tags)
+    seen = {(members[r], tags[t]) for r, t in fitted.topic_pairs.tolist()}
+    unseen = [(m, t, DECLARED_PRIOR) for m, t in follows if (m, t) not in seen]
     keep_a = np.abs(fitted.author_effects) >= STORE_FROM
     keep_t = np.abs(fitted.topic_effects) >= STORE_FROM
     rows = int(cells.served.sum())
     del cells
     # Generators over slices: the rows are made as COPY sends them, never held as millions of tuples.
     author_rows = _records(members, authors, fitted.author_pairs[keep_a], fitted.author_effects[keep_a])
-    topic_rows = _records(members, tags, fitted.topic_pairs[keep_t], fitted.topic_effects[keep_t])
+    topic_rows = itertools.chain(
+        _records(members, tags, fitted.topic_pairs[keep_t], fitted.topic_effects[keep_t]), unseen
+    )
+    topics = int(keep_t.sum()) + len(unseen)
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute("SET LOCAL statement_timeout = 0")
         await effects_db.replace(
@@ -231,9 +269,57 @@ async def store(pool: asyncpg.Pool, read: CellReader, until: datetime) -> Refitt
             topics=topic_rows,
             log_until=until,
             rows=rows,
-            counts=(int(keep_a.sum()), int(keep_t.sum())),
+            counts=(int(keep_a.sum()), topics),
             timeout=COPY_TIMEOUT_S,
         )
-    refitted = Refitted(rows, int(keep_a.sum()), int(keep_t.sum()))
+    refitted = Refitted(rows, int(keep_a.sum()), topics)
     log.info("reader effects refitted on %d rows: %d authors, %d topics", *astuple(refitted))
     return refitted
+
+
+async def refit_reader(conn: asyncpg.Connection, member_id: uuid.UUID, now: datetime) -> int:
+    """Refits one reader's effects from their newest READER_ROWS servings and the outcomes so far,
+    their followed tags as priors, and stores them in place of theirs: a new member's effects learn
+    within the day instead of waiting for the nightly refit. Call inside a transaction; returns the
+    servings fitted on. The cells are one reader's, so the fit is a few milliseconds."""
+    found = await effects_db.reader_cells(conn, member_id, now, READER_ROWS)
+    follows = await effects_db.declared_tags_of(conn, member_id)
+    authors: dict[uuid.UUID, int] = {}
+    tags: dict[str, int] = {t: n for n, t in enumerate(follows)}
+    tagsets: dict[tuple[int, ...], int] = {}
+    columns: list[list[int]] = [[], [], [], []]
+    for author, post_tags, served, engaged in found:
+        tagset = tuple(tags.setdefault(t, len(tags)) for t in post_tags)
+        columns[0].append(authors.setdefault(author, len(authors)))
+        columns[1].append(tagsets.setdefault(tagset, len(tagsets)))
+        columns[2].append(served)
+        columns[3].append(engaged)
+    table = np.array(columns, dtype=np.int64).reshape(4, -1)
+    cells = Cells(np.zeros(table.shape[1], np.int64), table[0], table[1], table[2], table[3], list(tagsets))
+    fitted = fit(cells, declared=frozenset((0, n) for n in range(len(follows))))
+    author_of, tag_of = list(authors), list(tags)
+    fitted_topics = {tag_of[t]: e for (_, t), e in zip(fitted.topic_pairs.tolist(), fitted.topic_effects.tolist())}
+    topic_rows = [(t, fitted_topics.get(t, DECLARED_PRIOR)) for t in follows]
+    topic_rows += [(t, e) for t, e in fitted_topics.items() if t not in follows and abs(e) >= STORE_FROM]
+    author_rows = [
+        (author_of[a], e)
+        for (_, a), e in zip(fitted.author_pairs.tolist(), fitted.author_effects.tolist(), strict=True)
+        if abs(e) >= STORE_FROM
+    ]
+    await effects_db.replace_reader(conn, member_id, author_rows, topic_rows)
+    return int(table[2].sum())
+
+
+async def on_engagement(conn: asyncpg.Connection, member_id: uuid.UUID, now: datetime) -> bool:
+    """A new member's engagement refits their effects at once (refit_reader); True when it did. Older
+    members wait for the nightly refit, whose complete outcomes they have enough of."""
+    if not await effects_db.joined_since(conn, member_id, now - NEW_READER):
+        return False
+    await refit_reader(conn, member_id, now)
+    return True
+
+
+async def on_follow_tag(conn: asyncpg.Connection, member_id: uuid.UUID, tag: str) -> None:
+    """A followed tag's declared prior as the reader's topic effect, where they have none yet: it counts
+    on their next For You page, not after the next refit."""
+    await effects_db.declare(conn, member_id, tag, DECLARED_PRIOR)

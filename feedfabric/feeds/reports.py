@@ -18,7 +18,7 @@ from feedfabric.db import comments as comments_db
 from feedfabric.db import members as members_db
 from feedfabric.db import posts as posts_db
 from feedfabric.db import reports as reports_db
-from feedfabric.db.executor import Executor
+from feedfabric.db.queryable import Queryable
 from feedfabric.feeds import members as members_svc
 from feedfabric.feeds import posts as posts_svc
 from feedfabric.feeds import safety, text
@@ -39,7 +39,7 @@ def clean_note(note: str | None) -> str | None:
 
 
 async def target_of(
-    conn: Executor,
+    conn: Queryable,
     reporter: Member,
     post_id: uuid.UUID | None,
     comment_id: uuid.UUID | None,
@@ -148,11 +148,11 @@ async def resolve(
     return done
 
 
-async def queue(conn: Executor, status: str, after: uuid.UUID | None, limit: int) -> list[Report]:
+async def queue(conn: Queryable, status: str, after: uuid.UUID | None, limit: int) -> list[Report]:
     if status not in STATUSES:
         raise BadInput("status is not a report status")
     return await reports_db.queue_page(conn, status, after, limit + 1)
 
 
-async def mine(conn: Executor, reporter: Member, before: uuid.UUID | None, limit: int) -> list[Report]:
+async def mine(conn: Queryable, reporter: Member, before: uuid.UUID | None, limit: int) -> list[Report]:
     return await reports_db.reporter_page(conn, reporter.id, before, limit + 1)

@@ -25,8 +25,8 @@ from feedfabric.db import favourites as favourites_db
 from feedfabric.db import follows as follows_db
 from feedfabric.db import members as members_db
 from feedfabric.db import relations as relations_db
-from feedfabric.db.executor import Executor
 from feedfabric.db.outbox import add_event
+from feedfabric.db.queryable import Queryable
 from feedfabric.feeds import paging
 from feedfabric.feeds.matcher import CONTEXTS
 from feedfabric.feeds.members import Listed, target
@@ -152,8 +152,17 @@ def clean_phrase(phrase: str) -> str:
     return cleaned
 
 
+async def _words_changed(conn: asyncpg.Connection, settings: Settings, member: Member) -> None:
+    """Every API instance's live filters read the member's words again (realtime.consumer)."""
+    await relations_db.bump(conn, [member.id])
+    await add_event(
+        conn, "MutedWordsChanged", str(member.id), {"memberId": str(member.id)}, shards=settings.outbox_shards
+    )
+
+
 async def add_muted_word(
     conn: asyncpg.Connection,
+    settings: Settings,
     member: Member,
     phrase: str,
     whole_word: bool,
@@ -167,15 +176,15 @@ async def add_muted_word(
     if await relations_db.count_words(conn, member.id) >= MAX_MUTED_WORDS:
         raise LimitReached(f"you already have {MAX_MUTED_WORDS} muted words; remove one first")
     word = await relations_db.add_word(conn, new_id(), member.id, cleaned, whole_word, chosen, expiry)
-    await relations_db.bump(conn, [member.id])
+    await _words_changed(conn, settings, member)
     return word
 
 
-async def remove_muted_word(conn: asyncpg.Connection, member: Member, word_id: uuid.UUID) -> bool:
+async def remove_muted_word(conn: asyncpg.Connection, settings: Settings, member: Member, word_id: uuid.UUID) -> bool:
     """False when the member has no such word (someone else's included)."""
     removed = await relations_db.remove_word(conn, member.id, word_id)
     if removed:
-        await relations_db.bump(conn, [member.id])
+        await _words_changed(conn, settings, member)
     return removed
 
 
@@ -190,7 +199,7 @@ class MutedWord:
         return list(self.row.contexts) or list(CONTEXTS)
 
 
-async def muted_words(conn: Executor, member: Member) -> list[MutedWord]:
+async def muted_words(conn: Queryable, member: Member) -> list[MutedWord]:
     return [MutedWord(r) for r in await relations_db.words(conn, member.id)]
 
 
@@ -199,13 +208,13 @@ def _listed_page(rows: list[asyncpg.Record], limit: int) -> Page:
     return Page(items, items[-1].cursor if len(rows) > limit else None)
 
 
-async def blocked_members(conn: Executor, member: Member, after: str | None, limit: int) -> Page:
+async def blocked_members(conn: Queryable, member: Member, after: str | None, limit: int) -> Page:
     """Most recently blocked first."""
     rows = await relations_db.blocked_page(conn, member.id, paging.position(after), limit + 1)
     return _listed_page(rows, limit)
 
 
-async def muted_members(conn: Executor, member: Member, after: str | None, limit: int) -> Page:
+async def muted_members(conn: Queryable, member: Member, after: str | None, limit: int) -> Page:
     """Most recently muted first; expired mutes are not listed."""
     rows = await relations_db.muted_page(conn, member.id, paging.position(after), limit + 1)
     return _listed_page(rows, limit)

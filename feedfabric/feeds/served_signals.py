@@ -15,27 +15,41 @@ learned weight means the same thing in training and in ranking: see docs/foryou.
 from __future__ import annotations
 
 import uuid
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import asyncpg
 
 from feedfabric.db import feed_log as feed_log_db
 from feedfabric.db.feed_log import LogRow, PostSeen, ReaderSignals
 
+_K = TypeVar("_K")
+
 
 class ServedPost(NamedTuple):
-    """A logged post of a page: its position on the page, what the page showed of it, and For You's
-    candidate source and similarity (NULL and 0 on the other feeds)."""
+    """A logged post of a page: its position on the page, what the page showed of it (db.feed_log.PostSeen's
+    fields, flat: one tuple a post on the request path), and For You's candidate source and similarity
+    (NULL and 0 on the other feeds)."""
 
     post_id: uuid.UUID
     position: int
-    seen: PostSeen
+    author_id: uuid.UUID
+    tags: tuple[str, ...]
+    created_at: datetime
+    likes: int
+    comments: int
+    liked: bool
     reason: str | None = None
     similarity: float = 0.0
+
+    @classmethod
+    def of(
+        cls, post_id: uuid.UUID, position: int, seen: PostSeen, reason: str | None = None, similarity: float = 0.0
+    ) -> ServedPost:
+        return cls(post_id, position, *seen, reason, similarity)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,45 +69,68 @@ class Batch:
     """A batch's rows and the exposure they add, by (member, author) and (member, tag)."""
 
     rows: list[LogRow]
-    authors: Counter[tuple[uuid.UUID, uuid.UUID]]
-    tags: Counter[tuple[uuid.UUID, str]]
+    authors: dict[uuid.UUID, dict[uuid.UUID, int]]
+    tags: dict[uuid.UUID, dict[str, int]]
 
 
-def row(page: Served, post: ServedPost, reader: ReaderSignals, comment_weight: float) -> LogRow:
-    """One row's signals as of serving; the reader's exposure counts are those before this page."""
-    seen = post.seen
-    author = seen.author_id
-    affinity = reader.affinity.get(author, 0.0)
-    # The best interest and the best rate among the post's tags the reader has an interest in.
-    scores: list[float] = []
-    rates: list[float] = []
-    for tag in seen.tags:
-        score = reader.interest.get(tag)
-        if score is not None:
-            scores.append(score)
-            rates.append(score / (1 + reader.topic_exposure.get(tag, 0)))
-    # The best effect among the post's tags, a tag without one counting 0; 0 untagged.
-    topic_effect = max((reader.topic_effect.get(tag, 0.0) for tag in seen.tags), default=0.0)
-    return LogRow(
-        page.member_id,
-        page.feed,
-        post.post_id,
-        post.position,
-        page.source,
-        affinity,
-        max(scores, default=0.0),
-        author in reader.favourites,
-        max((page.served_at - seen.created_at).total_seconds(), 0.0),
-        page.served_at,
-        page.preset,
-        post.reason,
-        post.similarity,
-        seen.likes + comment_weight * seen.comments,
-        affinity / (1 + reader.author_exposure.get(author, 0)),
-        max(rates, default=0.0),
-        reader.author_effect.get(author, 0.0),
-        topic_effect,
-    )
+def rows(page: Served, reader: ReaderSignals, comment_weight: float) -> list[LogRow]:
+    """The page's rows, each signal as of serving; the reader's exposure counts are those from before
+    this page. (Written for speed: the writer makes a row per served post.)"""
+    member, feed, source, served_at, preset = page.member_id, page.feed, page.source, page.served_at, page.preset
+    affinities, favourites = reader.affinity, reader.favourites
+    author_exposure, author_effects = reader.author_exposure, reader.author_effect
+    interests, topic_exposure, topic_effects = reader.interest, reader.topic_exposure, reader.topic_effect
+    out = []
+    for post in page.posts:
+        author = post.author_id
+        affinity = affinities.get(author, 0.0)
+        interest = interest_rate = topic_effect = 0.0
+        if post.tags:
+            # The best interest and the best rate among the post's tags the reader has an interest in;
+            # the best effect among its tags, a tag without one counting 0.
+            found = False
+            topic_effect = topic_effects.get(post.tags[0], 0.0)
+            for tag in post.tags:
+                effect = topic_effects.get(tag, 0.0)
+                if effect > topic_effect:
+                    topic_effect = effect
+                score = interests.get(tag)
+                if score is not None:
+                    rate = score / (1 + topic_exposure.get(tag, 0))
+                    if not found:
+                        interest, interest_rate, found = score, rate, True
+                    else:
+                        interest = max(interest, score)
+                        interest_rate = max(interest_rate, rate)
+        age = (served_at - post.created_at).total_seconds()
+        out.append(
+            (
+                member,
+                feed,
+                post.post_id,
+                post.position,
+                source,
+                affinity,
+                interest,
+                author in favourites,
+                age if age > 0.0 else 0.0,
+                served_at,
+                preset,
+                post.reason,
+                post.similarity,
+                post.likes + comment_weight * post.comments,
+                affinity / (1 + author_exposure.get(author, 0)),
+                interest_rate,
+                author_effects.get(author, 0.0),
+                topic_effect,
+            )
+        )
+    return out
+
+
+def _add(counts: dict[_K, int], more: dict[_K, int]) -> None:
+    for key, n in more.items():
+        counts[key] = counts.get(key, 0) + n
 
 
 class SignalBook:
@@ -104,8 +141,8 @@ class SignalBook:
         self.capacity = capacity
         self.readers: OrderedDict[uuid.UUID, ReaderSignals] = OrderedDict()
         self.fit = -1  # the effects refit the kept readers were read after
-        self.unfolded_authors: Counter[tuple[uuid.UUID, uuid.UUID]] = Counter()
-        self.unfolded_tags: Counter[tuple[uuid.UUID, str]] = Counter()
+        self.unfolded_authors: dict[uuid.UUID, dict[uuid.UUID, int]] = {}
+        self.unfolded_tags: dict[uuid.UUID, dict[str, int]] = {}
         self.loads = 0  # readers read from Postgres (a kept reader is not)
 
     async def current(self, conn: asyncpg.Connection, members: Sequence[uuid.UUID]) -> dict[uuid.UUID, ReaderSignals]:
@@ -120,14 +157,9 @@ class SignalBook:
             # A refit between the two reads is seen by the next batch's version check (fit moved).
             loaded, _ = await feed_log_db.reader_signals(conn, stale)
             self.loads += len(stale)
-            for (member, author), count in self.unfolded_authors.items():
-                if member in loaded:
-                    s = loaded[member]
-                    s.author_exposure[author] = s.author_exposure.get(author, 0) + count
-            for (member, tag), count in self.unfolded_tags.items():
-                if member in loaded:
-                    s = loaded[member]
-                    s.topic_exposure[tag] = s.topic_exposure.get(tag, 0) + count
+            for member, reader in loaded.items():
+                _add(reader.author_exposure, self.unfolded_authors.get(member, {}))
+                _add(reader.topic_exposure, self.unfolded_tags.get(member, {}))
             self.readers.update(loaded)
         for member in members:
             self.readers.move_to_end(member)
@@ -143,22 +175,26 @@ class SignalBook:
         readers = await self.current(conn, members)
         asked = [(p.member_id, post.post_id) for p in pages if readers[p.member_id].commented for post in p.posts]
         commented = await feed_log_db.commented(conn, asked) if asked else set()
-        rows: list[LogRow] = []
-        authors: Counter[tuple[uuid.UUID, uuid.UUID]] = Counter()
-        tags: Counter[tuple[uuid.UUID, str]] = Counter()
+        made: list[LogRow] = []
+        authors: dict[uuid.UUID, dict[uuid.UUID, int]] = {}
+        tags: dict[uuid.UUID, dict[str, int]] = {}
         for page in pages:
-            reader = readers[page.member_id]
-            rows.extend(row(page, post, reader, comment_weight) for post in page.posts)
+            member = page.member_id
+            reader = readers[member]
+            made.extend(rows(page, reader, comment_weight))
+            author_exposure, topic_exposure = reader.author_exposure, reader.topic_exposure
+            page_authors = authors.setdefault(member, {})
+            page_tags = tags.setdefault(member, {})
             for post in page.posts:
-                if post.seen.liked or (page.member_id, post.post_id) in commented:
+                if post.liked or (commented and (member, post.post_id) in commented):
                     continue
-                author = post.seen.author_id
-                reader.author_exposure[author] = reader.author_exposure.get(author, 0) + 1
-                authors[page.member_id, author] += 1
-                for tag in post.seen.tags:
-                    reader.topic_exposure[tag] = reader.topic_exposure.get(tag, 0) + 1
-                    tags[page.member_id, tag] += 1
-        return Batch(rows, authors, tags)
+                author = post.author_id
+                author_exposure[author] = author_exposure.get(author, 0) + 1
+                page_authors[author] = page_authors.get(author, 0) + 1
+                for tag in post.tags:
+                    topic_exposure[tag] = topic_exposure.get(tag, 0) + 1
+                    page_tags[tag] = page_tags.get(tag, 0) + 1
+        return Batch(made, authors, tags)
 
     def forget(self, members: Sequence[uuid.UUID]) -> None:
         """Drops these readers (a batch counted into them was not written): read again when next served."""
@@ -167,8 +203,12 @@ class SignalBook:
 
     def counted(self, batch: Batch) -> None:
         """The batch was written: its exposure waits for the next fold."""
-        self.unfolded_authors.update(batch.authors)
-        self.unfolded_tags.update(batch.tags)
+        for member, counts in batch.authors.items():
+            if counts:
+                _add(self.unfolded_authors.setdefault(member, {}), counts)
+        for member, tag_counts in batch.tags.items():
+            if tag_counts:
+                _add(self.unfolded_tags.setdefault(member, {}), tag_counts)
 
     async def fold(self, conn: asyncpg.Connection) -> None:
         """Adds the unfolded exposure to Postgres. A kept reader whose version the fold moved by exactly
@@ -176,7 +216,7 @@ class SignalBook:
         read again when next served. If the fold fails the counts stay unfolded, to go with the next."""
         if not self.unfolded_authors and not self.unfolded_tags:
             return
-        bumped = await feed_log_db.fold_exposure(conn, dict(self.unfolded_authors), dict(self.unfolded_tags))
+        bumped = await feed_log_db.fold_exposure(conn, self.unfolded_authors, self.unfolded_tags)
         self.unfolded_authors.clear()
         self.unfolded_tags.clear()
         for member, version in bumped.items():

@@ -31,6 +31,7 @@ from feedfabric.db import members as members_db
 from feedfabric.db import suggestions as db
 from feedfabric.db.redisclient import REDIS_FAILURES
 from feedfabric.feeds import members as members_svc
+from feedfabric.feeds.relations import NONE, Relations
 
 log = logging.getLogger("feedfabric.suggestions")
 
@@ -118,8 +119,10 @@ async def suggested_members(
     limit: int,
     *,
     now: datetime | None = None,
+    relations: Relations = NONE,
 ) -> list[MemberSuggestion]:
-    """Up to `limit` members to follow, best first, each with its reason."""
+    """Up to `limit` members to follow, best first, each with its reason; never one the viewer's
+    relations hide (blocked either way, muted: the rule every feed applies to an author)."""
     now = now or datetime.now(UTC)
     dismissed_since = now - DISMISS_FOR
     key = _key(member_id, "members")
@@ -128,7 +131,7 @@ async def suggested_members(
     if raw is not None:
         kept = [(uuid.UUID(bytes=raw[n : n + 16]), raw[n + 16]) for n in range(0, len(raw) - 16, 17)]
         shown = await db.still_suggestable(pool, member_id, [m for m, _ in kept], dismissed_since)
-        ranked = [(m, r) for m, r in kept if m in shown]
+        ranked = [(m, r) for m, r in kept if m in shown and not relations.hides_author(m, feed=True)]
         if len(ranked) < limit and len(kept) == KEEP:
             ranked = None  # a full list worn below the page: there may be more to find
     if ranked is None:
@@ -142,6 +145,7 @@ async def suggested_members(
         )
         ranked = [(uuid.UUID(k), r) for k, r in combine(found)]
         await _cache(redis, key, b"".join(m.bytes + bytes([r]) for m, r in ranked))
+        ranked = [(m, r) for m, r in ranked if not relations.hides_author(m, feed=True)]
     top = ranked[:limit]
     members = await members_db.by_ids(pool, [m for m, _ in top])
     return [MemberSuggestion(members[m], REASONS[r]) for m, r in top if m in members]

@@ -45,10 +45,9 @@ import redis.asyncio as aioredis
 
 from feedfabric.core.settings import Settings
 from feedfabric.db import verify_queries as q
-from feedfabric.db.redisclient import create_redis
+from feedfabric.db.redisclient import create_redis, is_cluster
 from feedfabric.feeds import timelines
 from feedfabric.feeds.timelines import slots
-from feedfabric.feeds.timelines.encoding import on_cluster
 
 PAGE = 100
 SHOWN = 5  # example IDs printed per problem kind and member
@@ -127,7 +126,7 @@ async def check_page(
     for member, entries in zip(members, await _timelines(redis, members), strict=True):
         if str(member.id) in pending_members:
             continue
-        if entries and on_cluster(redis) and not await slots.timeline_trusted(conn, redis, member.id):
+        if entries and is_cluster(redis) and not await slots.timeline_trusted(conn, redis, member.id):
             report.untrusted += 1  # its slot lost data since its last rebuild: Postgres serves it until rebuilt
             continue
         shown = [(i, s) for i, s in entries if floor is None or i > floor]

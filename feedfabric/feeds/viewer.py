@@ -75,7 +75,7 @@ async def resolve_viewer(pool: asyncpg.Pool, settings: Settings, authorization: 
         token = bearer_token(authorization)
         if token is None:
             return ViewerResult(ANONYMOUS)
-        claims = TOKENS.decode(settings.jwt_secret, token)
+        claims = TOKENS.decode(settings.jwt_secret, token, settings.jwt_max_lifetime_seconds)
         found = await members_db.viewer_by_external_id(pool, claims.external_id)
         if found is None:
             return ViewerResult(Viewer(claims=claims))

@@ -16,7 +16,6 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.staticfiles import StaticFiles
 
 from feedfabric.core import tracing
 from feedfabric.core.errors import FeedFabricError
@@ -24,6 +23,7 @@ from feedfabric.db import feed_stats
 from feedfabric.db import foryou as foryou_db
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.http import journeys
+from feedfabric.http.static import StaticFolder
 from feedfabric.resolvers.context import Resources
 
 DAYS = 14
@@ -39,7 +39,7 @@ _SECURITY = {
 def routes() -> list[BaseRoute]:
     return [
         Route("/dashboard", dashboard, methods=["GET"]),
-        Mount("/static/dashboard", StaticFiles(directory=STATIC), name="dashboard-static"),
+        Mount("/static/dashboard", StaticFolder(directory=STATIC), name="dashboard-static"),
     ]
 
 

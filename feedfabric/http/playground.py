@@ -33,10 +33,10 @@ from pathlib import Path
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.staticfiles import StaticFiles
 
 from feedfabric.core.auth import issue_token
 from feedfabric.core.settings import Settings
+from feedfabric.http.static import StaticFolder
 from feedfabric.rest.responses import JSONResponse
 
 PLAYGROUND_DIR = Path(str(resources.files("feedfabric") / "playground"))
@@ -49,7 +49,7 @@ MEMBER_LIST_LIMIT = 200
 def routes(settings: Settings) -> list[BaseRoute]:
     found: list[BaseRoute] = []
     if PLAYGROUND_DIR.is_dir():
-        found.append(Mount("/playground", StaticFiles(directory=PLAYGROUND_DIR, html=True), name="playground"))
+        found.append(Mount("/playground", StaticFolder(directory=PLAYGROUND_DIR, html=True), name="playground"))
     if settings.feedfabric_dev_mode and not settings.feedfabric_production:
         found += [
             Route("/dev/members", loopback_only(dev_members), methods=["GET"]),

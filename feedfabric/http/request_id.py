@@ -11,11 +11,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feedfabric.core.logging import SAFE_ID, access_log, request_id_var
 
+REQUEST_ID_HEADER = "x-request-id"  # as ASGI spells header names: lower case
+_HEADER = REQUEST_ID_HEADER.encode("latin-1")
+
 
 def _incoming_id(scope: Scope) -> str:
     for name, value in scope.get("headers") or []:
-        if name == b"x-request-id":
-            candidate = value.decode("latin-1")
+        if name == _HEADER:
+            candidate: str = value.decode("latin-1")
             if SAFE_ID.match(candidate):
                 return candidate
     return uuid.uuid4().hex
@@ -47,8 +50,8 @@ class RequestIdMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"x-request-id"]
-                headers.append((b"x-request-id", request_id.encode("latin-1")))
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != _HEADER]
+                headers.append((_HEADER, request_id.encode("latin-1")))
                 message = {**message, "headers": headers}
             await send(message)
 

@@ -31,6 +31,7 @@ from types import FrameType
 from typing import Any
 
 from feedfabric.core import metrics
+from feedfabric.core.background import Background
 
 log = logging.getLogger("feedfabric.watchdog")
 
@@ -43,7 +44,7 @@ class LoopWatchdog:
     grace_s: float
     last_tick: float = field(default_factory=time.monotonic)
     sigterm_at: float | None = None
-    _heartbeat: asyncio.Task[None] | None = None
+    _heartbeat: Background = field(default_factory=lambda: Background("loop-watchdog-heartbeat"))
     _thread: threading.Thread | None = None
     _stopped: threading.Event = field(default_factory=threading.Event)
     _loop_thread: int = 0
@@ -57,7 +58,7 @@ class LoopWatchdog:
         """Call from the loop's own thread, inside the running loop."""
         self._loop_thread = threading.get_ident()
         self.last_tick = time.monotonic()
-        self._heartbeat = asyncio.get_running_loop().create_task(self._beat(), name="loop-watchdog-heartbeat")
+        self._heartbeat.start(self._beat)
         self._thread = threading.Thread(target=self._watch, name="loop-watchdog", daemon=True)
         self._thread.start()
         if threading.current_thread() is threading.main_thread():
@@ -66,8 +67,7 @@ class LoopWatchdog:
 
     async def stop(self) -> None:
         self._stopped.set()
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
+        await self._heartbeat.stop()
         if self._previous_handler is not None and signal.getsignal(signal.SIGTERM) == self._on_sigterm:
             signal.signal(signal.SIGTERM, self._previous_handler)
         if self._thread is not None:

@@ -23,15 +23,18 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind, Tracer
 
 from feedfabric.core import metrics, tracing
-from feedfabric.core.events import NOTIFICATIONS, POSTS, Event
+from feedfabric.core.background import Background
+from feedfabric.core.events import MEMBERS, NOTIFICATIONS, POSTS, Event
 from feedfabric.core.settings import Settings
 from feedfabric.core.topics import ensure_topics, topic_name
-from feedfabric.realtime.delivery import deliver
+from feedfabric.feeds.relations import RelationsCache
+from feedfabric.realtime.delivery import RELATION_EVENTS, deliver
 from feedfabric.realtime.hub import Hub
 
 log = logging.getLogger(__name__)
 
-WANTED = frozenset({"PostCreated", "NotificationCreated", "NotificationGroupUpdated"})
+# Posts and notifications to deliver; a member's relation changes to apply to live filters (delivery).
+WANTED = frozenset({"PostCreated", "NotificationCreated", "NotificationGroupUpdated"}) | RELATION_EVENTS
 
 
 def group_id(settings: Settings, instance: str) -> str:
@@ -46,29 +49,23 @@ class RealtimeConsumer:
     instance: str = field(default="")
     poll_ms: int = 200
     tracer: Tracer = tracing.NO_TRACER
+    # This process's relations (the API's Resources.relations), which the relation events keep current.
+    relations: RelationsCache = field(default_factory=RelationsCache)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     events_seen: int = 0
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
-    _task: asyncio.Task[None] | None = None
+    _task: Background = field(default_factory=lambda: Background("realtime-consumer"))
 
     def __post_init__(self) -> None:
         self.instance = self.instance or self.settings.feedfabric_instance or uuid.uuid4().hex[:12]
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="realtime-consumer")
+        self._task.start(self._run)
 
     async def stop(self) -> None:
+        """Asks the loop to end after its poll, and cancels it if it has not within 10 s."""
         self._stop.set()
-        if self._task is not None:
-            try:
-                await asyncio.wait_for(self._task, 10)
-            except TimeoutError:
-                self._task.cancel()
-                with contextlib.suppress(BaseException):
-                    await self._task
-
-    async def wait_ready(self, timeout: float = 30.0) -> None:
-        await asyncio.wait_for(self.ready.wait(), timeout)
+        await self._task.stop(grace_s=10)
 
     async def _run(self) -> None:
         failures = 0
@@ -86,7 +83,7 @@ class RealtimeConsumer:
                     await asyncio.wait_for(self._stop.wait(), delay)
 
     async def _session(self) -> None:
-        topics = [topic_name(self.settings, POSTS), topic_name(self.settings, NOTIFICATIONS)]
+        topics = [topic_name(self.settings, t) for t in (POSTS, NOTIFICATIONS, MEMBERS)]
         await ensure_topics(self.settings, topics)
         # Every API process reads every partition from the end: assigned by hand, the
         # group never joins or rebalances (the group name still identifies the reader).
@@ -120,7 +117,7 @@ class RealtimeConsumer:
                 self.events_seen += len(events)
                 with self._delivery_span([r for _, r in decoded]) as span:
                     try:
-                        delivered = await deliver(self.pool, self.hub, events)
+                        delivered = await deliver(self.pool, self.hub, events, self.relations)
                         span.set_attribute("feedfabric.realtime.delivered", delivered)
                         metrics.REALTIME_DELIVERED.inc(delivered)
                     except Exception:  # noqa: BLE001 - best effort: skip the chunk, keep the consumer alive
@@ -159,13 +156,17 @@ def _decode(record: ConsumerRecord) -> Event | None:
 
 
 def start_realtime(
-    settings: Settings, pool: asyncpg.Pool, hub: Hub, tracer: Tracer = tracing.NO_TRACER
+    settings: Settings,
+    pool: asyncpg.Pool,
+    hub: Hub,
+    tracer: Tracer = tracing.NO_TRACER,
+    relations: RelationsCache | None = None,
 ) -> RealtimeConsumer | None:
     """Called from the app lifespan: the consumer that feeds `hub`, when Kafka is set (without it
     subscriptions still replay from Postgres, but get no live items)."""
     if not settings.kafka_bootstrap_servers:
         log.warning("KAFKA_BOOTSTRAP_SERVERS is not set: subscriptions get no live items from this process")
         return None
-    consumer = RealtimeConsumer(settings, pool, hub, tracer=tracer)
+    consumer = RealtimeConsumer(settings, pool, hub, tracer=tracer, relations=relations or RelationsCache())
     consumer.start()
     return consumer

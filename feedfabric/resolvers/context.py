@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import asyncpg
 import redis.asyncio as aioredis
+from starlette.requests import HTTPConnection
+from starlette.responses import Response
 
 from feedfabric.core.bytelru import ByteBoundedLRU
 from feedfabric.core.settings import Settings
@@ -15,10 +17,10 @@ from feedfabric.db.breaker import CircuitBreaker
 from feedfabric.db.loaders import Loaders
 from feedfabric.db.replica import ReadRouting
 from feedfabric.feeds.feed_log import FeedLog
-from feedfabric.feeds.relations import Relations, relations_of
+from feedfabric.feeds.relations import Relations, RelationsCache, relations_of
 from feedfabric.feeds.viewer import Viewer, ViewerResult
 from feedfabric.realtime.hub import Hub
-from feedfabric.realtime.rights import Sessions
+from feedfabric.realtime.sessions import Sessions
 
 if TYPE_CHECKING:
     from feedfabric.core.tracing import Tracing
@@ -51,6 +53,15 @@ class Resources:
     persisted_queries: ByteBoundedLRU = field(default_factory=lambda: ByteBoundedLRU(PERSISTED_QUERY_CACHE_BYTES))
     # This process's tracing (feedfabric.core.tracing), None when off; the dashboard reads its recent traces.
     tracing: Tracing | None = None
+    # Members' relations (blocks, mutes, muted words) this process holds, by version (feedfabric.feeds.relations);
+    # the realtime consumer forgets a member's on the events of their changes.
+    relations: RelationsCache = field(default_factory=RelationsCache)
+
+
+class SocketCloser(Protocol):
+    """A WebSocket's side of the context (the adapter's Connection): a subscription cut off closes it."""
+
+    async def close(self, code: int, reason: str = "") -> None: ...
 
 
 @dataclass
@@ -64,8 +75,10 @@ class Context:
 
     resources: Resources
     viewer_result: ViewerResult
-    request: Any = None
-    response: Any = None
+    # The HTTP request or the WebSocket; None where the domain runs without one (tools, tests).
+    request: HTTPConnection | None = None
+    # The HTTP response (its headers are Strawberry's to set), or the socket a subscription may close.
+    response: Response | SocketCloser | None = None
     connection_params: dict[str, Any] | None = None
     # Where this request's feed pages, hydration and lists are read (set by `route_reads`); None: the primary.
     read_from: asyncpg.Pool | None = None
@@ -118,7 +131,9 @@ class Context:
             viewer = self.viewer_result.viewer
             member = viewer.member
             version = None if self._relations_changed else viewer.relations_version
-            self._relations = await relations_of(self.pool, member.id if member else None, version)
+            self._relations = await relations_of(
+                self.pool, member.id if member else None, version, self.resources.relations
+            )
         return self._relations
 
     def relations_changed(self) -> None:

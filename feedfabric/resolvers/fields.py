@@ -29,11 +29,11 @@ async def is_favourite(ctx: Context, member_id: uuid.UUID) -> bool:
 
 async def viewer_blocks(ctx: Context, member_id: uuid.UUID) -> bool:
     """From the viewer's relations, read once a request (feeds.relations): no statement per member."""
-    return member_id in (await ctx.relations()).blocked
+    return (await ctx.relations()).blocks(member_id)
 
 
 async def viewer_mutes(ctx: Context, member_id: uuid.UUID) -> bool:
-    return member_id in (await ctx.relations()).muted
+    return (await ctx.relations()).mutes(member_id)
 
 
 async def member(ctx: Context, member_id: uuid.UUID) -> Member | None:

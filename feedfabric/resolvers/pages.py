@@ -1,49 +1,32 @@
-"""Finished pages: a feed page's posts as FeedPosts, their extras loaded once, for GraphQL and REST alike.
-
-Both APIs render the same page, so the resolvers build it and the schema and
-the REST serializers only map it: one load (one statement, db.post_extras)
-instead of each going through DataLoaders of their own.
-"""
+"""Finished pages for the request's viewer and read pool (feeds.pages finishes them), and the mentions
+feed's items, whose comments come through the request's DataLoaders."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Sequence
 
-from feedfabric.core.models import FeedPage, FeedPost, Mention, MentionsPage, Page, PageExtras, Post
-from feedfabric.db import post_extras
-from feedfabric.feeds.feed_posts import feed_post, feed_posts
+from feedfabric.core.models import FeedPage, FeedPost, Mention, MentionsPage, Page, Post
+from feedfabric.feeds import pages as feed_pages
+from feedfabric.feeds.feed_posts import feed_post
 from feedfabric.resolvers.context import Context
 
 
-async def load_page(ctx: Context, page: Page) -> PageExtras:
-    """Extras of the page's posts and of their visible originals, as the request's viewer sees them.
-
-    A page whose source read them with its posts (the home feed's first round) carries them; any
-    other page, or one with a post they do not cover (a later round, Postgres continuing the page),
-    costs one statement.
-    """
-    if not page.items:
-        return PageExtras({}, {})
-    known = page.extras
-    if known is not None and all(p.id in known.extras for p in page.items):
-        return known
-    member = ctx.viewer_result.viewer.member  # the viewer the loaders would use (never raises)
-    return await post_extras.page_extras(ctx.read_pool, [p.id for p in page.items], member.id if member else None)
-
-
-async def load_feed_posts(ctx: Context, page: Page) -> list[FeedPost]:
-    return feed_posts(page.items, await load_page(ctx, page))
+def viewer_id(ctx: Context) -> uuid.UUID | None:
+    """The viewer the loaders would use (never raises)."""
+    member = ctx.viewer_result.viewer.member
+    return member.id if member else None
 
 
 async def finished(ctx: Context, page: Page) -> FeedPage:
     """A page of post rows as the finished page both APIs render."""
-    return FeedPage(await load_feed_posts(ctx, page), page.next_cursor, page.source)
+    return await feed_pages.finished(ctx.read_pool, viewer_id(ctx), page)
 
 
 async def feed_posts_of(ctx: Context, rows: Sequence[Post]) -> list[FeedPost]:
     """Posts that are not a feed page (a mentions page's posts), built the same way, in one statement."""
-    return await load_feed_posts(ctx, Page(list(rows), None))
+    return await feed_pages.load_feed_posts(ctx.read_pool, viewer_id(ctx), Page(list(rows), None))
 
 
 async def feed_post_of(ctx: Context, row: Post) -> FeedPost:

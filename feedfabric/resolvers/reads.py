@@ -53,13 +53,8 @@ async def home_feed(ctx: Context, first: int | None, after: str | None) -> FeedP
     before, limit = paging.cursor(after), paging.page_size(first)
     r = ctx.resources
     service = home.HomeFeedService(r.settings, r.pool, r.redis, r.breaker, read_pool=ctx.read_pool)
-
-    async def read(cursor: uuid.UUID | None, size: int) -> Page:
-        return await service.read(viewer, member, cursor, size)
-
-    page = await _filtered(ctx, read, "HOME", before, limit)
-    metrics.HOME_FEED_PAGES.labels(source=page.source).inc()
-    finished = await pages.finished(ctx, page)
+    finished = await service.finished_page(viewer, member, await ctx.relations(), before, limit)
+    metrics.HOME_FEED_PAGES.labels(source=finished.source).inc()
     if r.feed_log is not None:
         r.feed_log.record(member.id, "following", finished)
     return finished

@@ -53,7 +53,7 @@ async def add_muted_word(
     member = ctx.viewer.require_member()
     whole = True if whole_word is None else whole_word
     async with transaction(ctx.pool) as conn:
-        row = await safety.add_muted_word(conn, member, phrase, whole, contexts, expires_in_seconds)
+        row = await safety.add_muted_word(conn, ctx.settings, member, phrase, whole, contexts, expires_in_seconds)
     ctx.relations_changed()
     return safety.MutedWord(row)
 
@@ -62,7 +62,7 @@ async def remove_muted_word(ctx: Context, word_id: str) -> bool:
     member = ctx.viewer.require_member()
     parsed = parse_id(word_id, "id")
     async with transaction(ctx.pool) as conn:
-        removed = await safety.remove_muted_word(conn, member, parsed)
+        removed = await safety.remove_muted_word(conn, ctx.settings, member, parsed)
     ctx.relations_changed()
     return removed
 

@@ -19,10 +19,15 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
+from starlette.responses import Response
+
 from feedfabric.core.errors import BadInput, RateLimited
 from feedfabric.core.models import Notification, NotificationGroup, Post
+from feedfabric.db import post_extras
 from feedfabric.db import posts as posts_db
 from feedfabric.feeds import paging, ratelimit
+from feedfabric.feeds.filtering import hidden_by_words
+from feedfabric.feeds.relations import relations_many
 from feedfabric.realtime.hub import Channel, Hub, Subscriber, SubscriberDropped
 from feedfabric.realtime.item import TimelineItem
 from feedfabric.realtime.listener import Listener
@@ -95,6 +100,13 @@ async def _backlog(ctx: Context, member_id: uuid.UUID, after: uuid.UUID, item_co
     backlog = await posts_db.home_after(ctx.pool, member_id, after, REPLAY_MAX + 1)
     if len(backlog) > REPLAY_MAX:
         raise BadInput(TOO_FAR_BACK)
+    # A socket lives long: the relations as this process holds them now (kept current by the relation
+    # events), not as the socket's first request read them.
+    relations = (await relations_many(ctx.pool, [member_id], ctx.resources.relations))[member_id]
+    if backlog and relations.matcher.applies("HOME"):
+        # Blocks and mutes are in the statement (feed_posts); the viewer's muted words of HOME are applied here.
+        extras = await post_extras.page_extras(ctx.pool, [p.id for p in backlog], member_id)
+        backlog = [p for p in backlog if not hidden_by_words(relations, "HOME", p, extras)]
     await _spend_replay(ctx, member_id, len(backlog), item_cost)
     return backlog
 
@@ -173,8 +185,8 @@ async def disconnect(ctx: Context, reason: str) -> None:
 
     Returning instead would make the handler send `complete` on a closed socket.
     """
-    close = getattr(ctx.response, "close", None)
-    if close is None or not callable(close):
+    socket = ctx.response
+    if socket is None or isinstance(socket, Response):
         return  # not a WebSocket (e.g. subscription over HTTP): the error ends the stream
-    await close(code=SLOW_CLOSE_CODE, reason=reason[:120])
+    await socket.close(code=SLOW_CLOSE_CODE, reason=reason[:120])
     await asyncio.Event().wait()

@@ -12,7 +12,10 @@ async def members(ctx: Context, first: int | None) -> list[MemberSuggestion]:
     member = ctx.viewer.require_member()
     limit = paging.page_size(first)
     r = ctx.resources
-    return await suggestions.suggested_members(ctx.read_pool, r.redis, r.settings, member.id, limit)
+    relations = await ctx.relations()  # blocked either way or muted: never suggested
+    return await suggestions.suggested_members(
+        ctx.read_pool, r.redis, r.settings, member.id, limit, relations=relations
+    )
 
 
 async def topics(ctx: Context, first: int | None) -> list[TopicSuggestion]:

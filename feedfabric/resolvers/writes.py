@@ -117,6 +117,11 @@ async def hold_post(ctx: Context, post_id: str, held: bool) -> Post:
 
 
 async def suspend_member(ctx: Context, external_id: str, suspended: bool) -> Member:
+    """A suspension closes the member's sockets on this process before it is answered, so nothing more
+    is delivered to them from here (docs/suspension.md: other processes within WS_RIGHTS_CHECK_SECONDS)."""
     ctx.viewer.require_admin()
     async with transaction(ctx.pool) as conn:
-        return await members_svc.set_suspended(conn, external_id, suspended)
+        member = await members_svc.set_suspended(conn, external_id, suspended)
+    if suspended:
+        await ctx.resources.sessions.close_member(member.id, "account suspended")
+    return member

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from functools import partial
+from typing import Any
 
 import strawberry
 from graphql import Executor, GraphQLError
@@ -23,9 +24,9 @@ from feedfabric.schema.mutation import Mutation
 from feedfabric.schema.operation import OperationHooks
 from feedfabric.schema.query import Query
 from feedfabric.schema.ratelimit import OperationRateLimit
-from feedfabric.schema.sharing import ViewerMarks
 from feedfabric.schema.subscription import Subscription
 from feedfabric.schema.tracing import traced_operations
+from feedfabric.schema.viewer_marks import ViewerMarks
 
 MAX_DEPTH = 10
 MAX_ALIASES = 30
@@ -62,7 +63,7 @@ class FeedFabricSchema(strawberry.Schema):
         (feedfabric.schema.errors, from OperationHooks)."""
 
 
-Engine = Callable[[ViewerMarks], type[Executor]]
+Engine = Callable[[ViewerMarks], type[Executor[Any]]]
 """What executes the schema's operations, given its fields' viewer marks: the app passes the engine room's
 (feedfabric.adapter.execution.engine), which shares what reads the same for every viewer."""
 

@@ -65,11 +65,11 @@ from strawberry.extensions import SchemaExtension
 from feedfabric.core import metrics
 from feedfabric.core.errors import QueryTooComplex
 from feedfabric.feeds.paging import MAX_PAGE, is_page_size
+from feedfabric.schema.core_schema import graphql_schema, metadata_of
 from feedfabric.schema.documents import parse_document
 from feedfabric.schema.idmemo import IdMemo
 from feedfabric.schema.refusal import app_context, refuse
 from feedfabric.schema.selections import fragments_of, iter_fields
-from feedfabric.schema.served import graphql_schema, metadata_of
 
 log = logging.getLogger("feedfabric.graphql")
 
@@ -135,7 +135,8 @@ class _Walk:
     def _field(parent: GraphQLNamedType | None, name: str) -> GraphQLField | None:
         """The field as the schema defines it; None for introspection's meta fields, which cost nothing."""
         if isinstance(parent, (GraphQLObjectType, GraphQLInterfaceType)):
-            return parent.fields.get(name)
+            found: GraphQLField | None = parent.fields.get(name)
+            return found
         return None
 
     def _first(self, node: FieldNode, field: GraphQLField) -> int:
@@ -151,7 +152,7 @@ class _Walk:
         if value is None:
             value = field.args["first"].default_value
         if isinstance(value, bool) or not isinstance(value, int):
-            value = DEFAULT_PAGE
+            return DEFAULT_PAGE
         return value
 
 

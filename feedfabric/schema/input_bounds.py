@@ -58,9 +58,9 @@ from graphql import (
 )
 
 from feedfabric.feeds.paging import MAX_PAGE
+from feedfabric.schema.core_schema import metadata_of
 from feedfabric.schema.cost import MAX_ITEMS
 from feedfabric.schema.idmemo import IdMemo
-from feedfabric.schema.served import metadata_of
 
 MAX_INPUT_DEPTH = 8
 """How deep any variable may nest (lists and input objects), whatever its type: the served input types
@@ -187,7 +187,7 @@ def bound_errors(
     schema: GraphQLSchema, document: DocumentNode, operation: OperationDefinitionNode, variables: Mapping[str, Any]
 ) -> list[GraphQLError]:
     """The first way the variables exceed what the schema declares, as one error; empty when within.
-    `schema` is the served schema with its metadata (feedfabric.schema.served.graphql_schema)."""
+    `schema` is the served schema with its metadata (feedfabric.schema.core_schema.graphql_schema)."""
     declared = len(operation.variable_definitions or ())
     if len(variables) > declared + MAX_UNDECLARED:
         return [

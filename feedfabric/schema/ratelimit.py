@@ -35,12 +35,12 @@ from strawberry.extensions import SchemaExtension
 
 from feedfabric.core import jsonwire
 from feedfabric.feeds import ratelimit
+from feedfabric.schema.core_schema import graphql_schema
 from feedfabric.schema.cost import cached_cost
 from feedfabric.schema.documents import MAX_TOKENS
 from feedfabric.schema.idmemo import IdMemo
 from feedfabric.schema.refusal import app_context, refuse
 from feedfabric.schema.selections import fragments_of, iter_fields
-from feedfabric.schema.served import graphql_schema
 
 
 def root_field_count(document: DocumentNode, operation_name: str | None) -> int:

@@ -24,8 +24,8 @@ from feedfabric.realtime.listener import HANDED_OVER, LiveSink
 from feedfabric.resolvers import streams
 from feedfabric.schema.cost import event_cost
 from feedfabric.schema.notification_groups import NotificationGroup
-from feedfabric.schema.sharing import SAME_FOR_EVERY_VIEWER
 from feedfabric.schema.types import ContextInfo, Notification, Post, post_of
+from feedfabric.schema.viewer_marks import SAME_FOR_EVERY_VIEWER
 
 
 @strawberry.type

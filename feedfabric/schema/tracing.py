@@ -25,8 +25,8 @@ from opentelemetry import trace
 from strawberry.extensions import SchemaExtension
 from strawberry.types.execution import ExecutionContext
 
+from feedfabric.schema.core_schema import graphql_schema
 from feedfabric.schema.cost import cached_cost
-from feedfabric.schema.served import graphql_schema
 
 
 class TracedOperation(SchemaExtension):

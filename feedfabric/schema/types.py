@@ -18,7 +18,7 @@ from feedfabric.feeds.posts import MAX_MEDIA_PER_POST, MAX_MENTIONS_PER_POST
 from feedfabric.resolvers import fields, reads
 from feedfabric.resolvers import playlists as resolve_playlists
 from feedfabric.resolvers.context import Context
-from feedfabric.schema.sharing import SAME_FOR_EVERY_VIEWER, shared_values
+from feedfabric.schema.viewer_marks import SAME_FOR_EVERY_VIEWER, shared_values
 
 ContextInfo = Info[Context, None]
 # Placeholder default of the fields filled in __post_init__ from `row`; never served.
@@ -255,15 +255,18 @@ class Media:
         metadata=SAME_FOR_EVERY_VIEWER,
     )
     def content_type(self) -> str | None:
-        return self.row["content_type"]
+        found: str | None = self.row["content_type"]
+        return found
 
     @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def width(self) -> int | None:
-        return self.row["width"]
+        found: int | None = self.row["width"]
+        return found
 
     @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def height(self) -> int | None:
-        return self.row["height"]
+        found: int | None = self.row["height"]
+        return found
 
     @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def url(self) -> str | None:
@@ -271,7 +274,8 @@ class Media:
 
     @strawberry.field(metadata=SAME_FOR_EVERY_VIEWER)
     def score(self) -> float | None:
-        return self.row["score"]
+        found: float | None = self.row["score"]
+        return found
 
     @strawberry.field(
         description="Why worker-media refused the upload (REJECTED only).", metadata=SAME_FOR_EVERY_VIEWER
@@ -330,7 +334,7 @@ class Post:
 
     def shared_version(self) -> object:
         """The values of the fields marked SAME_FOR_EVERY_VIEWER and answered from the post, its author's and
-        media's included (feedfabric.schema.sharing.shared_values). Equal versions complete equally, for every
+        media's included (feedfabric.schema.viewer_marks.shared_values). Equal versions complete equally, for every
         viewer (feedfabric.adapter.execution.render_once keys its cache on it); a change to any is a new one."""
         return shared_values(self)
 

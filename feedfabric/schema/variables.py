@@ -41,9 +41,9 @@ from graphql import (
 )
 from strawberry.types import ExecutionContext
 
+from feedfabric.schema.core_schema import graphql_schema
 from feedfabric.schema.idmemo import IdMemo
 from feedfabric.schema.input_bounds import bound_errors
-from feedfabric.schema.served import graphql_schema
 
 MAX_ERRORS = 5
 NOT_AN_OBJECT = "The GraphQL operation's `variables` must be an object or null, if provided."

@@ -1,5 +1,5 @@
 """The worker's daily ranker retraining: checked hourly, trained when a day has passed since the last
-model and enough rows with a known outcome have been logged since (feeds.ranker.retrain_if_due).
+model and enough rows with a known outcome have been logged since (feeds.ranker_training.retrain_if_due).
 An advisory lock keeps two worker processes from training at once."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import logging
 
 import asyncpg
 
-from feedfabric.feeds import ranker
+from feedfabric.feeds import ranker_training as ranker
 
 log = logging.getLogger("feedfabric.retrain")
 

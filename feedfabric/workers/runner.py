@@ -69,7 +69,7 @@ class _Retry:
     resume_at: float
 
 
-class _Listener(ConsumerRebalanceListener):
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka ships no types: its classes are Any
     def __init__(self, runner: GroupRunner) -> None:
         self.runner = runner
 

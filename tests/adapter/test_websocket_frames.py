@@ -18,7 +18,7 @@ from feedfabric.adapter.websocket.frames import (
     payload_text,
 )
 from feedfabric.adapter.websocket.origins import Origins
-from feedfabric.core import jsonwire
+from feedfabric.core import jsonwire, metrics
 from graphql import GraphQLError
 from strawberry.types.execution import ExecutionResult
 
@@ -163,3 +163,57 @@ async def test_posting_past_the_send_queue_closes_with_try_again_later() -> None
     socket.readable.set()
     await conn.closed_down()
     assert socket.closed is not None and socket.closed[0] == TRY_AGAIN_LATER
+
+
+def _unsent_closes() -> float:
+    return metrics.DROPPED_SUBSCRIBERS.labels(reason="unsent_bytes")._value.get()
+
+
+async def test_bytes_unsent_past_the_bound_close_with_try_again_later_and_are_counted() -> None:
+    """Frames alone did not bound memory: a few large frames behind a reader that does not read are
+    refused by their bytes, queued and in flight together."""
+    socket = _BlockedSocket()
+    conn = Connection(socket, max_pending=100, max_bytes=1_000)  # type: ignore[arg-type]
+    before = _unsent_closes()
+    blocked = asyncio.create_task(conn.send("a" * 600))  # in flight: the reader takes nothing
+    await asyncio.sleep(0)
+    await conn.send("b" * 300)  # queued: 900 bytes unsent
+    assert not conn.closed and conn.unsent == 900
+    conn.post("é" * 60)  # 120 bytes as UTF-8, though 60 characters: past the bound
+    assert conn.closed
+    socket.readable.set()
+    await blocked
+    await conn.closed_down()
+    assert socket.closed is not None and socket.closed[0] == TRY_AGAIN_LATER
+    assert "bytes unsent" in socket.closed[1] and "since" in socket.closed[1]
+    assert socket.sent == ["a" * 600]
+    assert _unsent_closes() == before + 1
+
+
+async def test_one_frame_larger_than_the_bound_is_never_written() -> None:
+    socket = _BlockedSocket()
+    socket.readable.set()
+    conn = Connection(socket, max_pending=100, max_bytes=1_000)  # type: ignore[arg-type]
+    await conn.send("x" * 1_000)  # at the bound: written
+    assert socket.sent == ["x" * 1_000] and conn.unsent == 0
+    await conn.send("y" * 1_001)
+    await conn.closed_down()
+    assert socket.sent == ["x" * 1_000]
+    assert socket.closed is not None and socket.closed[0] == TRY_AGAIN_LATER
+
+
+async def test_frames_of_a_completed_operation_queued_behind_a_slow_reader_are_not_written() -> None:
+    """graphql-transport-ws: nothing of an operation is sent once its `complete` is read, a result that
+    waited in the queue included."""
+    socket = _BlockedSocket()
+    conn = Connection(socket, max_pending=8, max_bytes=10_000)  # type: ignore[arg-type]
+    completed, running = object(), object()
+    blocked = asyncio.create_task(conn.send("first"))
+    await asyncio.sleep(0)
+    await conn.send("result of the completed one", completed)
+    conn.post("result of the running one", running)
+    conn.drop(completed)
+    assert conn.unsent == len("first") + len("result of the running one")
+    socket.readable.set()
+    await blocked
+    assert socket.sent == ["first", "result of the running one"]

@@ -22,6 +22,19 @@ async def test_an_expired_token_is_unauthenticated(api: Api) -> None:
     assert await api.error_codes(VIEWER, token=expired) == ["UNAUTHENTICATED"]
 
 
+async def test_a_token_valid_for_longer_than_the_lifetime_cap_is_unauthenticated(api: Api) -> None:
+    """A leaked token with `exp` in the year 2286 was good for ever; JWT_MAX_LIFETIME_SECONDS caps it."""
+    await api.member("maya")
+    secret = api.settings.jwt_secret
+    huge = jwt.encode({"sub": "maya", "exp": 9999999999}, secret, algorithm="HS256")
+    body = await api.raw(VIEWER, token=huge)
+    assert [e["extensions"]["code"] for e in body["errors"]] == ["UNAUTHENTICATED"]
+    assert "lifetime" in body["errors"][0]["message"]
+    cap = api.settings.jwt_max_lifetime_seconds
+    assert await api.error_codes(VIEWER, token=api.token("maya", ttl=cap + 120)) == ["UNAUTHENTICATED"]
+    assert (await api.gql(VIEWER, token=api.token("maya", ttl=cap - 120)))["viewer"] == {"username": "maya"}
+
+
 async def test_a_forged_token_is_unauthenticated(api: Api) -> None:
     await api.member("maya")
     forged = jwt.encode(

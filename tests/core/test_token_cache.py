@@ -23,9 +23,9 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     verify = auth._verify
 
-    def counted(secret: str, token: str) -> tuple[auth.Claims, float]:
+    def counted(secret: str, token: str, max_lifetime: float | None = None) -> tuple[auth.Claims, float]:
         calls.append(token)
-        return verify(secret, token)
+        return verify(secret, token, max_lifetime)
 
     monkeypatch.setattr(auth, "_verify", counted)
     return calls
@@ -88,4 +88,4 @@ def test_the_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_token_whose_expiry_is_a_string_is_refused() -> None:
     token = jwt.encode({"sub": "maya", "exp": str(int(time.time()) + 60)}, SECRET, algorithm="HS256")
     with pytest.raises(Unauthenticated):
-        auth.decode_token(SECRET, token)
+        auth.TokenCache().decode(SECRET, token)

@@ -134,3 +134,14 @@ async def test_bad_files_are_bad_input_and_block_nobody(api: Api, pool: asyncpg.
         files={"0": ("b.csv", b"theo\n", "text/csv")},
     )
     assert [e["extensions"]["code"] for e in signed_out.json()["errors"]] == ["UNAUTHENTICATED"]
+
+
+async def test_a_long_list_takes_the_same_path(api: Api, pool: asyncpg.Pool) -> None:
+    """Past 2,000 lines the import's statements get more working memory; the answer is the same."""
+    maya = await api.member("maya")
+    await api.member("theo")
+    data = ("theo\n" + "\n".join(f"nobody{n}" for n in range(2_500)) + "\nmaya\n").encode()
+    body = await upload(api, maya, data)
+    assert body["data"]["importBlocks"]["blocked"] == 1
+    assert len(body["data"]["importBlocks"]["unknown"]) == UNKNOWN_SHOWN
+    assert await blocked_by(pool, "maya") == {"theo"}

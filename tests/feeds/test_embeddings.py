@@ -13,6 +13,7 @@ from feedfabric.feeds import minilm as embeddings
 from feedfabric.workers import embeddings as worker
 from feedfabric.workers.base import WorkerContext
 
+from tests import db_reads
 from tests import factories_ml as f
 
 
@@ -40,7 +41,7 @@ def updated(post_id, author_id):
 
 async def _inferred(pool, post_id) -> list[str]:
     async with pool.acquire() as conn:
-        return await tags.inferred_tags(conn, post_id)
+        return await db_reads.inferred_tags(conn, post_id)
 
 
 async def test_a_running_post_gets_a_running_topic_and_a_stored_vector(ctx, pool, redis):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from feedfabric.db import affinity
 from feedfabric.feeds import engagement
 from feedfabric.workers import engagement as worker
 from feedfabric.workers.base import WorkerContext
 
+from tests import db_reads as affinity
 from tests import factories_ml as f
 
 

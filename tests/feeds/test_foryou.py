@@ -426,7 +426,11 @@ async def test_ranking_reads_each_signal_as_the_feed_log_keeps_it_for_training(a
     await pool.execute(
         "INSERT INTO reader_author_effects (member_id, author_id, effect) VALUES ($1, $2, 0.7)", member_id, author_id
     )
-    await pool.execute("INSERT INTO reader_topic_effects (member_id, tag, effect) VALUES ($1, 'trail', 0.4)", member_id)
+    await pool.execute(  # following the tag declared its prior as the effect: a refit replaced it since
+        "INSERT INTO reader_topic_effects (member_id, tag, effect) VALUES ($1, 'trail', 0.4)"
+        " ON CONFLICT (member_id, tag) DO UPDATE SET effect = EXCLUDED.effect",
+        member_id,
+    )
     served = tuple(uuid.UUID(p) for p in posts[2:])
     earlier = datetime.now(UTC)
     await feed_log_svc.log_pages(pool, [ServedPage(member_id, "following", served, "redis", earlier)])
@@ -565,3 +569,19 @@ async def test_a_new_reader_gets_a_full_first_page_from_the_popular_posts(api: A
     assert len(edges) == 20
     assert {e["reason"] for e in edges} == {"POPULAR"}
     assert {e["node"]["id"] for e in edges} <= set(liked)
+
+
+async def test_replaying_a_cursor_writes_no_new_page_record(api: Api, pool: asyncpg.Pool) -> None:
+    """A cursor replayed (a client retrying, or looping on purpose) serves the page it served before, so
+    it writes nothing: a hundred replays added a hundred records before."""
+    reader, _ = await _world(api, 15)
+    member = await _member_id(pool, "reader")
+    cursor = (await _page(api, reader, 5))["pageInfo"]["endCursor"]
+    served = await _page(api, reader, 5, cursor)
+    rows = await pool.fetchval("SELECT count(*) FROM foryou_pages WHERE member_id = $1", member)
+    for _ in range(10):
+        assert await _page(api, reader, 5, cursor) == served
+    assert await pool.fetchval("SELECT count(*) FROM foryou_pages WHERE member_id = $1", member) == rows
+    after = served["pageInfo"]["endCursor"]
+    assert (await _page(api, reader, 5, after))["edges"]  # the chain goes on from the replayed page
+    assert await pool.fetchval("SELECT count(*) FROM foryou_pages WHERE member_id = $1", member) == rows + 1

@@ -18,11 +18,12 @@ from feedfabric.db.pool import transaction
 from feedfabric.db.redisclient import create_redis
 from feedfabric.feeds import timelines
 from feedfabric.feeds.home import HomeFeedService
+from feedfabric.feeds.timelines.encoding import shard_of
 from feedfabric.feeds.viewer import Viewer
 from feedfabric.ops import devstack
 from redis.asyncio.cluster import RedisCluster
 
-from tests.support import HOME, Api, make_api
+from tests.support import HOME, Api, breaker_allows, make_api
 
 
 async def fan_out_all(api: Api, pool: asyncpg.Pool, redis: aioredis.Redis) -> None:
@@ -210,7 +211,7 @@ async def test_redis_stopping_mid_test_costs_no_read_and_its_return_is_used(
             assert data["source"] == "POSTGRES" and len(data["edges"]) == 1
         restarted = devstack.start_redis(tmp_path / "again", port=port)
         try:
-            await asyncio.sleep(0.3)
+            await breaker_allows(api)
             await redis.aclose()
             redis = aioredis.from_url(own_redis.url)
             await api.post(maya, "again")
@@ -284,6 +285,7 @@ async def test_a_cluster_node_down_sends_the_reads_of_its_slots_only_to_postgres
                 member = await pool.fetchval("SELECT id FROM members WHERE username = $1", name)
                 node_of[name] = redis.get_node_from_key(timelines.feed_key(member)).port
             down_port = node_of["fan0"]
+            down_member = await pool.fetchval("SELECT id FROM members WHERE username = 'fan0'")
             down = next(i for i, n in enumerate(redis_cluster.nodes) if n.url.endswith(f":{down_port}/0"))
             up = [name for name, port in node_of.items() if port != down_port]
             assert up, "every fan's timeline landed on one node"
@@ -302,7 +304,7 @@ async def test_a_cluster_node_down_sends_the_reads_of_its_slots_only_to_postgres
                     assert {served[n] for n in up} == {"REDIS"}
             finally:
                 redis_cluster.restart(down)
-            await asyncio.sleep(1.0)  # the node's breaker cools down
+            await breaker_allows(api, shard_of(redis, down_member))
             served = await sources()
             # Back without its data: its members have no timeline (Postgres, and a rebuild is asked for).
             assert {n for n, s in served.items() if s == "POSTGRES"} == set(tokens) - set(up)

@@ -16,6 +16,7 @@ from feedfabric.workers import media as worker
 from feedfabric.workers.base import WorkerContext
 from PIL import Image, ImageCms, ImageDraw
 
+from tests import db_reads
 from tests import factories_ml as f
 
 GPS_IFD = 0x8825
@@ -197,7 +198,7 @@ async def test_rejected_uploads_are_never_servable(ctx, pool, settings, data, re
     assert not list(media_dir.glob(f"{row['id']}*"))
     assert not media.original_path(settings.feedfabric_data_dir, row["id"]).exists()
     async with pool.acquire() as conn:
-        assert await media_db.owned_ready_ids(conn, owner, [row["id"]]) == set()
+        assert await db_reads.owned_ready_media(conn, owner, [row["id"]]) == set()
 
 
 async def test_over_size_upload_is_refused_at_the_edge(ctx, pool, settings):
@@ -228,6 +229,6 @@ async def test_posts_list_only_ready_media_in_order_and_only_the_owners(ctx, poo
         listed = (await post_extras.page_extras(conn, [post], None)).extras[post].media
         assert [m["id"] for m in listed] == [second["id"], first["id"]]
         everything = [first["id"], bad["id"], second["id"], pending]
-        assert await media_db.owned_ready_ids(conn, owner, everything) == {first["id"], second["id"]}
-        assert await media_db.owned_ready_ids(conn, other, everything) == set()
+        assert await db_reads.owned_ready_media(conn, owner, everything) == {first["id"], second["id"]}
+        assert await db_reads.owned_ready_media(conn, other, everything) == set()
         assert set(await media_db.get_media(conn, everything)) == set(everything)

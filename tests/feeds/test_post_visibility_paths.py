@@ -19,7 +19,7 @@ import asyncpg
 from feedfabric.app import schema
 from feedfabric.core.ids import new_id
 from feedfabric.db import notification_groups
-from feedfabric.schema.served import graphql_schema
+from feedfabric.schema.core_schema import graphql_schema
 from graphql import GraphQLNamedType, GraphQLObjectType, GraphQLUnionType, get_named_type
 
 from tests.support import Api

@@ -29,6 +29,25 @@ async def test_a_post_parses_hashtags_and_mentions(api: Api) -> None:
     assert post["status"] == "LIVE"
 
 
+async def test_a_suspended_member_is_left_out_of_post_mentions_as_of_sample_actors(api: Api) -> None:
+    """One rule for a suspended member: `follow` answers not found, `sampleActors` hides them, and so
+    does `post.mentions` (it listed them with `status: SUSPENDED`); unsuspended, they show again."""
+    admin = await api.member("root", admin=True)
+    maya = await api.member("maya")
+    await api.member("theo")
+    await api.member("ines")
+    post_id = await api.post(maya, "with @theo and @ines")
+    query = "query($id: ID!) { post(id: $id) { mentions { username status } } }"
+    shown = (await api.gql(query, {"id": post_id}, token=maya))["post"]["mentions"]
+    assert sorted(m["username"] for m in shown) == ["ines", "theo"]
+    await api.gql('mutation { suspendMember(externalUserId: "theo") { status } }', token=admin)
+    shown = (await api.gql(query, {"id": post_id}, token=maya))["post"]["mentions"]
+    assert shown == [{"username": "ines", "status": "ACTIVE"}]
+    await api.gql('mutation { unsuspendMember(externalUserId: "theo") { status } }', token=admin)
+    shown = (await api.gql(query, {"id": post_id}, token=maya))["post"]["mentions"]
+    assert sorted(m["username"] for m in shown) == ["ines", "theo"]
+
+
 async def test_creating_a_post_writes_its_event_in_the_same_transaction(api: Api, pool: asyncpg.Pool) -> None:
     maya = await api.member("maya")
     post_id = await api.post(maya, "hello")

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from feedfabric.db import feed_log as feed_log_db
 from feedfabric.db import feed_stats
-from feedfabric.feeds import ranker, ranking
+from feedfabric.feeds import ranker_training as ranker
+from feedfabric.feeds import ranking
 
 from tests import factories
 

@@ -11,12 +11,11 @@ import asyncpg
 import numpy as np
 import pytest
 from feedfabric.db import feed_log as feed_log_db
-from feedfabric.db import reader_effects as effects_db
 from feedfabric.db.feed_log import ServedPage
 from feedfabric.feeds import feed_log as feed_log_svc
 from feedfabric.feeds import reader_effects
 
-from tests import factories
+from tests import db_reads, factories
 
 NOW = datetime.now(UTC)
 
@@ -60,7 +59,7 @@ async def test_a_readers_hidden_favourite_author_gets_a_higher_effect_than_an_au
     reader, favourite, ignored = [await factories.member(pool) for _ in range(3)]
     await _log(pool, reader, {favourite: 0.5, ignored: 0.03}, "jazz", 40)
     await reader_effects.refit(pool, since=None, until=NOW - timedelta(days=1))
-    authors, topics = await effects_db.of_member(pool, reader)
+    authors, topics = await db_reads.reader_effects(pool, reader)
     assert authors[favourite] > 0.5
     assert authors.get(ignored, 0.0) < 0
     assert set(topics) == {"jazz"}
@@ -70,7 +69,7 @@ async def test_the_effects_are_logged_with_each_served_post_as_of_serving(pool: 
     reader, favourite, ignored = [await factories.member(pool) for _ in range(3)]
     await _log(pool, reader, {favourite: 0.5, ignored: 0.03}, "jazz", 40)
     await reader_effects.refit(pool, since=None, until=NOW - timedelta(days=1))
-    authors, topics = await effects_db.of_member(pool, reader)
+    authors, topics = await db_reads.reader_effects(pool, reader)
     post_id = await _served(pool, reader, favourite, "jazz", NOW)
     row = await pool.fetchrow(
         "SELECT author_effect, topic_effect FROM feed_log WHERE post_id = $1 AND member_id = $2", post_id, reader
@@ -84,10 +83,10 @@ async def test_a_refit_of_the_same_log_stores_the_same_effects(pool: asyncpg.Poo
     await _log(pool, reader, {favourite: 0.5, ignored: 0.1}, "chess", 30)
     until = NOW - timedelta(days=1)
     first = await reader_effects.refit(pool, since=None, until=until)
-    effects = await effects_db.of_member(pool, reader)
+    effects = await db_reads.reader_effects(pool, reader)
     again = await reader_effects.refit(pool, since=None, until=until)
     assert again == first
-    assert await effects_db.of_member(pool, reader) == effects
+    assert await db_reads.reader_effects(pool, reader) == effects
     assert await pool.fetchval("SELECT count(*) FROM reader_author_effects") == first.authors
 
 
@@ -96,7 +95,7 @@ async def test_a_new_reader_has_no_effects_and_is_served_with_zero_effects(pool:
     reader, favourite, ignored, newcomer = [await factories.member(pool) for _ in range(4)]
     await _log(pool, reader, {favourite: 0.5, ignored: 0.03}, "jazz", 40)
     await reader_effects.refit(pool, since=None, until=NOW - timedelta(days=1))
-    assert await effects_db.of_member(pool, newcomer) == ({}, {})
+    assert await db_reads.reader_effects(pool, newcomer) == ({}, {})
     post_id = await _served(pool, newcomer, favourite, "jazz", NOW)
     row = await pool.fetchrow(
         "SELECT author_effect, topic_effect FROM feed_log WHERE post_id = $1 AND member_id = $2", post_id, newcomer

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import asyncpg
 import pytest
+import redis.asyncio as aioredis
+from feedfabric.db.pool import transaction
+from feedfabric.feeds import timelines
 
 from tests.pipeline_support import eventually
 from tests.support import HOME, Api
@@ -274,3 +278,60 @@ async def test_rest_blocks_and_mutes(api: Api) -> None:
     assert (await api.rest("DELETE", "/mutes/carol", token=alice)).json()["muted"] is False
     page = (await api.rest("GET", "/mutes", token=alice)).json()
     assert [m["username"] for m in page["members"]] == ["bob"]
+
+
+async def test_a_block_racing_a_fan_out_in_flight_hides_what_it_pushes(
+    api: Api, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    """A fan-out batch that read the followers before the block commits pushes after it: the entry lands
+    in the timeline and stays there (nothing purges), and every read leaves it out."""
+    alice, bob = await api.member("alice"), await api.member("bob")
+    await api.follow(alice, "bob")
+    first = await api.post(bob, "before")
+    rows = await pool.fetch("SELECT payload FROM outbox WHERE event_type = 'PostCreated' ORDER BY id")
+    async with transaction(pool) as conn:
+        await timelines.fan_out(conn, redis, api.settings, uuid.UUID(rows[0]["payload"]["postId"]))
+    alice_id = str(await pool.fetchval("SELECT id FROM members WHERE username = 'alice'"))
+    assert first in await timelines.timeline_ids(redis, alice_id)
+    late = await api.post(bob, "in flight")
+    await api.gql(BLOCK, {"e": "bob"}, token=alice)
+    await timelines.push(redis, [alice_id], uuid.UUID(late), api.settings.feed_max_length)
+    assert late in await timelines.timeline_ids(redis, alice_id)
+    page = await api.gql(HOME, {"first": 50}, token=alice)
+    assert page["homeFeed"]["source"] == "REDIS"
+    assert {e["node"]["id"] for e in page["homeFeed"]["edges"]}.isdisjoint({first, late})
+
+
+async def test_a_mute_made_while_pages_are_read_holds_from_the_next_page(api: Api) -> None:
+    """A page reads the relations once, with the viewer: one in flight when the mute commits may show the
+    muted author; every page read after the mutation answered leaves them out, on any instance."""
+    alice, bob, carol = await api.member("alice"), await api.member("bob"), await api.member("carol")
+    await api.follow(alice, "bob")
+    await api.follow(alice, "carol")
+    for n in range(6):
+        await api.post(bob, f"bob {n}")
+        await api.post(carol, f"carol {n}")
+    first = await api.gql(HOME, {"first": 4}, token=alice)
+    after = first["homeFeed"]["pageInfo"]["endCursor"]
+    await api.gql(MUTE, {"e": "bob"}, token=alice)
+    rest = await api.gql(HOME, {"first": 50, "after": after}, token=alice)
+    authors = {e["node"]["author"]["username"] for e in rest["homeFeed"]["edges"]}
+    assert authors == {"carol"}
+    # nothing is skipped: every carol post older than the cursor is there
+    shown = [e["node"]["id"] for e in first["homeFeed"]["edges"] + rest["homeFeed"]["edges"]]
+    assert len(set(shown)) == len(shown)
+
+
+async def test_a_blocked_commenter_leaves_the_comments_not_the_count(api: Api) -> None:
+    alice, bob, carol = await api.member("alice"), await api.member("bob"), await api.member("carol")
+    post = await api.post(carol, "talk to me")
+    add = "mutation($p: ID!, $c: String!) { addComment(postId: $p, content: $c) { id } }"
+    from_bob = (await api.gql(add, {"p": post, "c": "from bob"}, token=bob))["addComment"]["id"]
+    from_carol = (await api.gql(add, {"p": post, "c": "from carol"}, token=carol))["addComment"]["id"]
+    await api.gql(BLOCK, {"e": "bob"}, token=alice)
+    query = "query($id: ID!) { post(id: $id) { commentCount comments { edges { node { id } } } } }"
+    seen = (await api.gql(query, {"id": post}, token=alice))["post"]
+    assert [e["node"]["id"] for e in seen["comments"]["edges"]] == [from_carol]
+    assert seen["commentCount"] == 2  # as stored: the count says nothing of who blocked whom
+    seen = (await api.gql(query, {"id": post}, token=carol))["post"]
+    assert [e["node"]["id"] for e in seen["comments"]["edges"]] == [from_bob, from_carol]

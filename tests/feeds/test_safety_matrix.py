@@ -29,7 +29,7 @@ from feedfabric.db.pool import transaction
 from feedfabric.feeds import timelines
 from feedfabric.feeds.matcher import CONTEXTS
 from feedfabric.rest.routes import routes
-from feedfabric.schema.served import graphql_schema
+from feedfabric.schema.core_schema import graphql_schema
 from graphql import GraphQLList, GraphQLNonNull, GraphQLObjectType, get_named_type
 
 from tests.feeds.test_post_visibility_paths import notify

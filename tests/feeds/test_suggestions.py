@@ -72,6 +72,20 @@ async def test_a_suspended_or_dismissed_member_is_not_suggested_until_the_dismis
     assert await _suggested(api, maya) == [("carl", "FOLLOWED_BY_PEOPLE_YOU_FOLLOW")]
 
 
+async def test_a_member_blocked_either_way_or_muted_is_not_suggested(api: Api) -> None:
+    """Through the viewer's relations (the rule every feed applies to an author), cached list or not."""
+    maya = await _circle(api)
+    await api.member("erin")
+    await api.follow(api.token("ana"), "erin")
+    assert [n for n, _ in await _suggested(api, maya)] == ["carl", "dora", "erin"]  # now cached
+    await api.gql('mutation { block(externalUserId: "carl") { id } }', token=maya)
+    await api.gql('mutation { block(externalUserId: "maya") { id } }', token=api.token("dora"))
+    await api.gql('mutation { mute(externalUserId: "erin") { id } }', token=maya)
+    assert await _suggested(api, maya) == []
+    await api.gql('mutation { unmute(externalUserId: "erin") { id } }', token=maya)
+    assert await _suggested(api, maya) == [("erin", "FOLLOWED_BY_PEOPLE_YOU_FOLLOW")]
+
+
 async def test_dismissing_an_unknown_member_or_yourself_is_refused(api: Api) -> None:
     maya = await api.member("maya")
     assert await api.error_codes(DISMISS, {"e": "nobody"}, token=maya) == ["NOT_FOUND"]

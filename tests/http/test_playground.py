@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from feedfabric.app import create_app
-from feedfabric.core.auth import decode_token
+from feedfabric.core.auth import TokenCache
 from feedfabric.core.settings import Settings
 
 from tests.support import Api, make_api
@@ -50,11 +50,11 @@ async def test_dev_token_signs_in_as_an_existing_member(settings: Settings) -> N
         body = (await api.client.get("/dev/token", params={"externalId": "alice"})).json()
         data = await api.gql("{ viewer { externalId } }", token=body["token"])
         assert data == {"viewer": {"externalId": "alice"}}
-        assert decode_token(dev.jwt_secret, body["token"]).is_admin is False
+        assert TokenCache().decode(dev.jwt_secret, body["token"]).is_admin is False
         admin = await api.client.get(
             "/dev/token", params={"externalId": "demo-admin"}, headers={"X-Dev-Secret": DEV_SECRET}
         )
-        assert decode_token(dev.jwt_secret, admin.json()["token"]).is_admin is True
+        assert TokenCache().decode(dev.jwt_secret, admin.json()["token"]).is_admin is True
 
         missing = await api.client.get("/dev/token", params={"externalId": "nobody"})
         assert missing.status_code == 404 and missing.json()["error"]["code"] == "member.not_found"

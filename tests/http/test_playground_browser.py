@@ -151,3 +151,55 @@ async def test_a_sees_b_post_live_and_scrolls_a_second_page_without_duplicates(
         await expect(b.locator("#unread")).to_have_text("1")
 
         assert a.errors == [] and b.errors == []  # type: ignore[attr-defined]
+
+
+async def test_get_started_picks_a_topic_follows_a_suggestion_and_shows_the_first_for_you_page(
+    settings: Settings, pool: asyncpg.Pool, browser: Browser
+) -> None:
+    """A new member opens "Get started": popular topics with their week's posts, the most followed member
+    suggested; picking #jazz brings its poster up as popular in their topics and its posts onto the For
+    You page; following him and dismissing another take both out of the suggestions."""
+    dev = settings.model_copy(update={"feedfabric_dev_mode": True})
+    async with serve(dev) as server:
+        api = server.api
+        jazzman, chessman = await api.member("jazzman"), await api.member("chessman")
+        await api.member("star")
+        for fan in ("fan1", "fan2"):
+            await api.follow(await api.member(fan), "star")
+        jazz = [await api.post(jazzman, f"late set number {n} #jazz") for n in range(2)]
+        chess = await api.post(chessman, "an opening trap #chess")
+        await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": chess}, token=api.token("fan1"))
+        await api.member("newbie")
+
+        page = await signed_in_page(browser, server, "newbie")
+        await page.locator("[data-view=start]").click()
+        panel = page.locator("#get-started")
+        await expect(panel.locator('[data-start="pick"][data-topic="jazz"]')).to_have_text("#jazz · 2")
+        suggestions = panel.locator("article.suggestion")
+        await expect(suggestions.first).to_have_attribute("data-member", "star")
+        await expect(suggestions.first).to_contain_text("Popular")
+        foryou = panel.locator(".foryou article.post")
+        await expect(foryou).to_have_count(1)  # a newcomer's first page: what is popular
+        await expect(foryou.first).to_contain_text("an opening trap")
+
+        await panel.locator('[data-start="pick"][data-topic="jazz"]').click()
+        await expect(panel.locator('[data-start="unpick"][data-topic="jazz"]')).to_have_text("#jazz ✓")
+        await expect(suggestions.first).to_have_attribute("data-member", "jazzman")
+        await expect(suggestions.first).to_contain_text("Popular in your topics")
+        await expect(foryou).to_have_count(3)
+        shown = await foryou.evaluate_all("els => els.map(e => e.dataset.id)")
+        assert set(jazz) <= set(shown)
+
+        await suggestions.first.locator('[data-start="follow"]').click()
+        await expect(panel.locator('article.suggestion[data-member="jazzman"]')).to_have_count(0)
+        await panel.locator('article.suggestion[data-member="star"] [data-start="dismiss"]').click()
+        await expect(panel.locator('article.suggestion[data-member="star"]')).to_have_count(0)
+        await expect(foryou).to_have_count(3)
+        newbie = await pool.fetchval("SELECT id FROM members WHERE external_id = 'newbie'")
+        assert (
+            await pool.fetchval(
+                "SELECT count(*) FROM follows WHERE follower_id = $1 AND target_type IN ('member', 'tag')", newbie
+            )
+            == 2
+        )
+        assert page.errors == []  # type: ignore[attr-defined]

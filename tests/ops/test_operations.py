@@ -20,7 +20,7 @@ import pytest
 import redis.asyncio as aioredis
 from feedfabric.app import schema
 from feedfabric.core.settings import Settings
-from feedfabric.schema.served import graphql_schema
+from feedfabric.schema.core_schema import graphql_schema
 from feedfabric.workers import notifications
 from feedfabric.workers.base import WorkerContext
 from graphql import OperationDefinitionNode, OperationType, parse, print_ast, validate
@@ -135,6 +135,9 @@ SCENARIO = [
     step("UpdateFeedProfile", "bob", {"input": {"preset": "CLOSE_CIRCLE", "lookbackHours": 72}}),
     step("ForYouFeed", "bob", {"first": 1}, saving("foryou", lambda d: d["forYouFeed"]["pageInfo"]["endCursor"])),
     step("ForYouFeed", "bob", lambda g: {"first": 5, "after": g["foryou"]}),
+    step("SuggestedTopics", "newbie", {"first": 8}),
+    step("SuggestedMembers", "newbie", {"first": 5}),
+    step("DismissSuggestion", "newbie", {"externalUserId": "alice"}),
     step("FeedStats", "admin", {"days": 7}),
     step("RankerModels", "admin"),
     step("Notifications", "alice"),

@@ -19,7 +19,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from tests import factories
-from tests.pipeline_support import relay, running
+from tests.pipeline_support import eventually, relay, running
 from tests.realtime_support import (
     HOME_SUB,
     LEGACY_WS,
@@ -68,8 +68,13 @@ async def test_resubscribing_with_since_replays_exactly_the_missed_posts_then_go
         assert cursor == first
         await wait_subscribed(server, 0)
 
+        seen = server.consumer.events_seen
         missed = [await api.post(alice, f"missed {i}") for i in range(3)]
-        await asyncio.sleep(0.5)  # their events reach the hub while nobody listens
+
+        async def consumed() -> bool:  # their events reach the hub while nobody listens
+            return server.consumer.events_seen >= seen + len(missed)
+
+        await eventually(consumed)
 
         async with ws_client(server, protocol, bob) as ws:
             await ws.subscribe(HOME_SUB, {"since": cursor})

@@ -12,8 +12,8 @@ import pytest
 from feedfabric.app import schema
 from feedfabric.core.settings import Settings
 from feedfabric.resolvers.streams import REPLAY_MAX
+from feedfabric.schema.core_schema import graphql_schema
 from feedfabric.schema.cost import operation_cost
-from feedfabric.schema.served import graphql_schema
 from graphql import parse
 
 from tests import factories

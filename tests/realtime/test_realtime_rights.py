@@ -50,6 +50,28 @@ async def test_a_suspended_members_socket_is_closed_with_4403_and_its_subscripti
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_suspension_answered_closes_the_members_sockets_on_that_process_at_once(
+    settings: Settings, protocol: str
+) -> None:
+    """The sweep runs every 10 s here, yet the socket is closed as the suspension is answered: nothing
+    reaches a suspended member from the process that suspended them."""
+    slow_sweep = settings.model_copy(update={"ws_rights_check_seconds": 10.0})
+    async with serve(slow_sweep) as server:
+        api = server.api
+        admin = await api.member("root", admin=True)
+        maya = await api.member("maya")
+        async with ws_client(server, protocol, maya) as ws:
+            await ws.subscribe(HOME_SUB)
+            await wait_subscribed(server, 1)
+            answered = time.monotonic()
+            await api.gql('mutation { suspendMember(externalUserId: "maya") { status } }', token=admin)
+            code, reason = await closed_with(ws, within=5)
+            assert time.monotonic() - answered < 5  # well before the first sweep, 10 s after the start
+        assert (code, reason) == (4403, "Forbidden: account suspended")
+        await wait_subscribed_down(server)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_a_socket_whose_token_expires_is_closed_with_4403(quick: Settings, protocol: str) -> None:
     async with serve(quick) as server:
         await server.api.member("maya")

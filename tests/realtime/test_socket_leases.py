@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from feedfabric.core.settings import Settings
 from feedfabric.realtime import socket_leases
-from feedfabric.realtime.rights import Sessions
+from feedfabric.realtime.sessions import Sessions
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 

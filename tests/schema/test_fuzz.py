@@ -18,7 +18,7 @@ import schemathesis
 from feedfabric.app import schema as served_schema
 from feedfabric.core.auth import issue_token
 from feedfabric.core.settings import Settings
-from feedfabric.schema.served import graphql_schema
+from feedfabric.schema.core_schema import graphql_schema
 from graphql import StringValueNode, introspection_from_schema
 from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hypothesis_settings

@@ -25,8 +25,8 @@ import pytest
 from feedfabric.app import schema
 from feedfabric.core.settings import Settings
 from feedfabric.feeds.paging import MAX_PAGE
+from feedfabric.schema.core_schema import graphql_schema, metadata_of
 from feedfabric.schema.cost import MAX_ITEMS, cached_cost
-from feedfabric.schema.served import graphql_schema, metadata_of
 from feedfabric.schema.variables import variable_errors
 from graphql import (
     GraphQLEnumType,

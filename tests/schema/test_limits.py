@@ -16,9 +16,9 @@ from feedfabric.app import create_app
 from feedfabric.core.settings import Settings
 from feedfabric.ops.devstack import free_port
 from feedfabric.schema import MAX_ALIASES, MAX_DEPTH, MAX_TOKENS
+from feedfabric.schema.core_schema import graphql_schema
 from feedfabric.schema.cost import operation_cost
 from feedfabric.schema.documents import MAX_DOCUMENT_CHARS
-from feedfabric.schema.served import graphql_schema
 from graphql import get_introspection_query
 
 from tests.support import Api
@@ -192,7 +192,7 @@ async def test_every_response_reports_cost(api: Api) -> None:
 
 def test_list_fields_multiply_what_is_under_them() -> None:
     from feedfabric.app import schema
-    from feedfabric.schema.served import graphql_schema
+    from feedfabric.schema.core_schema import graphql_schema
     from graphql import parse
 
     # A list with its own `first` multiplies everything under it, connections included.
@@ -677,13 +677,15 @@ async def test_refused_documents_of_one_client_leave_anothers_budget_alone(api: 
             assert ok["extensions"]["rateLimit"]["remaining"] == 5
 
 
-async def test_rate_limit_fails_open_without_redis(api: Api, settings: Settings) -> None:
+async def test_rate_limit_holds_in_process_without_redis(api: Api, settings: Settings) -> None:
+    """Redis out of reach takes nothing down, and switches no limit off: the process counts its share."""
     dead_redis = f"redis://127.0.0.1:{free_port()}/0"
     async with api_with(
-        settings, redis_url=dead_redis, rate_limit_operations=1, rate_limit_window_seconds=STEADY_WINDOW
+        settings, redis_url=dead_redis, rate_limit_operations=3, rate_limit_window_seconds=STEADY_WINDOW
     ) as no_redis:
-        for _ in range(3):
-            assert codes(await no_redis.raw(aliases(3))) == []
+        served = await no_redis.raw(aliases(3))
+        assert codes(served) == [] and served["data"]
+        assert codes(await no_redis.raw(aliases(3))) == ["RATE_LIMITED"]
 
 
 # --- WebSocket origin and subscriptions per connection -------------------------------------

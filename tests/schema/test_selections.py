@@ -17,11 +17,11 @@ import pytest
 from feedfabric.app import schema
 from feedfabric.core.settings import Settings
 from feedfabric.schema import _LIMIT_RULES
+from feedfabric.schema.core_schema import graphql_schema
 from feedfabric.schema.cost import operation_cost
 from feedfabric.schema.operation import screen
 from feedfabric.schema.ratelimit import root_field_count
 from feedfabric.schema.selections import has_fragment_cycle
-from feedfabric.schema.served import graphql_schema
 from graphql import DocumentNode, GraphQLSchema, Lexer, Source, TokenKind, parse, specified_rules, validate
 from hypothesis import HealthCheck, given, settings
 from hypothesis_graphql import queries

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 import strawberry
 from feedfabric.app import schema as served
 from feedfabric.core import models
-from feedfabric.schema.served import graphql_schema
+from feedfabric.schema.core_schema import graphql_schema
 from feedfabric.schema.types import Post
 from graphql import GraphQLList, GraphQLNonNull, GraphQLObjectType, GraphQLOutputType
 

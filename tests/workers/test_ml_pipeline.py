@@ -6,7 +6,6 @@ import asyncpg
 import redis.asyncio as aioredis
 from feedfabric.core.settings import Settings
 from feedfabric.db import media as media_db
-from feedfabric.db import tags
 from feedfabric.db.outbox import add_event
 from feedfabric.feeds import embeddings as post_embeddings
 from feedfabric.feeds import media as uploads
@@ -14,6 +13,7 @@ from feedfabric.workers import embeddings, engagement, media
 from feedfabric.workers.base import WorkerContext
 from feedfabric.workers.runner import GroupRunner
 
+from tests import db_reads
 from tests import factories_ml as f
 from tests.feeds.test_media import jpeg_with_gps
 from tests.pipeline_support import eventually, quick_join_consumer, relay, running
@@ -55,7 +55,7 @@ async def test_upload_post_and_like_flow_through_the_pipeline(settings, pool, re
 
         async def tagged():
             async with pool.acquire() as conn:
-                return await tags.inferred_tags(conn, post)
+                return await db_reads.inferred_tags(conn, post)
 
         assert {"running", "fitness"} & set(await eventually(tagged, timeout=60))
         assert await redis.exists(post_embeddings.vector_key(post))

@@ -20,7 +20,7 @@ from feedfabric.workers import events
 from feedfabric.workers.relay import Relay, replay_since
 
 from tests import factories as f
-from tests.pipeline_support import FAST, eventually, group_runner, read_topic, relay, running
+from tests.pipeline_support import FAST, HANG_GUARD_S, eventually, group_runner, read_topic, relay, running
 
 
 class Killed(BaseException):
@@ -86,7 +86,7 @@ async def test_two_relays_publish_every_row_in_key_order_while_50_writers_hammer
     first, second = relay(settings), relay(settings)
     async with running(first.run, second.run):
         await asyncio.gather(*(writer(i) for i in range(50)))
-        await eventually(lambda: _is_zero(pool), timeout=30)
+        await eventually(lambda: _is_zero(pool))
     total = 50 * per_writer
     assert first.published > 0 and second.published > 0
     assert first.published + second.published == total
@@ -132,7 +132,7 @@ async def test_relay_replays_the_window_when_the_broker_lost_a_topic(settings: S
             await admin.delete_topics([settings.kafka_topic_prefix + "feedfabric.posts"])
         finally:
             await admin.close()
-        await eventually(lambda: asyncio.sleep(0, the_relay.replays >= 1))
+        await asyncio.wait_for(the_relay.replayed.wait(), HANG_GUARD_S)  # the event, not a clock
         await eventually(lambda: _is_zero(pool))
     assert len(await read_topic(settings, "feedfabric.posts", 3)) == 3
 

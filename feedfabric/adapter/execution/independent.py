@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from graphql import Executor, GraphQLNamedType, GraphQLObjectType, SelectionSetNode, get_named_type
 
 from feedfabric.adapter.execution.marks import FieldMarks
 from feedfabric.schema.selections import iter_fields
 
 
-def viewer_independent(executor: Executor, marks: FieldMarks) -> bool:
+def viewer_independent(executor: Executor[Any], marks: FieldMarks) -> bool:
     """True when every field the subscription's selection reaches is marked SAME_FOR_EVERY_VIEWER (an unmarked
     field, or one of an abstract type, makes it per subscriber)."""
     root = executor.schema.subscription_type
@@ -16,7 +18,7 @@ def viewer_independent(executor: Executor, marks: FieldMarks) -> bool:
 
 
 def _shareable(
-    executor: Executor, marks: FieldMarks, parent: GraphQLNamedType | None, selections: SelectionSetNode
+    executor: Executor[Any], marks: FieldMarks, parent: GraphQLNamedType | None, selections: SelectionSetNode
 ) -> bool:
     for selection, on in iter_fields(selections, executor.fragment_definitions, parent, executor.schema):
         name = selection.name.value

@@ -49,7 +49,7 @@ class LiveRenderer:
 
     __slots__ = ("__weakref__", "executor", "key", "operation")
 
-    def __init__(self, executor: Executor, key: RenderKey | None) -> None:
+    def __init__(self, executor: Executor[Any], key: RenderKey | None) -> None:
         self.executor = executor
         self.operation = executor.operation
         self.key = key
@@ -75,7 +75,7 @@ class LiveRenderer:
 
 
 def live_rendering(
-    executor: Executor, marks: FieldMarks, renderers: WeakValueDictionary[RenderKey, LiveRenderer]
+    executor: Executor[Any], marks: FieldMarks, renderers: WeakValueDictionary[RenderKey, LiveRenderer]
 ) -> LiveRendering:
     """The renderer of this subscription's selection: one for every listener of a selection that reads
     nothing about the viewer (kept in `renderers` while any listens), else a renderer of its own."""

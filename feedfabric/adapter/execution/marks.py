@@ -1,6 +1,6 @@
 """What the engine asks of the schema: which fields read the same value for every viewer.
 
-The marks are declared on the schema's fields (feedfabric.schema.sharing, where
+The marks are declared on the schema's fields (feedfabric.schema.viewer_marks, where
 `ViewerMarks` answers this interface); the engine knows them only through it, so
 the schema does not depend on the engine, and the app hands the one to the
 other when it builds the schema (feedfabric.app).

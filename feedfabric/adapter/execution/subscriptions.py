@@ -8,7 +8,7 @@ so the first subscriber's result is kept on the item, keyed by the
 operation and its variables, and every later subscriber with the same
 selection gets that result. A selection is shared only when every field it
 reaches is marked SAME_FOR_EVERY_VIEWER where it is declared
-(feedfabric.schema.sharing, read through FieldMarks); `viewerHasLiked`,
+(feedfabric.schema.viewer_marks, read through FieldMarks); `viewerHasLiked`,
 `viewerFollows`, `repostOf` (whose visibility is the viewer's) and any
 unmarked field make it per subscriber. Only results without errors are shared.
 

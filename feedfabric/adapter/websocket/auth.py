@@ -4,7 +4,7 @@ else from the upgrade request's Authorization header.
 A socket without a valid token is closed with 4403 before any operation runs, so it learns nothing
 (graphql-transport-ws defines 4403 Forbidden; the legacy protocol, which has no such code, gets its
 `connection_error` message and then the same close). A signed-in socket is registered with the
-process's sessions (feedfabric.realtime.rights) for the rest of its life: they close it with 4403 when
+process's sessions (feedfabric.realtime.sessions) for the rest of its life: they close it with 4403 when
 its token expires or its member is suspended, and hold each member to WS_MAX_SOCKETS_PER_MEMBER sockets.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from feedfabric.feeds.viewer import ViewerResult, resolve_viewer
-from feedfabric.realtime.rights import Close
+from feedfabric.realtime.sessions import Close
 from feedfabric.resolvers.context import Resources
 
 LIMIT_CODE = "RATE_LIMITED"

@@ -17,12 +17,15 @@ from strawberry.schema import BaseSchema
 from feedfabric.adapter.websocket.frames import POLICY_VIOLATION, SUBPROTOCOL_NOT_ACCEPTABLE
 from feedfabric.adapter.websocket.legacy import LegacyProtocol
 from feedfabric.adapter.websocket.origins import Origins
-from feedfabric.adapter.websocket.protocol import Protocol
+from feedfabric.adapter.websocket.protocol import SocketProtocol
 from feedfabric.adapter.websocket.transport import TransportProtocol
 from feedfabric.core import metrics
 from feedfabric.resolvers.context import Resources
 
-PROTOCOLS: dict[str, type[Protocol]] = {TransportProtocol.name: TransportProtocol, LegacyProtocol.name: LegacyProtocol}
+PROTOCOLS: dict[str, type[SocketProtocol]] = {
+    TransportProtocol.name: TransportProtocol,
+    LegacyProtocol.name: LegacyProtocol,
+}
 
 
 class GraphQLSockets:

@@ -20,9 +20,31 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias, cast
+
+from strawberry.subscriptions.protocols.graphql_transport_ws import types as transport_ws
+from strawberry.subscriptions.protocols.graphql_ws import types as legacy_ws
 
 from feedfabric.core import jsonwire
+
+# The messages a client sends, typed as Strawberry types them for both protocols: `parse` hands on only
+# what has the fields its `type` needs (the `malformed` checks), so the handlers read them as typed.
+TransportMessage: TypeAlias = (
+    transport_ws.ConnectionInitMessage
+    | transport_ws.PingMessage
+    | transport_ws.PongMessage
+    | transport_ws.SubscribeMessage
+    | transport_ws.CompleteMessage
+)
+LegacyMessage: TypeAlias = (
+    legacy_ws.ConnectionInitMessage
+    | legacy_ws.StartMessage
+    | legacy_ws.StopMessage
+    | legacy_ws.ConnectionTerminateMessage
+)
+ClientMessage: TypeAlias = TransportMessage | LegacyMessage
+OperationPayload: TypeAlias = transport_ws.SubscribeMessagePayload | legacy_ws.StartMessagePayload
+"""What starts an operation: its query, variables and operation name (`subscribe`, legacy `start`)."""
 
 INVALID_MESSAGE = 4400
 UNAUTHORIZED = 4401
@@ -93,15 +115,16 @@ class BeforeInit:
         return None
 
 
-def parse(text: str) -> dict[str, Any]:
-    """The frame as a message of the right shape, or Malformed with the reason."""
+def parse(text: str) -> ClientMessage:
+    """The frame as a message of the right shape, or Malformed with the reason (a `type` neither protocol
+    knows passes too: the protocol answers it)."""
     try:
         message = jsonwire.loads(text)
     except ValueError:
         raise Malformed("Message must be valid JSON") from None
     if (reason := malformed(message)) is not None:
         raise Malformed(reason)
-    return message
+    return cast("ClientMessage", message)
 
 
 def malformed(message: Any) -> str | None:

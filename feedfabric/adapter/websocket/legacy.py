@@ -14,34 +14,34 @@ from __future__ import annotations
 from typing import Any
 
 from graphql import GraphQLError
+from strawberry.subscriptions.protocols.graphql_ws.types import StartMessage
 
 from feedfabric.adapter.websocket import frames
-from feedfabric.adapter.websocket.frames import NORMAL, UNAUTHORIZED
+from feedfabric.adapter.websocket.frames import NORMAL, UNAUTHORIZED, ClientMessage
 from feedfabric.adapter.websocket.operation import Operation
-from feedfabric.adapter.websocket.protocol import Protocol
+from feedfabric.adapter.websocket.protocol import SocketProtocol
 
 PROTOCOL = "graphql-ws"
 
 
-class LegacyProtocol(Protocol):
+class LegacyProtocol(SocketProtocol):
     __slots__ = ()
     name = PROTOCOL
 
-    async def handle(self, message: dict[str, Any]) -> None:
-        kind = message["type"]
-        if kind == "start":
+    async def handle(self, message: ClientMessage) -> None:
+        if message["type"] == "start":
             await self._start(message)
-        elif kind == "stop":
+        elif message["type"] == "stop":
             await self.stop(message["id"])
-        elif kind == "connection_init":
+        elif message["type"] == "connection_init":
             await self.initialise(message)
-        elif kind == "connection_terminate":
+        elif message["type"] == "connection_terminate":
             self.conn.close_soon(NORMAL, "")
 
     async def refuse_init(self, payload: dict[str, Any]) -> None:
         await self.conn.send(frames.encode({"type": "connection_error", "payload": payload}))
 
-    async def _start(self, message: dict[str, Any]) -> None:
+    async def _start(self, message: StartMessage) -> None:
         operation_id: str = message["id"]
         if self.context is None:
             self.conn.close_soon(UNAUTHORIZED, "Unauthorized")

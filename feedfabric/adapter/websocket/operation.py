@@ -98,7 +98,7 @@ class Operation:
 
     def write(self, frame: str) -> None:
         assert self.conn is not None
-        self.conn.post(frame)
+        self.conn.post(frame, self)
 
     def end(self, code: int, reason: str) -> None:
         assert self.conn is not None

@@ -8,52 +8,26 @@ when listed in WS_ALLOWED_ORIGINS (`*` for any). A refused handshake is answered
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from urllib.parse import urlsplit
 
-_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
-
-
-def normalize(origin: str) -> str | None:
-    """`scheme://host[:port]` as browsers send it (lowercase, no default port); None for a non-origin."""
-    try:
-        parts = urlsplit(origin.strip())
-        port = parts.port
-    except ValueError:
-        return None
-    if not parts.scheme or not parts.hostname:
-        return None
-    scheme = parts.scheme.lower()
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    if port is not None and port != _DEFAULT_PORTS.get(scheme):
-        host = f"{host}:{port}"
-    return f"{scheme}://{host}"
+from strawberry.http.websocket_origin import is_same_origin, normalize_origin
 
 
 class Origins:
-    """The allowed cross-origin pages, normalised once."""
+    """The allowed cross-origin pages, normalised once (Strawberry's `normalize_origin`: lowercase, no
+    default port, as browsers send them)."""
 
     def __init__(self, allowed: Iterable[str]) -> None:
         listed = [o.strip() for o in allowed if o.strip()]
         self.any = "*" in listed
-        self.allowed = frozenset(n for o in listed if o != "*" and (n := normalize(o)) is not None)
+        self.allowed = frozenset(n for o in listed if o != "*" and (n := normalize_origin(o)) is not None)
 
     def allows(self, headers: Mapping[str, str]) -> bool:
         origin = headers.get("origin")
         if origin is None or headers.get("sec-fetch-site") == "same-origin":
             return True
-        normalized = normalize(origin)
+        normalized = normalize_origin(origin)
         if normalized is None:
             return False
-        host = headers.get("host")
-        if host is not None and _same_host(normalized, host):
+        if is_same_origin(normalized, headers.get("host")):
             return True
         return self.any or normalized in self.allowed
-
-
-def _same_host(origin: str, host: str) -> bool:
-    """The page came from the host it connects to (the scheme's default port left out on both sides)."""
-    scheme, _, origin_host = origin.partition("://")
-    default = _DEFAULT_PORTS.get(scheme)
-    if default is not None and host.endswith(f":{default}"):
-        host = host[: -len(f":{default}")]
-    return origin_host == host.lower()

@@ -32,6 +32,8 @@ from typing import Any
 from graphql import GraphQLError
 from starlette.websockets import WebSocket
 from strawberry.schema import BaseSchema
+from strawberry.subscriptions.protocols.graphql_transport_ws import types as transport_ws
+from strawberry.subscriptions.protocols.graphql_ws import types as legacy_ws
 from strawberry.types.execution import ExecutionResult, PreExecutionError
 
 from feedfabric.adapter.websocket import frames
@@ -45,8 +47,10 @@ from feedfabric.adapter.websocket.frames import (
     TOO_MANY_MESSAGES,
     TRY_AGAIN_LATER,
     BeforeInit,
+    ClientMessage,
     Malformed,
     MessageBudget,
+    OperationPayload,
     payload_text,
 )
 from feedfabric.adapter.websocket.operation import Operation
@@ -57,7 +61,7 @@ from feedfabric.schema.ratelimit import spend_refused_document
 log = logging.getLogger(__name__)
 
 
-class Protocol:
+class SocketProtocol:
     """A socket's life under one protocol; `transport` and `legacy` supply the messages' handling."""
 
     name = ""
@@ -92,7 +96,7 @@ class Protocol:
         self.init_timeout = init_timeout
         self.init_timer: asyncio.TimerHandle | None = None
         self.max_operations = max_operations
-        self.conn = Connection(websocket, settings.realtime_queue_size)
+        self.conn = Connection(websocket, settings.realtime_queue_size, settings.ws_max_unsent_bytes)
         self.conn.on_close = self._end_operations
         self.budget = MessageBudget(settings.ws_max_messages_per_second)
         self.before_init: BeforeInit | None = BeforeInit()
@@ -139,7 +143,7 @@ class Protocol:
             return
         await self.handle(message)
 
-    async def handle(self, message: dict[str, Any]) -> None:
+    async def handle(self, message: ClientMessage) -> None:
         raise NotImplementedError
 
     def _init_timed_out(self) -> None:
@@ -148,7 +152,7 @@ class Protocol:
 
     # -- connection_init ----------------------------------------------------------------------------------
 
-    async def initialise(self, message: dict[str, Any]) -> bool:
+    async def initialise(self, message: transport_ws.ConnectionInitMessage | legacy_ws.ConnectionInitMessage) -> bool:
         """Authenticates the socket from its init; False when the socket was closed instead."""
         if self.init_received:
             self.conn.close_soon(TOO_MANY_INITS, "Too many initialisation requests")
@@ -190,7 +194,7 @@ class Protocol:
             extensions={"code": LIMIT_CODE},
         )
 
-    async def refusal(self, payload: dict[str, Any]) -> GraphQLError | None:
+    async def refusal(self, payload: OperationPayload) -> GraphQLError | None:
         """The error for a document refused before the schema sees it, spent from the rate limit as any
         refused document is; None for one the schema runs (or refuses itself)."""
         assert self.context is not None
@@ -214,7 +218,7 @@ class Protocol:
             return GraphQLError(allowance.refusal.message, extensions={"code": allowance.refusal.code})
         return error
 
-    def start(self, operation_id: str, payload: dict[str, Any]) -> None:
+    def start(self, operation_id: str, payload: OperationPayload) -> None:
         operation = Operation(operation_id, self.next_frame)
         operation.conn = self.conn
         operation.limit = self.resources.hub.queue_size
@@ -224,9 +228,10 @@ class Protocol:
     async def stop(self, operation_id: str) -> None:
         operation = self.operations.pop(operation_id, None)
         if operation is not None:
+            self.conn.drop(operation)  # its results still queued behind a slow reader do not go out either
             operation.finish()
 
-    async def _run(self, operation: Operation, payload: dict[str, Any]) -> None:
+    async def _run(self, operation: Operation, payload: OperationPayload) -> None:
         variables = payload.get("variables")
         try:
             stream = await self.schema.stream(
@@ -239,6 +244,8 @@ class Protocol:
             async with aclosing(stream):
                 first = True
                 async for result in stream:
+                    if self.ended(operation):  # the client's `complete` came first: no result goes out after it
+                        return
                     if first and isinstance(result, PreExecutionError):
                         await self.send_errors(operation, list(result.errors or ()))
                         return
@@ -250,17 +257,27 @@ class Protocol:
                         operation.go_live(result.extensions)
                         return
                     text = payload_text(result, operation.extensions)
-                    await self.conn.send(self.next_frame(operation, text))
-            await self.send_complete(operation)
+                    await self.conn.send(self.next_frame(operation, text), operation)
+            if not self.ended(operation):
+                await self.send_complete(operation)
         except asyncio.CancelledError:
             await self.cancelled(operation)
             raise
         except Exception:  # noqa: BLE001 - the schema answers its own errors; this is ours, and ends the operation
             log.exception("websocket operation %s failed", operation.id)
-            await self.send_errors(operation, [GraphQLError("Internal server error", extensions={"code": "INTERNAL"})])
+            if not self.ended(operation):
+                await self.send_errors(
+                    operation, [GraphQLError("Internal server error", extensions={"code": "INTERNAL"})]
+                )
         finally:
             if self.operations.get(operation.id) is operation and operation.task is not None:
                 del self.operations[operation.id]
+
+    def ended(self, operation: Operation) -> bool:
+        """Whether the client ended the operation (`complete`, `stop`) or the socket closed: from then on
+        nothing of it is sent, as graphql-transport-ws requires. Its task is cancelled too, but a result
+        already computed (a mutation that committed) would otherwise still go out."""
+        return self.conn.closed or self.operations.get(operation.id) is not operation
 
     def _end_operations(self) -> None:
         # Closed for reading too slowly (feedfabric.adapter.websocket.connection): its subscribers were cut off.

@@ -8,38 +8,36 @@ the ack, 4403 no valid token, 4408 no init in time, 4409 an id already running, 
 
 from __future__ import annotations
 
-from typing import Any
-
 from graphql import GraphQLError
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import SubscribeMessage
 
 from feedfabric.adapter.websocket import frames
-from feedfabric.adapter.websocket.frames import DUPLICATE_OPERATION, INVALID_MESSAGE, UNAUTHORIZED
+from feedfabric.adapter.websocket.frames import DUPLICATE_OPERATION, INVALID_MESSAGE, UNAUTHORIZED, ClientMessage
 from feedfabric.adapter.websocket.operation import Operation
-from feedfabric.adapter.websocket.protocol import Protocol
+from feedfabric.adapter.websocket.protocol import SocketProtocol
 
 PROTOCOL = "graphql-transport-ws"
 
 
-class TransportProtocol(Protocol):
+class TransportProtocol(SocketProtocol):
     __slots__ = ()
     name = PROTOCOL
 
-    async def handle(self, message: dict[str, Any]) -> None:
-        kind = message["type"]
-        if kind == "subscribe":
+    async def handle(self, message: ClientMessage) -> None:
+        if message["type"] == "subscribe":
             await self._subscribe(message)
-        elif kind == "complete":
+        elif message["type"] == "complete":
             await self.stop(message["id"])
-        elif kind == "ping":
+        elif message["type"] == "ping":
             await self.conn.send('{"type":"pong"}')
-        elif kind == "pong":
+        elif message["type"] == "pong":
             return
-        elif kind == "connection_init":
+        elif message["type"] == "connection_init":
             await self.initialise(message)
-        else:
-            self.conn.close_soon(INVALID_MESSAGE, f"Unknown message type: {kind}"[:120])
+        else:  # legacy graphql-ws's messages, or a type neither protocol knows
+            self.conn.close_soon(INVALID_MESSAGE, f"Unknown message type: {message['type']}"[:120])
 
-    async def _subscribe(self, message: dict[str, Any]) -> None:
+    async def _subscribe(self, message: SubscribeMessage) -> None:
         operation_id: str = message["id"]
         if self.context is None:
             self.conn.close_soon(UNAUTHORIZED, "Unauthorized")

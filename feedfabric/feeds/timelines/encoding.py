@@ -57,14 +57,10 @@ def score_of(post_id: uuid.UUID) -> int:
     return id_millis(post_id)
 
 
-def on_cluster(redis: object) -> bool:
-    return is_cluster(redis)
-
-
 def shard_of(redis: object, member_id: uuid.UUID | str) -> str:
     """Which Redis serves a member's timeline: "" on one server, the node's name on a cluster, so a
     node that is down costs the reads of its own slots only (breaker.CircuitBreaker.shard)."""
-    if not on_cluster(redis):
+    if not is_cluster(redis):
         return ""
     try:
         return str(redis.get_node_from_key(feed_key(member_id)).name)  # type: ignore[attr-defined]

@@ -6,8 +6,8 @@ import asyncpg
 import redis.asyncio as aioredis
 
 from feedfabric.db import timeline_queries as q
-from feedfabric.db.redisclient import Script
-from feedfabric.feeds.timelines.encoding import as_text, on_cluster
+from feedfabric.db.redisclient import Script, is_cluster
+from feedfabric.feeds.timelines.encoding import as_text
 
 EPOCH_KEY = "feed:epoch"
 
@@ -28,7 +28,7 @@ async def serving_floor(pool: asyncpg.Pool | asyncpg.Connection, redis: aioredis
     One script call when settled; otherwise settles the run first (one small transaction).
     Not available on Redis Cluster (each node restarts on its own): there every entry is trusted.
     """
-    if on_cluster(redis):
+    if is_cluster(redis):
         return None
     settled, run, floor = await EPOCH(redis, [EPOCH_KEY], ())
     if int(settled):

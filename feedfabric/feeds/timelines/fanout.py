@@ -18,7 +18,7 @@ from redis.exceptions import NoScriptError, ResponseError
 from feedfabric.core import failpoints, tracing
 from feedfabric.core.settings import Settings
 from feedfabric.db import timeline_queries as q
-from feedfabric.db.redisclient import Script
+from feedfabric.db.redisclient import Script, is_cluster
 from feedfabric.feeds.timelines import slots
 from feedfabric.feeds.timelines.encoding import (
     ID_TEXT_LENGTH,
@@ -28,7 +28,6 @@ from feedfabric.feeds.timelines.encoding import (
     encode_member,
     entries,
     feed_key,
-    on_cluster,
     pack_ids,
     unpack_ids,
 )
@@ -77,7 +76,7 @@ async def push_packed(redis: aioredis.Redis, packed: str, post_id: uuid.UUID, ma
     if not packed:
         return 0
     member = encode_member(post_id)
-    if not on_cluster(redis):
+    if not is_cluster(redis):
         await PUSH(redis, [], (RAW_SCORE, member, max_length, KEY_PREFIX, packed))
         return len(packed) // ID_TEXT_LENGTH
     await redis.initialize()  # the slot map (a no-op once known)

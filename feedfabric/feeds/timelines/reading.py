@@ -11,14 +11,13 @@ import redis.asyncio as aioredis
 
 from feedfabric.core.settings import Settings
 from feedfabric.db import timeline_queries as q
-from feedfabric.db.redisclient import Script
+from feedfabric.db.redisclient import Script, is_cluster
 from feedfabric.feeds.timelines import slots
 from feedfabric.feeds.timelines.encoding import (
     as_text,
     cursor_forms,
     decode_member,
     feed_key,
-    on_cluster,
     owed_key,
 )
 from feedfabric.feeds.timelines.epochs import EPOCH_KEY, serving_floor
@@ -151,7 +150,7 @@ async def open_timeline(
     An unsettled run (rare: once per Redis run) and Redis Cluster (whose keys
     cannot share one script call) take the separate calls.
     """
-    if not on_cluster(redis):
+    if not is_cluster(redis):
         raw, text = cursor_forms(after_post_id)
         keys = [EPOCH_KEY, feed_key(member_id), slots.rebuilt_key(member_id)]
         result = await OPEN(redis, keys, (raw, count, text))
@@ -162,7 +161,7 @@ async def open_timeline(
                 return OpenedTimeline(floor, None)
             return OpenedTimeline(floor, _page_of(result[3], result[4], floor))
     floor = await serving_floor(pool, redis)
-    if on_cluster(redis):
+    if is_cluster(redis):
         # A slot that lost its data leaves timelines fan-out recreated with holes: read as missing until rebuilt.
         if not await slots.timeline_trusted(pool, redis, uuid.UUID(str(member_id))):
             return OpenedTimeline(floor, None)
@@ -188,7 +187,7 @@ async def open_first_page(
     pool: asyncpg.Pool | asyncpg.Connection, redis: aioredis.Redis, member_id: uuid.UUID | str, count: int
 ) -> OpenedFirstPage:
     """`open_timeline` with no cursor and the owed mark, in one round trip when settled."""
-    if on_cluster(redis):
+    if is_cluster(redis):
         return OpenedFirstPage(
             await open_timeline(pool, redis, member_id, None, count), await read_owed(redis, member_id)
         )

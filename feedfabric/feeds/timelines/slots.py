@@ -38,12 +38,6 @@ SENTINEL_PREFIX = "feed:slot:"
 CLUSTER_RUN = "cluster"  # the run the epoch table records when a cluster's slots are first settled
 
 
-def _slot_tags() -> list[str]:
-    """For each slot, a short text whose CRC16 (Redis Cluster's key hash) falls on it (a generated table:
-    computing it takes about a second, too long for a request)."""
-    return TAGS
-
-
 def check_tags() -> bool:
     """Whether the table names every slot once, each tag on its own slot."""
     return len(TAGS) == SLOTS and all(key_slot(tag) == slot for slot, tag in enumerate(TAGS))
@@ -55,7 +49,7 @@ def key_slot(key: str) -> int:
 
 
 def sentinel_key(slot: int) -> str:
-    return f"{SENTINEL_PREFIX}{{{_slot_tags()[slot]}}}"
+    return f"{SENTINEL_PREFIX}{{{TAGS[slot]}}}"
 
 
 def rebuilt_key(member_id: uuid.UUID | str) -> str:

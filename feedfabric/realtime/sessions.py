@@ -30,6 +30,7 @@ from typing import Any
 
 import asyncpg
 
+from feedfabric.core.background import Background
 from feedfabric.db import members as members_db
 from feedfabric.db.redisclient import REDIS_FAILURES
 from feedfabric.realtime import socket_leases
@@ -59,7 +60,7 @@ class Sessions:
     _open: dict[object, Session] = field(default_factory=dict)
     _per_member: Counter[uuid.UUID] = field(default_factory=Counter)
     _renewed_at: float = 0.0
-    _task: asyncio.Task[None] | None = None
+    _task: Background = field(default_factory=lambda: Background("websocket-rights"))
 
     async def admit(self, key: object, member_id: uuid.UUID | None, expires_at: float, close: Close) -> bool:
         """Registers the socket `key`, or refuses it (False, nothing registered) when its member already
@@ -122,6 +123,17 @@ class Sessions:
                 await session.close(FORBIDDEN, f"Forbidden: {reason}")
         return len(ended)
 
+    async def close_member(self, member_id: uuid.UUID, reason: str) -> int:
+        """Closes this process's sockets of the member at once (a suspension answered here: nothing more
+        reaches them from this process); other processes' sweeps find the suspension within their
+        interval. Returns how many."""
+        ended = [(key, s) for key, s in list(self._open.items()) if s.member_id == member_id]
+        for key, session in ended:
+            await self.forget(key)
+            with contextlib.suppress(Exception):  # a socket already gone has nothing left to close
+                await session.close(FORBIDDEN, f"Forbidden: {reason}")
+        return len(ended)
+
     async def renew_leases(self, now: float | None = None) -> None:
         """Extends the Redis leases of this process's open sockets, a third of a lease after the last time."""
         now = time.time() if now is None else now
@@ -134,14 +146,10 @@ class Sessions:
 
     def start(self, pool: asyncpg.Pool) -> None:
         """Sweeps (and renews the leases) every `interval_s` until `stop`."""
-        self._task = asyncio.create_task(self._run(pool), name="websocket-rights")
+        self._task.start(lambda: self._run(pool))
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._task.stop()
 
     async def _run(self, pool: asyncpg.Pool) -> None:
         while True:

@@ -6,4 +6,4 @@ from typing import TypeAlias
 
 import asyncpg
 
-Executor: TypeAlias = asyncpg.Connection | asyncpg.Pool
+Queryable: TypeAlias = asyncpg.Connection | asyncpg.Pool

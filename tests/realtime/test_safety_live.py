@@ -1,0 +1,174 @@
+"""The safety matrix's live rows: homeTimeline, notificationAdded and notificationGroupUpdated hold the
+viewer's blocks, mutes and muted words, with the change made on one API instance and the subscription
+on another (each with its own realtime consumer and its own relations held in memory)."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+
+import asyncpg
+import pytest
+import redis.asyncio as aioredis
+from feedfabric.app import schema
+from feedfabric.core.settings import Settings
+from feedfabric.db import notifications as notifications_db
+from feedfabric.schema.core_schema import graphql_schema
+from feedfabric.workers import notifications
+
+from tests.pipeline_support import eventually, group_runner, relay, running
+from tests.realtime_support import HOME_SUB, TRANSPORT_WS, member_id, serve, wait_subscribed, ws_client
+from tests.support import Api
+
+# Every live surface, with the test below that holds it against the relations.
+LIVE_ROWS = {
+    "Subscription.homeTimeline": "test_live_home_timeline_holds_every_relation_across_instances",
+    "Subscription.notificationAdded": "test_live_notifications_and_groups_leave_out_hidden_actors",
+    "Subscription.notificationGroupUpdated": "test_live_notifications_and_groups_leave_out_hidden_actors",
+}
+BLOCK = "mutation($e: String!) { block(externalUserId: $e) { id } }"
+MUTE = "mutation($e: String!, $n: Boolean) { mute(externalUserId: $e, notifications: $n) { id } }"
+WORD = "mutation($p: String!, $c: [FilterContext!]) { addMutedWord(phrase: $p, contexts: $c) { id } }"
+REPOST = "mutation($p: ID!) { repost(postId: $p) { id } }"
+
+
+def test_every_subscription_is_a_live_row() -> None:
+    fields = set(graphql_schema(schema).subscription_type.fields)
+    assert {f"Subscription.{f}" for f in fields} == set(LIVE_ROWS), "a new subscription needs its live row here"
+
+
+async def test_live_home_timeline_holds_every_relation_across_instances(settings: Settings, pool: asyncpg.Pool) -> None:
+    async with serve(settings) as writer, serve(settings) as reader, running(relay(settings).run):
+        api = writer.api
+        viewer = await api.member("looker")
+        echo = await api.member("echo")
+        names = ["shown", "blocked", "blocking", "muted", "quiet", "word_home", "word_tags", "unblocked"]
+        tokens = {n: await api.member(n) for n in names}
+        for who in ["echo", *names]:
+            await api.follow(viewer, who)
+        looker = await member_id(pool, "looker")
+        async with ws_client(reader, TRANSPORT_WS, viewer) as ws:
+            await ws.subscribe(HOME_SUB)
+            await wait_subscribed(reader, 1)
+            # A first item makes the reading instance hold the viewer's (empty) relations.
+            warm = await api.post(tokens["shown"], "before anything")
+            assert (await ws.next_data(timeout=20))["homeTimeline"]["post"]["id"] == warm
+            held = reader.app.state.resources.relations
+            assert held.peek(looker) is not None
+
+            # Every change is made on the other instance.
+            await api.gql(BLOCK, {"e": "blocked"}, token=viewer)
+            await api.gql(BLOCK, {"e": "looker"}, token=tokens["blocking"])
+            await api.gql(MUTE, {"e": "muted"}, token=viewer)
+            await api.gql(MUTE, {"e": "quiet", "n": False}, token=viewer)
+            await api.gql(WORD, {"p": "spoiler", "c": ["HOME"]}, token=viewer)
+            await api.gql(WORD, {"p": "tagsonly", "c": ["TAGS"]}, token=viewer)
+            await api.gql(BLOCK, {"e": "unblocked"}, token=viewer)
+            await api.gql('mutation { unblock(externalUserId: "unblocked") { id } }', token=viewer)
+            await api.follow(viewer, "unblocked")
+
+            # The reading instance's consumer hears of them and lets go of what it held.
+            async def forgotten() -> bool:
+                return held.peek(looker) is None
+
+            await eventually(forgotten, timeout=10)
+
+            content = {"word_home": "a big SPOILER here", "word_tags": "only tagsonly here"}
+            expected: set[str] = set()
+            for name in names:
+                post = await api.post(tokens[name], content.get(name, f"post by {name}"))
+                repost = (await api.gql(REPOST, {"p": post}, token=echo))["repost"]["id"]
+                if name in ("shown", "word_tags", "unblocked"):
+                    expected |= {post, repost}
+            got: set[str] = set()
+            while not expected <= got:
+                got.add((await ws.next_data(timeout=20))["homeTimeline"]["post"]["id"])
+            assert await ws.nothing_within(1.0)
+            assert got == expected
+
+
+NOTIFY_SUB = "subscription { notificationAdded { kind actor { username } } }"
+GROUP_SUB = "subscription { notificationGroupUpdated { kind actorCount sampleActors { username } } }"
+
+
+@pytest.mark.parametrize("live", ["notificationAdded", "notificationGroupUpdated"])
+async def test_live_notifications_and_groups_leave_out_hidden_actors(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis, live: str
+) -> None:
+    runner = group_runner(settings, pool, redis, notifications.GROUP)
+    async with serve(settings) as writer, serve(settings) as reader, running(relay(settings).run, runner.run):
+        api = writer.api
+        viewer = await api.member("looker")
+        names = ["shown", "muted", "quiet", "worded"]
+        tokens = {n: await api.member(n) for n in names}
+        post = await api.post(viewer, "like me")
+        await api.gql(MUTE, {"e": "muted"}, token=viewer)
+        await api.gql(MUTE, {"e": "quiet", "n": False}, token=viewer)
+        await api.gql(WORD, {"p": "spoiler", "c": ["NOTIFICATIONS"]}, token=viewer)
+        async with ws_client(reader, TRANSPORT_WS, viewer) as ws:
+            await ws.subscribe(NOTIFY_SUB if live == "notificationAdded" else GROUP_SUB)
+            await wait_subscribed(reader, 1)
+            like = "mutation($p: ID!) { likePost(postId: $p) { id } }"
+            for name in ("muted", "quiet", "shown"):
+                await api.gql(like, {"p": post}, token=tokens[name])
+            await api.gql(
+                'mutation($p: ID!) { addComment(postId: $p, content: "a spoiler!") { id } }',
+                {"p": post},
+                token=tokens["worded"],
+            )
+            if live == "notificationAdded":
+                actors = set()
+                while actors != {"quiet", "shown"}:
+                    actors.add((await ws.next_data(timeout=20))["notificationAdded"]["actor"]["username"])
+                assert await ws.nothing_within(1.0)
+            else:
+                # The like group as each like changed it: the muted liker is never counted or sampled.
+                last = None
+                while last is None or last["actorCount"] < 2:
+                    last = (await ws.next_data(timeout=20))["notificationGroupUpdated"]
+                    assert last["kind"] == "LIKE"
+                    assert "muted" not in {a["username"] for a in last["sampleActors"]}
+                assert {a["username"] for a in last["sampleActors"]} == {"quiet", "shown"}
+                # Repeats of the like group may follow (one per event that changed it); no COMMENT group does,
+                # its text holds a muted word.
+                with contextlib.suppress(TimeoutError):
+                    while True:
+                        again = (await ws.next_data(timeout=1.0))["notificationGroupUpdated"]
+                        assert again["kind"] == "LIKE" and again["actorCount"] == 2
+
+
+async def test_the_worker_writes_no_notification_from_a_blocked_actor(api: Api, pool: asyncpg.Pool) -> None:
+    viewer = await api.member("looker")
+    await api.member("pest")
+    await api.gql(BLOCK, {"e": "pest"}, token=viewer)
+    looker, pest = await member_id(pool, "looker"), await member_id(pool, "pest")
+    async with pool.acquire() as conn, conn.transaction():
+        made = await notifications_db.add_for_event(
+            conn, event_id=10**12, kind="follow", actor_id=pest, recipients=[(uuid.uuid4(), looker)]
+        )
+    assert made == []
+
+
+async def test_a_replay_leaves_out_what_the_relations_hide(settings: Settings) -> None:
+    """homeTimeline(since:) replays from Postgres: blocks and mutes in the statement, HOME words here."""
+    async with serve(settings) as server, running(relay(settings).run):
+        api = server.api
+        alice, bob, carol = await api.member("alice"), await api.member("bob"), await api.member("carol")
+        await api.follow(bob, "alice")
+        await api.follow(bob, "carol")
+        async with ws_client(server, TRANSPORT_WS, bob) as ws:
+            await ws.subscribe(HOME_SUB)
+            await wait_subscribed(server, 1)
+            first = await api.post(alice, "seen live")
+            cursor = (await ws.next_data(timeout=20))["homeTimeline"]["cursor"]
+        assert cursor == first
+        await api.gql(WORD, {"p": "secret", "c": ["HOME"]}, token=bob)
+        await api.gql(MUTE, {"e": "carol"}, token=bob)
+        await api.post(alice, "a secret one")
+        await api.post(carol, "carol speaks")
+        kept = await api.post(alice, "an open one")
+        async with ws_client(server, TRANSPORT_WS, bob) as ws:
+            await ws.subscribe(HOME_SUB, {"since": cursor})
+            replayed = (await ws.next_data(timeout=20))["homeTimeline"]["post"]["id"]
+            assert replayed == kept
+            assert await ws.nothing_within(1.0)
