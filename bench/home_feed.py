@@ -431,14 +431,14 @@ def our_postgres(database_url: str) -> psutil.Process:
     """The postmaster of the benchmark's database: other Postgres servers on a shared machine (other
     people's tests) are not this page's work."""
 
-    async def backend() -> int:
+    async def postmaster() -> int:
         conn = await asyncpg.connect(database_url)
-        try:
-            return int(await conn.fetchval("SELECT pg_backend_pid()"))
+        try:  # the backend's parent, read while the backend lives
+            return int(psutil.Process(int(await conn.fetchval("SELECT pg_backend_pid()"))).ppid())
         finally:
             await conn.close()
 
-    return psutil.Process(psutil.Process(asyncio.run(backend())).ppid())
+    return psutil.Process(asyncio.run(postmaster()))
 
 
 def tree_cpu(roots: list[psutil.Process]) -> dict[int, float]:

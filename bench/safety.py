@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import random
 import sys
@@ -197,36 +198,57 @@ async def home_ratios(settings: Settings, pool: asyncpg.Pool, pages: int) -> dic
     }
 
 
+async def postgres_times(pool: asyncpg.Pool) -> dict[str, float]:
+    """Postgres's own time for the home page's hydration of 100 timeline entries (EXPLAIN ANALYZE), per
+    viewer: what the rule costs the database, which the figures above (this process's CPU) leave out."""
+    ids = [r["id"] for r in await pool.fetch("SELECT id FROM posts ORDER BY id DESC LIMIT 100")]
+    found: dict[str, float] = {}
+    for name in ("plain", "heavy", "muting"):
+        viewer = await pool.fetchval("SELECT id FROM members WHERE username = $1", name)
+        best = float("inf")
+        for _ in range(20):
+            plan = await pool.fetchval(
+                "EXPLAIN (ANALYZE, FORMAT JSON) SELECT id FROM feed_posts($1) WHERE id = ANY($2::uuid[])", viewer, ids
+            )
+            parsed = json.loads(plan) if isinstance(plan, str) else plan  # the pool decodes json itself
+            best = min(best, float(parsed[0]["Execution Time"]))
+        found[name] = best
+    return found
+
+
 async def live_ratio(pool: asyncpg.Pool, events: int) -> dict[str, Any]:
+    """Both sets of 1,000 subscribers on hubs of their own, warmed, then timed in alternating rounds."""
     author = await pool.fetchval("SELECT id FROM members WHERE username = 'a1'")
     posts = [
         r["id"]
         for r in await pool.fetch("SELECT id FROM posts WHERE author_id = $1 ORDER BY id LIMIT $2", author, events)
     ]
-    cpu: dict[str, float] = {}
+    made = [
+        Event(n + 1, "PostCreated", str(p), 1, {"postId": str(p), "authorId": str(author), "createdAtMs": id_millis(p)})
+        for n, p in enumerate(posts)
+    ]
+    sides: dict[str, tuple[Hub, RelationsCache]] = {}
     for prefix in ("q", "s"):
         hub = Hub(queue_size=10**6)
         cache = RelationsCache(size=10_000)
         for r in await pool.fetch("SELECT id FROM members WHERE username LIKE $1", f"{prefix}%"):
             hub.add(Channel.TIMELINE, r["id"])
-        made = [
-            Event(
-                n + 1,
-                "PostCreated",
-                str(p),
-                1,
-                {"postId": str(p), "authorId": str(author), "createdAtMs": id_millis(p)},
-            )
-            for n, p in enumerate(posts)
-        ]
         await deliver(pool, hub, made[:5], cache)  # warm: plans, each subscriber's relations read once
-        start = time.process_time()
-        delivered = 0
-        for event in made:
-            delivered += await deliver(pool, hub, [event], cache)
-        cpu[prefix] = (time.process_time() - start) / len(made)
-        assert delivered == len(made) * SUBSCRIBERS, delivered
-    return {"none_ms": cpu["q"] * 1000, "with_ms": cpu["s"] * 1000, "ratio": cpu["s"] / cpu["q"]}
+        sides[prefix] = (hub, cache)
+    cpu = {"q": 0.0, "s": 0.0}
+    rounds = 10
+    size = max(1, len(made) // rounds)
+    for start in range(0, len(made), size):
+        for prefix in ("q", "s") if start // size % 2 == 0 else ("s", "q"):
+            hub, cache = sides[prefix]
+            began = time.process_time()
+            delivered = 0
+            for event in made[start : start + size]:
+                delivered += await deliver(pool, hub, [event], cache)
+            cpu[prefix] += time.process_time() - began
+            assert delivered == len(made[start : start + size]) * SUBSCRIBERS, delivered
+    per = {k: v / len(made) for k, v in cpu.items()}
+    return {"none_ms": per["q"] * 1000, "with_ms": per["s"] * 1000, "ratio": per["s"] / per["q"]}
 
 
 async def run(url: str, redis_url: str, pages: int, events: int) -> None:
@@ -235,6 +257,7 @@ async def run(url: str, redis_url: str, pages: int, events: int) -> None:
     try:
         await load(pool)
         home = await home_ratios(settings, pool, pages)
+        database = await postgres_times(pool)
         live = await live_ratio(pool, events)
     finally:
         await pool.close()
@@ -249,6 +272,9 @@ async def run(url: str, redis_url: str, pages: int, events: int) -> None:
         f"  80 % of the timeline muted           {home['muting_ms']:.2f} ms   ratio {home['muting_ratio']:.2f}x"
         f" (API only {home['muting_ratio_api']:.2f}x; target <= 3x); shortest page {home['muting_shortest']}"
     )
+    print("Postgres, hydrating 100 timeline entries through feed_posts (best of 20, EXPLAIN ANALYZE)")
+    for name, label in (("plain", "no relations"), ("heavy", "10,000 blocks"), ("muting", "80 % of authors muted")):
+        print(f"  {label:<37}{database[name]:.2f} ms")
     print(f"live delivery to {SUBSCRIBERS} subscribers, {events} events (CPU per event)")
     print(f"  no relations                         {live['none_ms']:.2f} ms")
     print(

@@ -155,15 +155,15 @@ class Case:
     def spawn(self, name: str, *argv: str, **env: str) -> Proc:
         log = self.work_dir / "logs" / f"{name}-{len(self.procs)}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        out = open(log, "ab")  # noqa: SIM115 - the child owns it
-        popen = subprocess.Popen(
-            [sys.executable, "-m", "feedfabric", *argv],
-            env=self.env(**env),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            preexec_fn=devstack.die_with_parent(signal.SIGKILL),
-        )
+        with open(log, "ab") as out:  # the child keeps its own copy of the descriptor
+            popen = subprocess.Popen(
+                [sys.executable, "-m", "feedfabric", *argv],
+                env=self.env(**env),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=devstack.die_with_parent(signal.SIGKILL),
+            )
         proc = Proc(name, popen, log)
         self.procs.append(proc)
         return proc

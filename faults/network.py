@@ -213,15 +213,15 @@ class Network:
         run_as: tuple[int, int] | None = None,
     ) -> subprocess.Popen[bytes]:
         log.parent.mkdir(parents=True, exist_ok=True)
-        out = open(log, "ab")  # noqa: SIM115 - the child owns it
-        return subprocess.Popen(
-            argv,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            preexec_fn=self.preexec(host, run_as),
-        )
+        with open(log, "ab") as out:  # the child keeps its own copy of the descriptor
+            return subprocess.Popen(
+                argv,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=self.preexec(host, run_as),
+            )
 
     def run(self, host: str, argv: list[str], run_as: tuple[int, int] | None = None, timeout: float = 120) -> str:
         """A short command on `host`, its output returned; raises on a non-zero exit."""

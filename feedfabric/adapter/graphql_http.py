@@ -192,9 +192,23 @@ async def _request_data(request: Request) -> tuple[GraphQLRequestData, FormData 
         data = _json_object(await request.body())
     elif content_type == "multipart/form-data":
         form = await _form(request)
-        data = _with_files(form)
+        try:
+            data = _with_files(form)
+        except BaseException:
+            await form.close()  # the caller closes it only once this returns it
+            raise
     else:
         raise RequestRefused(400, "Unsupported content type")
+    try:
+        return _operation(data), form
+    except BaseException:
+        if form is not None:
+            await form.close()
+        raise
+
+
+def _operation(data: dict[str, Any] | list[Any]) -> GraphQLRequestData:
+    """The parts of a request that make an operation, each of the type the specification allows."""
     if isinstance(data, list):
         raise RequestRefused(400, "Batching is not enabled")
     query, variables, extensions = data.get("query"), data.get("variables"), data.get("extensions")
@@ -205,10 +219,9 @@ async def _request_data(request: Request) -> tuple[GraphQLRequestData, FormData 
     if not isinstance(extensions, dict | None):
         raise RequestRefused(400, "The GraphQL operation's `extensions` must be an object or null, if provided.")
     operation_name = data.get("operationName")
-    request_data = GraphQLRequestData(
+    return GraphQLRequestData(
         query=query, variables=variables, operation_name=operation_name, extensions=extensions, protocol="http"
     )
-    return request_data, form
 
 
 def _json_object(text: str | bytes) -> dict[str, Any] | list[Any]:

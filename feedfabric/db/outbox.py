@@ -29,7 +29,7 @@ async def add_event(
     """Writes one event in the caller's transaction and returns its ID (the eventId).
 
     One statement, one round trip (issue 50): the per-key version bump, the row and the NOTIFY that wakes
-    the relays. The version row is locked until commit, and the outbox row is formed from the bumped version,
+    the relays (its payload `shard:id`, so a relay that already claimed the row is not woken for it). The version row is locked until commit, and the outbox row is formed from the bumped version,
     so its ID is drawn only once the lock is held: two writers of one key commit their events in version
     order and outbox ID order alike. The NOTIFY is delivered at commit, as before. The traceparent of the
     current span goes with the row, so the trace of the change goes on in every consumer of the event.
@@ -48,7 +48,7 @@ _ADD_EVENT = (
     " added AS ("
     "  INSERT INTO outbox (topic, key, shard, event_type, aggregate_version, payload, traceparent)"
     "  SELECT $2, $1, $3::int, $4, bumped.version, $5, $6 FROM bumped RETURNING id)"
-    f" SELECT added.id, pg_notify('{NOTIFY_CHANNEL}', $3::int::text) FROM added"
+    f" SELECT added.id, pg_notify('{NOTIFY_CHANNEL}', $3::int::text || ':' || added.id) FROM added"
 )
 
 

@@ -102,15 +102,16 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: 
 
 def _spawn(args: list[str], log: Path, sig: int, **kwargs: Any) -> subprocess.Popen[bytes]:
     log.parent.mkdir(parents=True, exist_ok=True)
-    out = open(log, "ab")  # noqa: SIM115 - the child owns it for its lifetime
-    return subprocess.Popen(
-        args,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        preexec_fn=die_with_parent(sig),
-        **kwargs,
-    )
+    # The child gets its own copy of the descriptor; ours is closed once it is started.
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            args,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent(sig),
+            **kwargs,
+        )
 
 
 # -- Postgres -----------------------------------------------------------------

@@ -10,12 +10,14 @@ from feedfabric.core.models import PageExtras, RankedPage
 from feedfabric.db import feed_stats, post_extras
 from feedfabric.db import foryou as foryou_db
 from feedfabric.db.foryou import Model, Profile
-from feedfabric.feeds import foryou, paging
+from feedfabric.feeds import foryou, paging, ranking
 from feedfabric.feeds.filtering import posts_hidden_by_words
 from feedfabric.resolvers import pages
 from feedfabric.resolvers.context import Context
 
 MAX_STATS_DAYS = 366
+STATS_ROWS_PER_DAY = 2 + len(ranking.PRESETS)
+"""feedStats rows a day can have: following, favourites, and for_you once per preset."""
 
 
 async def for_you(ctx: Context, first: int | None, after: str | None) -> RankedPage:

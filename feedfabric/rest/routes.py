@@ -255,7 +255,10 @@ async def upload_media(ctx: Context, request: Request) -> dict[str, Any]:
             form = await request.form(max_files=1, max_fields=4)
         except HTTPException as refused:  # more parts than one file, or a malformed body
             raise BadInput(f"send one photo as the multipart part `file` ({refused.detail})") from None
-        data = await media_resolvers.read_upload(form.get("file"), limit)
+        try:
+            data = await media_resolvers.read_upload(form.get("file"), limit)
+        finally:
+            await form.close()  # its spooled files, on disk past a megabyte
     else:
         data = await request.body()
         if len(data) > limit:

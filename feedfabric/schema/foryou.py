@@ -162,7 +162,11 @@ class ForYouQuery:
         profile = await resolve.feed_profile(info.context)
         return FeedProfile.of(profile) if profile is not None else None
 
-    @strawberry.field(description="Admin only.")
+    # Rows a day (a feed and preset each) for up to MAX_STATS_DAYS: the query cost counts that many (its
+    # default, a page, was less than a year of them).
+    @strawberry.field(
+        description="Admin only.", metadata={MAX_ITEMS: resolve.MAX_STATS_DAYS * resolve.STATS_ROWS_PER_DAY}
+    )
     async def feed_stats(self, info: ContextInfo, days: int | None = 14) -> list[FeedStats]:
         return [FeedStats.of(row) for row in await resolve.stats(info.context, days)]
 

@@ -8,7 +8,7 @@ from feedfabric.core import auth
 from feedfabric.core.auth import TokenCache, issue_token
 from feedfabric.core.errors import Unauthenticated
 
-SECRET = "s3cret"
+SECRET = "s3cret-" + "x" * 32  # PyJWT warns of HMAC keys under 32 bytes
 
 
 class Clock:
@@ -67,7 +67,7 @@ def test_a_token_is_checked_against_each_secret() -> None:
     token = issue_token(SECRET, "maya")
     assert cache.decode(SECRET, token).external_id == "maya"
     with pytest.raises(Unauthenticated, match="invalid"):
-        cache.decode("another-secret", token)
+        cache.decode("another-secret-" + "x" * 32, token)
     with pytest.raises(Unauthenticated, match="invalid"):
         cache.decode(SECRET, token[:-2] + ("AA" if not token.endswith("AA") else "BB"))
 

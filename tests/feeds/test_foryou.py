@@ -478,7 +478,9 @@ async def test_a_tampered_forged_or_borrowed_cursor_is_bad_user_input(api: Api, 
         assert await api.error_codes(FOR_YOU, {"first": 5, "after": flipped}, token=reader) == ["BAD_USER_INPUT"]
     assert await api.error_codes(FOR_YOU, {"first": 5, "after": cursor}, token=other) == ["BAD_USER_INPUT"]
     # A new Settings: a copy would keep the secret already read (a cached property).
-    async with make_api(Settings(**{**settings.model_dump(), "feedfabric_jwt_secret": "another-secret"})) as elsewhere:
+    async with make_api(
+        Settings(**{**settings.model_dump(), "feedfabric_jwt_secret": "another-secret-" + "x" * 32})
+    ) as elsewhere:
         forged = (await _page(elsewhere, elsewhere.token("reader"), 5))["pageInfo"]["endCursor"]
     assert await api.error_codes(FOR_YOU, {"first": 5, "after": forged}, token=reader) == ["BAD_USER_INPUT"]
     assert (await api.rest("GET", "/userfeed/foryou", token=reader, params={"cursor": forged})).status_code == 400

@@ -320,3 +320,18 @@ async def test_a_mute_made_while_pages_are_read_holds_from_the_next_page(api: Ap
     # nothing is skipped: every carol post older than the cursor is there
     shown = [e["node"]["id"] for e in first["homeFeed"]["edges"] + rest["homeFeed"]["edges"]]
     assert len(set(shown)) == len(shown)
+
+
+async def test_a_blocked_commenter_leaves_the_comments_not_the_count(api: Api) -> None:
+    alice, bob, carol = await api.member("alice"), await api.member("bob"), await api.member("carol")
+    post = await api.post(carol, "talk to me")
+    add = "mutation($p: ID!, $c: String!) { addComment(postId: $p, content: $c) { id } }"
+    from_bob = (await api.gql(add, {"p": post, "c": "from bob"}, token=bob))["addComment"]["id"]
+    from_carol = (await api.gql(add, {"p": post, "c": "from carol"}, token=carol))["addComment"]["id"]
+    await api.gql(BLOCK, {"e": "bob"}, token=alice)
+    query = "query($id: ID!) { post(id: $id) { commentCount comments { edges { node { id } } } } }"
+    seen = (await api.gql(query, {"id": post}, token=alice))["post"]
+    assert [e["node"]["id"] for e in seen["comments"]["edges"]] == [from_carol]
+    assert seen["commentCount"] == 2  # as stored: the count says nothing of who blocked whom
+    seen = (await api.gql(query, {"id": post}, token=carol))["post"]
+    assert [e["node"]["id"] for e in seen["comments"]["edges"]] == [from_bob, from_carol]

@@ -75,14 +75,15 @@ STALLED_SERVER = textwrap.dedent(
 
 
 def test_sigterm_during_a_stall_ends_the_process_within_the_grace() -> None:
-    process = subprocess.Popen([sys.executable, "-c", STALLED_SERVER], stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None and process.stdout.readline().strip() == "stalling"
-        time.sleep(0.5)
-        sent = time.monotonic()
-        process.terminate()
-        code = process.wait(timeout=10)
-        assert code == EXIT_ON_SIGTERM
-        assert time.monotonic() - sent < 1.0 + 2.0
-    finally:
-        process.kill()
+    # As a context manager, so its pipe is closed however the test ends.
+    with subprocess.Popen([sys.executable, "-c", STALLED_SERVER], stdout=subprocess.PIPE, text=True) as process:
+        try:
+            assert process.stdout is not None and process.stdout.readline().strip() == "stalling"
+            time.sleep(0.5)
+            sent = time.monotonic()
+            process.terminate()
+            code = process.wait(timeout=10)
+            assert code == EXIT_ON_SIGTERM
+            assert time.monotonic() - sent < 1.0 + 2.0
+        finally:
+            process.kill()

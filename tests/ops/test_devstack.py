@@ -20,21 +20,22 @@ time.sleep(600)
 
 
 def test_services_die_with_a_parent_that_is_killed(tmp_path: Path) -> None:
-    parent = subprocess.Popen(
+    # As a context manager, so its pipes are closed however the test ends.
+    with subprocess.Popen(
         [sys.executable, "-c", SCRIPT, str(tmp_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "KAFKA_BOOTSTRAP_SERVERS")},
-    )
-    assert parent.stdout is not None
-    pids = [int(p) for p in parent.stdout.readline().split()]
-    if not pids:
-        parent.kill()
-        raise AssertionError(parent.communicate()[1][-2000:])
-    assert len(pids) == 3 and all(psutil.pid_exists(p) for p in pids)
-    parent.send_signal(signal.SIGKILL)
-    parent.wait()
+    ) as parent:
+        assert parent.stdout is not None
+        pids = [int(p) for p in parent.stdout.readline().split()]
+        if not pids:
+            parent.kill()
+            raise AssertionError(parent.communicate()[1][-2000:])
+        assert len(pids) == 3 and all(psutil.pid_exists(p) for p in pids)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and any(_alive(p) for p in pids):
         time.sleep(0.1)

@@ -147,3 +147,28 @@ async def test_the_worker_writes_no_notification_from_a_blocked_actor(api: Api, 
             conn, event_id=10**12, kind="follow", actor_id=pest, recipients=[(uuid.uuid4(), looker)]
         )
     assert made == []
+
+
+async def test_a_replay_leaves_out_what_the_relations_hide(settings: Settings) -> None:
+    """homeTimeline(since:) replays from Postgres: blocks and mutes in the statement, HOME words here."""
+    async with serve(settings) as server, running(relay(settings).run):
+        api = server.api
+        alice, bob, carol = await api.member("alice"), await api.member("bob"), await api.member("carol")
+        await api.follow(bob, "alice")
+        await api.follow(bob, "carol")
+        async with ws_client(server, TRANSPORT_WS, bob) as ws:
+            await ws.subscribe(HOME_SUB)
+            await wait_subscribed(server, 1)
+            first = await api.post(alice, "seen live")
+            cursor = (await ws.next_data(timeout=20))["homeTimeline"]["cursor"]
+        assert cursor == first
+        await api.gql(WORD, {"p": "secret", "c": ["HOME"]}, token=bob)
+        await api.gql(MUTE, {"e": "carol"}, token=bob)
+        await api.post(alice, "a secret one")
+        await api.post(carol, "carol speaks")
+        kept = await api.post(alice, "an open one")
+        async with ws_client(server, TRANSPORT_WS, bob) as ws:
+            await ws.subscribe(HOME_SUB, {"since": cursor})
+            replayed = (await ws.next_data(timeout=20))["homeTimeline"]["post"]["id"]
+            assert replayed == kept
+            assert await ws.nothing_within(1.0)

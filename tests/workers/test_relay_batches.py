@@ -160,3 +160,24 @@ async def test_a_steady_stream_from_many_writers_never_waits_out_the_idle_wait(
     assert relay.idle_timeouts == 0
     # Every claim that found rows cost BEGIN, the claim and the stamp with its COMMIT.
     assert all(len(claim) == 3 for claim in tally.claims() if claim[-1].endswith("COMMIT"))
+
+
+def test_a_notify_for_a_row_the_relay_already_claimed_does_not_wake_it_but_any_other_does(settings: Settings) -> None:
+    """NOTIFY reaches the relay only when its claim transaction ends, often for rows that claim already took:
+    those must not cost an empty claim; a new row's, a replay's, or one of an older payload form still wake it."""
+    relay = Relay(settings)
+    rows = [OutboxRow(i, "feedfabric.posts", f"key-{i}", "PostUpdated", 1, {}) for i in (17, 18)]
+    relay._note_claimed(rows)  # noqa: SLF001 -- the bookkeeping the claim does
+    assert relay._claimed_already("3:17") and relay._claimed_already("5:18")  # noqa: SLF001
+    for payload in ("3:19", "replay", "3", "", "3:x"):
+        assert not relay._claimed_already(payload), payload  # noqa: SLF001
+
+
+def test_the_relay_remembers_a_bounded_number_of_claimed_rows(settings: Settings) -> None:
+    relay = Relay(settings)
+    size = relay._recently_claimed.maxlen or 0  # noqa: SLF001
+    relay._note_claimed(  # noqa: SLF001
+        [OutboxRow(i, "feedfabric.posts", "k", "PostUpdated", 1, {}) for i in range(size + 10)]
+    )
+    assert len(relay._recent_set) == size  # noqa: SLF001
+    assert not relay._claimed_already(f"0:{0}") and relay._claimed_already(f"0:{size + 9}")  # noqa: SLF001
