@@ -37,6 +37,9 @@ class Bounds:
     popular: int = 200  # members with most followers
     fresh_posts: int = 2_000  # the window's newest posts, for the fresh topics
     per_reason: int = 300  # candidates returned per reason
+    # Candidates per reason checked against the viewer's follows, dismissals and suspensions (the
+    # strongest): most of a large circle's friends of friends are friends already, so 3x what is kept.
+    probed: int = 900
 
 
 BOUNDS = Bounds()
@@ -115,10 +118,14 @@ async def member_candidates(
            ), found AS (
                SELECT * FROM fof UNION ALL SELECT * FROM alike UNION ALL SELECT * FROM in_topics
                UNION ALL SELECT * FROM popular
+           ), best AS (  -- each reason's strongest few before the per-candidate probes below
+               SELECT f.id, f.reason, f.score FROM (
+                   SELECT found.*, row_number() OVER (PARTITION BY reason ORDER BY score DESC, id) AS n FROM found) f
+               WHERE f.n <= $16
            ), kept AS (
                SELECT f.id, f.reason, f.score,
                       row_number() OVER (PARTITION BY f.reason ORDER BY f.score DESC, f.id) AS n
-               FROM found f JOIN members m ON m.id = f.id AND m.status = 'active'
+               FROM best f JOIN members m ON m.id = f.id AND m.status = 'active'
                WHERE f.id <> $1
                  AND NOT EXISTS (SELECT 1 FROM follows x WHERE x.follower_id = $1 AND x.target_type = 'member'
                                                           AND x.target_id = f.id::text)
@@ -141,6 +148,7 @@ async def member_candidates(
         b.popular,
         dismissed_since,
         b.per_reason,
+        b.probed,
     )
     return [Found(r["key"], r["reason"], r["score"]) for r in rows]
 

@@ -3,13 +3,13 @@
 import uuid
 
 import asyncpg
-from feedfabric.core.models import FeedPost, Member, Page, Post
+from feedfabric.core.models import FeedPost, Member, Post
 from feedfabric.db import post_extras
 from feedfabric.db.pool import create_pool
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.resolvers import reads
 from feedfabric.resolvers.context import Resources, build_context
-from feedfabric.resolvers.pages import load_feed_posts
+from feedfabric.resolvers.pages import feed_posts_of
 
 from tests.support import Api
 
@@ -117,7 +117,7 @@ async def test_one_statement_answers_as_a_query_for_each_kind(api: Api, database
             viewer_id = member.id if member else None
             by_kind = [await _by_kind(pool, row, viewer_id) for row in rows]
             statements.clear()
-            built = await load_feed_posts(ctx, Page(rows, None))
+            built = await feed_posts_of(ctx, rows)
             assert len(statements) == 1
             assert built == by_kind
             reposts += sum(p.original is not None for p in by_kind)

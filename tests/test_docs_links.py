@@ -1,0 +1,33 @@
+"""The README and docs name only files in the repository: every relative link resolves inside it, and
+nothing points at the external contract's files, which a clone does not have."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def test_relative_links_resolve_inside_the_repository() -> None:
+    broken = []
+    for doc in DOCS:
+        for target in re.findall(r"\]\(([^)#\s]+)", doc.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            resolved = (doc.parent / target).resolve()
+            if not resolved.is_relative_to(ROOT) or not resolved.exists():
+                broken.append(f"{doc.relative_to(ROOT)}: {target}")
+    assert broken == []
+
+
+def test_no_doc_names_the_external_contract_files() -> None:
+    outside = re.compile(r"OPERATIONS\.md|shared/contract|\.\./shared")
+    named = [
+        f"{doc.relative_to(ROOT)}:{n}"
+        for doc in DOCS
+        for n, line in enumerate(doc.read_text().splitlines(), 1)
+        if outside.search(line)
+    ]
+    assert named == [], "name docs/api.md or schema.graphql instead"
