@@ -196,6 +196,14 @@ SCENARIO = [
     step("DeletePost", "alice", lambda g: {"id": g["doomed"]}),
     step("ImportBlocks", "newbie", {}, saving("imported", lambda d: d["importBlocks"])),
     step("Block", "bob", {"externalUserId": "alice"}),
+    step("BlockedMembers", "bob"),
+    step("Unblock", "bob", {"externalUserId": "alice"}),
+    step("Mute", "bob", {"externalUserId": "alice"}),
+    step("MutedMembers", "bob"),
+    step("Unmute", "bob", {"externalUserId": "alice"}),
+    step("AddMutedWord", "bob", {"phrase": "spoiler"}, saving("word", lambda d: d["addMutedWord"]["id"])),
+    step("MutedWords", "bob"),
+    step("RemoveMutedWord", "bob", lambda g: {"id": g["word"]}),
 ]
 
 # The file each multipart operation sends, as (file name, bytes, content type).

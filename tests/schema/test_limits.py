@@ -262,6 +262,8 @@ def test_a_field_refused_for_its_page_size_costs_only_the_refusal() -> None:
 # Every field that takes `first`, asked for objects under it (so the size would count in the cost);
 # $p is a post of the member `pager`, who is an admin and has a liked playlist.
 PAGED_FIELDS = {
+    "Query.blockedMembers": "blockedMembers(first: $n) { edges { cursor } }",
+    "Query.mutedMembers": "mutedMembers(first: $n) { edges { cursor } }",
     "Query.homeFeed": "homeFeed(first: $n) { edges { cursor } }",
     "Query.favouritesFeed": "favouritesFeed(first: $n) { edges { cursor } }",
     "Query.tagFeed": 'tagFeed(tag: "news", first: $n) { edges { cursor } }',
