@@ -138,6 +138,8 @@ class Network:
         netns = f"{PREFIX}{self.run_id}-{name}"
         outer = f"ffv{self.run_id}{index:02d}"[:15]
         address = f"10.213.{self._octet}.{index}"
+        # A run killed mid-cut leaves its root-side route behind, and it would cut this host from the start.
+        _ip("route", "del", "blackhole", f"{address}/32", check=False)
         _ip("netns", "add", netns)
         _ip("link", "add", outer, "type", "veth", "peer", "name", "eth0", "netns", netns)
         _ip("link", "set", outer, "master", self.bridge)
