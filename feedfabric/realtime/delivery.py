@@ -90,8 +90,10 @@ async def _deliver_posts(pool: asyncpg.Pool, hub: Hub, events: Sequence[Event], 
         post_extras.page_extras(pool, list(found), None),
     )
     followers_of: dict[tuple[str, str], set[uuid.UUID]] = {}
-    for follower, target_type, target_id in follows:
+    versions: dict[uuid.UUID, int] = {}
+    for follower, target_type, target_id, version in follows:
         followers_of.setdefault((target_type, target_id), set()).add(follower)
+        versions[follower] = version
 
     reached: dict[uuid.UUID, set[uuid.UUID]] = {}
     for post_id in post_ids:
@@ -107,8 +109,9 @@ async def _deliver_posts(pool: asyncpg.Pool, hub: Hub, events: Sequence[Event], 
         if seen.to_author:
             recipients.add(post.author_id)
         reached[post_id] = recipients
-    # Each recipient's relations, held in this process (read once per change), in one batch for the chunk.
-    held = await relations.relations_many(pool, {r for rs in reached.values() for r in rs}, cache)
+    # Each recipient's relations, held in this process (read once per change, checked against the version
+    # the followers' statement read), in one batch for the chunk.
+    held = await relations.relations_many(pool, {r for rs in reached.values() for r in rs}, cache, versions)
     delivered = 0
     for post_id, recipients in reached.items():
         post = found[post_id].post

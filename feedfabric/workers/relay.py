@@ -35,7 +35,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -238,6 +238,7 @@ class Relay:
             pending.append((row, fut))
         await asyncio.gather(*(f for _, f in pending if f is not None), return_exceptions=True)
         stamped: list[int] = []
+        acknowledged: list[Any] = []
         failed: set[str] = set()
         for row, fut in pending:
             if row.key in failed:
@@ -258,6 +259,7 @@ class Relay:
                 span.set_attribute("messaging.kafka.offset", acked.offset)
                 span.end()
             stamped.append(row.id)
+            acknowledged.append(fut.result())
             if failpoints.logging_effects() and fut is not None:
                 meta: Any = fut.result()
                 failpoints.log_effect(
@@ -272,6 +274,7 @@ class Relay:
                 )
         for span in spans.values():
             span.end()
+        kafka.note_acknowledged(acknowledged)
         if self.after_produce is not None:
             await self.after_produce(rows)
         failpoints.crash_point("relay-after-produce")
@@ -419,6 +422,19 @@ class _Kafka:
 
     def forget_offsets(self) -> None:
         self._high.clear()
+
+    def note_acknowledged(self, acknowledged: Iterable[Any]) -> None:
+        """Raises each partition's remembered end to just past the first record the broker acknowledged
+        there, so a topic deleted and recreated empty before the next health check still reads as gone
+        backwards. The first record's offset + 1 is a floor of the end on every broker, including those
+        that report a batch's base offset + 1 as its end (see data_loss)."""
+        first: dict[TopicPartition, int] = {}
+        for meta in acknowledged:
+            tp = TopicPartition(meta.topic, meta.partition)
+            first[tp] = min(first.get(tp, meta.offset), meta.offset)
+        for tp, offset in first.items():
+            if offset >= 0 and self._high.get(tp, 0) < offset + 1:
+                self._high[tp] = offset + 1
 
     async def _end_offsets(self, topics: list[str]) -> dict[TopicPartition, int]:
         assert self._admin is not None and self._offsets is not None
