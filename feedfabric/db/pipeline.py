@@ -256,6 +256,58 @@ async def advance_key_version(conn: asyncpg.Connection, group: str, key: str, ve
     return int(before or 0)
 
 
+@dataclass(frozen=True)
+class BatchRecorded:
+    fresh: set[int]  # the batch's event IDs not applied before (the others are redeliveries)
+    # Some key has an earlier event of the group's types, not in the batch, that the group has not applied:
+    # the per-event path must fill it from the outbox first.
+    gap: bool
+
+
+async def record_batch(
+    conn: asyncpg.Connection,
+    group: str,
+    types: frozenset[str],
+    event_ids: list[int],
+    keys: list[str],
+    versions: list[int],
+) -> BatchRecorded:
+    """advance_key_version and mark_processed for a whole batch (`event_ids`, `keys`, `versions` side by side),
+    in one statement; call it inside the batch's transaction.
+
+    The batch's keys are locked in key order (two consumers' batches then wait rather than deadlock) and
+    raised to the batch's highest version each; the locked versions, read before they are raised (a lock
+    that waited reads the row its holder committed), decide `gap`. An applied event that the statement's
+    snapshot does not yet show counts as a gap too: the per-event path then finds it applied.
+    """
+    row = await conn.fetchrow(
+        "WITH batch AS (SELECT * FROM unnest($2::bigint[], $3::text[], $4::bigint[]) AS b(event_id, key, version)),"
+        " keys AS (SELECT key, max(version) AS upto FROM batch GROUP BY key),"
+        " locked AS (SELECT v.key, v.version FROM consumer_key_versions v"
+        "  WHERE v.group_name = $1 AND v.key IN (SELECT key FROM keys) ORDER BY v.key FOR UPDATE),"
+        " fresh AS (INSERT INTO processed_events (group_name, event_id) SELECT DISTINCT $1, event_id FROM batch"
+        "  ON CONFLICT DO NOTHING RETURNING event_id),"
+        " raised AS (INSERT INTO consumer_key_versions AS v (group_name, key, version)"
+        "  SELECT $1, key, upto FROM keys ORDER BY key"
+        "  ON CONFLICT (group_name, key) DO UPDATE SET version = GREATEST(v.version, EXCLUDED.version))"
+        " SELECT (SELECT count(*) FROM locked) AS locked,"
+        " EXISTS (SELECT 1 FROM keys k LEFT JOIN locked l ON l.key = k.key"
+        "  JOIN outbox o ON o.key = k.key AND o.aggregate_version > coalesce(l.version, 0)"
+        "   AND o.aggregate_version < k.upto"
+        "  WHERE o.event_type = ANY($5::text[]) AND o.id <> ALL($2::bigint[])"
+        "   AND NOT EXISTS (SELECT 1 FROM processed_events p WHERE p.group_name = $1 AND p.event_id = o.id))"
+        "  AS gap,"
+        " (SELECT coalesce(array_agg(event_id), '{}') FROM fresh) AS fresh",
+        group,
+        event_ids,
+        keys,
+        versions,
+        sorted(types),
+    )
+    assert row is not None
+    return BatchRecorded({int(i) for i in row["fresh"]}, bool(row["gap"]))
+
+
 async def events_between(
     conn: asyncpg.Connection, key: str, after: int, before: int, types: frozenset[str]
 ) -> list[OutboxRow]:
