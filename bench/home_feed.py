@@ -249,10 +249,13 @@ async def settle_run(conn: asyncpg.Connection, redis: aioredis.Redis) -> None:
 # --- load generator (its own process) ----------------------------------------------------------------
 
 
-def _request(kind: str, token: str) -> bytes:
+def _request(kind: str, token: str, cursor: str | None = None) -> bytes:
     auth = f"Authorization: Bearer {token}\r\n"
     if kind == "foryou":
         return (f"GET /userfeed/foryou?limit={PAGE} HTTP/1.1\r\nHost: bench\r\n{auth}\r\n").encode()
+    if kind == "foryou_next":  # a later page of a chain: the cursor a first page ended with
+        query = f"limit={PAGE}&cursor={cursor}"
+        return (f"GET /userfeed/foryou?{query} HTTP/1.1\r\nHost: bench\r\n{auth}\r\n").encode()
     if kind == "rest":
         return (f"GET /userfeed/home?limit={PAGE} HTTP/1.1\r\nHost: bench\r\n{auth}\r\n").encode()
     body = json.dumps({"query": GRAPHQL, "operationName": "Home", "variables": {"first": PAGE}}).encode()
@@ -314,11 +317,12 @@ def load_generator(
     duration: float,
     rate: float,
     offered: float,
-    result: mp.Queue,
-) -> None:  # type: ignore[type-arg]
+    result: mp.Queue,  # type: ignore[type-arg]
+    cursors: list[str] | None = None,
+) -> None:
     # Built before the clock starts: built by each client as it started (2,000 JSON bodies each), they
     # stalled the generator's loop for 0.2-0.3 s, which open-loop timing charged to the server's p99.
-    requests = [_request(kind, t) for t in tokens]
+    requests = [_request(kind, t, cursors[n] if cursors else None) for n, t in enumerate(tokens)]
 
     async def main() -> tuple[list[float], list[str], float]:
         latencies: list[float] = []
@@ -469,6 +473,7 @@ def cost_phase(
     tokens: list[str],
     clients: int,
     duration: float,
+    cursors: list[str] | None = None,
 ) -> tuple[int, float, float]:
     """Pages served, API CPU and Postgres CPU (all of the server's processes) of one closed-loop phase.
     The counters are read once the API has been idle for a moment after the load stopped, so a logged
@@ -476,7 +481,7 @@ def cost_phase(
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     api0, pg0 = tree_cpu([api]), tree_cpu([postmaster])
-    child = ctx.Process(target=load_generator, args=(port, kind, tokens, clients, duration, 0.0, 0.0, queue))
+    child = ctx.Process(target=load_generator, args=(port, kind, tokens, clients, duration, 0.0, 0.0, queue, cursors))
     child.start()
     latencies, errors, _ = queue.get()
     child.join()
@@ -507,18 +512,19 @@ def feed_log_ratio(
     clients: int,
     duration: float,
     rounds: int,
+    cursors: list[str] | None = None,
 ) -> dict[str, float]:
     """Per page, logged and unlogged, measured in alternating phases (so a neighbour's load falls on both
     alike): API CPU, Postgres CPU and their sum (the whole job: the writer runs in the API)."""
     totals = {"logged": [0, 0.0, 0.0], "unlogged": [0, 0.0, 0.0]}
     for api, port in (logged, unlogged):
-        cost_phase(api, postmaster, port, kind, tokens, clients, 3)  # warm-up
+        cost_phase(api, postmaster, port, kind, tokens, clients, 3, cursors)  # warm-up
     for n in range(rounds):
         order = (
             (("logged", logged), ("unlogged", unlogged)) if n % 2 == 0 else (("unlogged", unlogged), ("logged", logged))
         )
         for name, (api, port) in order:
-            pages, api_s, pg_s = cost_phase(api, postmaster, port, kind, tokens, clients, duration)
+            pages, api_s, pg_s = cost_phase(api, postmaster, port, kind, tokens, clients, duration, cursors)
             totals[name][0] += pages
             totals[name][1] += api_s
             totals[name][2] += pg_s
@@ -529,6 +535,38 @@ def feed_log_ratio(
         out[f"{name}_machine"] = (api_s + pg_s) / pages * 1000
         out[f"{name}_pages"] = pages
     return out
+
+
+async def analyze(database_url: str) -> None:
+    """Fresh statistics before a kind's phases: the phases before it filled the exposure tables, and a
+    generic plan made from the statistics of empty ones cost For You's candidates 200+ ms a page."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute("ANALYZE")
+    finally:
+        await conn.close()
+
+
+async def next_cursors(port: int, tokens: list[str]) -> tuple[list[str], list[str]]:
+    """Each reader's For You first page, read once, and the cursor it ended with: what a later page of
+    the chain asks with (readers whose first page ends the chain are left out)."""
+    import httpx
+
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120) as http:
+        gate = asyncio.Semaphore(8)
+
+        async def first(token: str) -> str | None:
+            async with gate:
+                got = await http.get(
+                    "/userfeed/foryou", params={"limit": PAGE}, headers={"Authorization": f"Bearer {token}"}
+                )
+            got.raise_for_status()
+            cursor = got.json()["nextCursor"]
+            return str(cursor) if cursor else None
+
+        found = await asyncio.gather(*(first(t) for t in tokens))
+    kept = [(t, c) for t, c in zip(tokens, found, strict=True) if c is not None]
+    return [t for t, _ in kept], [c for _, c in kept]
 
 
 def start_api(database_url: str, redis_url: str, port: int, workers: int, *, feed_log: bool) -> subprocess.Popen[bytes]:
@@ -676,11 +714,25 @@ def main() -> None:
                     postmaster = our_postgres(database_url)
                     pair = ((servers[0], port), (psutil.Process(unlogged.pid), unlogged_port))
                     load_before = os.getloadavg()[0]
+                    asyncio.run(analyze(database_url))
                     home = feed_log_ratio(
                         *pair, postmaster, "rest", tokens, args.clients, args.log_duration, args.log_rounds
                     )
+                    asyncio.run(analyze(database_url))
                     foryou = feed_log_ratio(
                         *pair, postmaster, "foryou", tokens, args.clients, args.log_duration, args.log_rounds
+                    )
+                    chain_tokens, cursors = asyncio.run(next_cursors(port, tokens))
+                    asyncio.run(analyze(database_url))
+                    later = feed_log_ratio(
+                        *pair,
+                        postmaster,
+                        "foryou_next",
+                        chain_tokens,
+                        args.clients,
+                        args.log_duration,
+                        args.log_rounds,
+                        cursors,
                     )
                     load_after = os.getloadavg()[0]
                 finally:
@@ -694,11 +746,13 @@ def main() -> None:
                 )
                 print_ratio("REST home", home)
                 print_ratio("For You first pages (REST)", foryou)
-                print(
-                    f"feed log (For You), logged / unlogged: whole machine"
-                    f" {foryou['logged_machine'] / foryou['unlogged_machine']:.2f}x,"
-                    f" Postgres {foryou['logged_pg'] / foryou['unlogged_pg']:.2f}x"
-                )
+                print_ratio(f"For You second pages (REST, {len(chain_tokens)} chains)", later)
+                for label, r in (("For You", foryou), ("For You page 2", later)):
+                    print(
+                        f"feed log ({label}), logged / unlogged: whole machine"
+                        f" {r['logged_machine'] / r['unlogged_machine']:.2f}x,"
+                        f" Postgres {r['logged_pg'] / r['unlogged_pg']:.2f}x"
+                    )
                 print(
                     f"feed log, logged / unlogged: whole machine {home['logged_machine'] / home['unlogged_machine']:.2f}x,"
                     f" Postgres {home['logged_pg'] / home['unlogged_pg']:.2f}x"
