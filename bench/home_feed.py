@@ -23,9 +23,16 @@ runs the API with N uvicorn workers.
 
     .venv/bin/python bench/home_feed.py [--clients 16] [--duration 30] [--rate 0 | --offered 0] [--workers 1]
                                         [--profile FILE] [--database URL]
+                                        [--log-rounds 4] [--log-duration 8] [--fold-seconds 10]
 
 `--profile FILE` also runs pyinstrument (pip install pyinstrument) over 500
 GraphQL pages made in-process and writes its text report to FILE.
+
+Then the feed log's cost (issue 51): a logged and an unlogged API serve the same load in
+alternating phases, REST home pages, For You first pages and For You second pages (each reader's
+chain continued at the cursor its first page ended with); the database is ANALYZEd before each
+kind's phases (the phases before it filled the exposure tables), and each logged phase is charged
+with its own last exposure fold (`--fold-seconds`, the logged API's FEED_LOG_FOLD_SECONDS).
 """
 
 from __future__ import annotations
@@ -474,10 +481,12 @@ def cost_phase(
     clients: int,
     duration: float,
     cursors: list[str] | None = None,
+    fold_wait: float = 0.0,
 ) -> tuple[int, float, float]:
     """Pages served, API CPU and Postgres CPU (all of the server's processes) of one closed-loop phase.
-    The counters are read once the API has been idle for a moment after the load stopped, so a logged
-    API's writer has written what the phase served (it drains every 0.2 s) and is charged for it."""
+    The counters are read `fold_wait` seconds after the load stopped (a logged API folds the exposure
+    it counted on that schedule) and once the API has been idle for a moment, so a logged API's writer
+    has written and folded what the phase served and is charged for it, not the phase after it."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     api0, pg0 = tree_cpu([api]), tree_cpu([postmaster])
@@ -485,6 +494,7 @@ def cost_phase(
     child.start()
     latencies, errors, _ = queue.get()
     child.join()
+    time.sleep(fold_wait)
     settle_idle(api)
     if errors:
         raise SystemExit(f"{kind}: {len(errors)} bad responses, first: {errors[0]}")
@@ -513,18 +523,22 @@ def feed_log_ratio(
     duration: float,
     rounds: int,
     cursors: list[str] | None = None,
+    fold_s: float = 10.0,
 ) -> dict[str, float]:
     """Per page, logged and unlogged, measured in alternating phases (so a neighbour's load falls on both
     alike): API CPU, Postgres CPU and their sum (the whole job: the writer runs in the API)."""
     totals = {"logged": [0, 0.0, 0.0], "unlogged": [0, 0.0, 0.0]}
+    waits = {logged[1]: fold_s + 1.0, unlogged[1]: 0.0}  # the last fold of a logged phase lands in it
     for api, port in (logged, unlogged):
-        cost_phase(api, postmaster, port, kind, tokens, clients, 3, cursors)  # warm-up
+        cost_phase(api, postmaster, port, kind, tokens, clients, 3, cursors, waits[port])  # warm-up
     for n in range(rounds):
         order = (
             (("logged", logged), ("unlogged", unlogged)) if n % 2 == 0 else (("unlogged", unlogged), ("logged", logged))
         )
         for name, (api, port) in order:
-            pages, api_s, pg_s = cost_phase(api, postmaster, port, kind, tokens, clients, duration, cursors)
+            pages, api_s, pg_s = cost_phase(
+                api, postmaster, port, kind, tokens, clients, duration, cursors, waits[port]
+            )
             totals[name][0] += pages
             totals[name][1] += api_s
             totals[name][2] += pg_s
@@ -569,7 +583,9 @@ async def next_cursors(port: int, tokens: list[str]) -> tuple[list[str], list[st
     return [t for t, _ in kept], [c for _, c in kept]
 
 
-def start_api(database_url: str, redis_url: str, port: int, workers: int, *, feed_log: bool) -> subprocess.Popen[bytes]:
+def start_api(
+    database_url: str, redis_url: str, port: int, workers: int, *, feed_log: bool, fold_s: float = 10.0
+) -> subprocess.Popen[bytes]:
     # No Kafka for the API: this benchmark reads; the realtime consumer would only add noise.
     api_env = {
         **os.environ,
@@ -581,6 +597,7 @@ def start_api(database_url: str, redis_url: str, port: int, workers: int, *, fee
         "RATE_LIMIT_OPERATIONS": "1000000000",
         "RATE_LIMIT_COST": "1000000000000",
         "FEED_LOG_ENABLED": "true" if feed_log else "false",
+        "FEED_LOG_FOLD_SECONDS": str(fold_s),
     }
     return subprocess.Popen(
         [sys.executable, "-m", "feedfabric", "api", "--port", str(port), "--workers", str(workers)], env=api_env
@@ -658,6 +675,9 @@ def main() -> None:
         help="pairs of logged / unlogged phases for the feed log's cost (REST home, For You); 0: skip",
     )
     parser.add_argument("--log-duration", type=float, default=8, help="seconds of each of those phases")
+    parser.add_argument(
+        "--fold-seconds", type=float, default=10.0, help="the logged API's FEED_LOG_FOLD_SECONDS (0: every batch)"
+    )
     args = parser.parse_args()
 
     with services() as env:
@@ -676,7 +696,7 @@ def main() -> None:
             Path(args.profile).write_text(asyncio.run(profile(database_url, redis_url, viewers, 500)))
             print(f"pyinstrument profile of 500 GraphQL pages: {args.profile}")
         port = free_port()
-        api = start_api(database_url, redis_url, port, args.workers, feed_log=True)
+        api = start_api(database_url, redis_url, port, args.workers, feed_log=True, fold_s=args.fold_seconds)
         try:
             wait_healthy(port)
             servers = [psutil.Process(api.pid)]
@@ -715,12 +735,29 @@ def main() -> None:
                     pair = ((servers[0], port), (psutil.Process(unlogged.pid), unlogged_port))
                     load_before = os.getloadavg()[0]
                     asyncio.run(analyze(database_url))
+                    fold_s = args.fold_seconds
                     home = feed_log_ratio(
-                        *pair, postmaster, "rest", tokens, args.clients, args.log_duration, args.log_rounds
+                        *pair,
+                        postmaster,
+                        "rest",
+                        tokens,
+                        args.clients,
+                        args.log_duration,
+                        args.log_rounds,
+                        None,
+                        fold_s,
                     )
                     asyncio.run(analyze(database_url))
                     foryou = feed_log_ratio(
-                        *pair, postmaster, "foryou", tokens, args.clients, args.log_duration, args.log_rounds
+                        *pair,
+                        postmaster,
+                        "foryou",
+                        tokens,
+                        args.clients,
+                        args.log_duration,
+                        args.log_rounds,
+                        None,
+                        fold_s,
                     )
                     chain_tokens, cursors = asyncio.run(next_cursors(port, tokens))
                     asyncio.run(analyze(database_url))
@@ -733,6 +770,7 @@ def main() -> None:
                         args.log_duration,
                         args.log_rounds,
                         cursors,
+                        fold_s,
                     )
                     load_after = os.getloadavg()[0]
                 finally:
@@ -740,7 +778,8 @@ def main() -> None:
                     unlogged.wait(30)
                 print(
                     f"feed log: {args.log_rounds} x {args.log_duration:g} s each of logged and unlogged, alternating,"
-                    f" {args.clients} clients; whole machine = API + every process of this Postgres server;"
+                    f" {args.clients} clients; exposure folded every {args.fold_seconds:g} s (0: every batch);"
+                    f" whole machine = API + every process of this Postgres server;"
                     f" load average {load_before:.2f} -> {load_after:.2f} on {os.cpu_count()} cores",
                     flush=True,
                 )
