@@ -188,14 +188,11 @@ class RelationsCache:
             self._entries.clear()
 
 
-CACHE = RelationsCache()
-
-
 async def relations_of(
-    conn: Queryable, member_id: uuid.UUID | None, version: int | None = None, cache: RelationsCache = CACHE
+    conn: Queryable, member_id: uuid.UUID | None, version: int | None, cache: RelationsCache
 ) -> Relations:
     """The member's relations at `version` or newer (None: whatever Postgres holds now), from `cache` (the
-    API process's, Resources.relations) when it holds them."""
+    process's, Resources.relations: made in the lifespan, never module state) when it holds them."""
     if member_id is None:
         return NONE
     if version == 0:
@@ -217,7 +214,7 @@ async def relations_of(
 async def relations_many(
     conn: Queryable,
     member_ids: Iterable[uuid.UUID],
-    cache: RelationsCache = CACHE,
+    cache: RelationsCache,
     versions: Mapping[uuid.UUID, int] | None = None,
 ) -> dict[uuid.UUID, Relations]:
     """The relations of many members (every subscriber a live item reaches): those this process holds (at

@@ -54,12 +54,9 @@ def forget_relations(events: Sequence[Event], cache: relations.RelationsCache) -
                     cache.forget(member)
 
 
-async def deliver(
-    pool: asyncpg.Pool, hub: Hub, events: Sequence[Event], cache: relations.RelationsCache | None = None
-) -> int:
+async def deliver(pool: asyncpg.Pool, hub: Hub, events: Sequence[Event], cache: relations.RelationsCache) -> int:
     """Publishes a polled chunk's events to the hub; returns how many queue entries were made. `cache`: the
     process's relations (Resources.relations)."""
-    cache = cache if cache is not None else relations.CACHE
     forget_relations(events, cache)
     created = [e for e in events if e.type == "PostCreated"]
     notified = [e for e in events if e.type == "NotificationCreated"]

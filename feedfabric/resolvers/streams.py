@@ -119,7 +119,7 @@ async def _spend_replay(ctx: Context, member_id: uuid.UUID, items: int, item_cos
     if cost <= 0:
         return
     client = ratelimit.client_key(member_id, None)
-    allowance = await ratelimit.spend(ctx.resources.redis, ctx.settings, client, 0, cost)
+    allowance = await ratelimit.spend(ctx.resources.redis, ctx.settings, ctx.resources.rate_windows, client, 0, cost)
     if allowance is not None and allowance.refusal is not None:
         raise RateLimited(
             f"The rate limit is spent: replaying {items} items costs {cost} of the {allowance.cost_limit} query "

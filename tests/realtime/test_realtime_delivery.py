@@ -49,7 +49,7 @@ async def test_a_live_repost_is_rendered_from_primed_rows_equal_to_a_fresh_load(
     reader = hub.add(Channel.TIMELINE, await _member(pool, "reader"))
     stranger = hub.add(Channel.TIMELINE, await _member(pool, "author"))  # follows nobody; not the reposter
 
-    assert await deliver(pool, hub, [_created(repost_id)]) == 1
+    assert await deliver(pool, hub, [_created(repost_id)], RelationsCache()) == 1
     assert len(stranger.queue) == 0
     item = await reader.next()
     assert item.post.id == repost_id and item.original is not None and item.original.id == original_id
