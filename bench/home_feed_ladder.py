@@ -68,6 +68,8 @@ def make_app(database_url: str, redis_url: str, members: dict[str, tuple[str, st
     from feedfabric.feeds import ratelimit, timelines
     from feedfabric.feeds.feed_log import FeedLog
 
+    windows = ratelimit.LocalWindows()
+
     settings = Settings(
         database_url=database_url, redis_url=redis_url, rate_limit_operations=10**9, rate_limit_cost=10**12
     )
@@ -96,7 +98,7 @@ def make_app(database_url: str, redis_url: str, members: dict[str, tuple[str, st
             row = await members_db.by_external_id(pool, external_id)
             assert row is not None and row.active
         if "ratelimit" in steps:
-            await ratelimit.spend(redis, settings, ratelimit.client_key(member, None), 1)
+            await ratelimit.spend(redis, settings, windows, ratelimit.client_key(member, None), 1)
         ids = [timelines.decode_member(i) for i in await redis.zrevrange(timelines.feed_key(member), 0, 20)]
         if "first-round" in steps:
             first = await timelines.first_round(

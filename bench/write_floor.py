@@ -106,6 +106,8 @@ def make_app(database_url: str, redis_url: str, secret: str, members: Members, s
     from starlette.responses import Response
     from starlette.routing import Route
 
+    windows = ratelimit.LocalWindows()
+
     settings = Settings(
         database_url=database_url,
         redis_url=redis_url,
@@ -130,7 +132,7 @@ def make_app(database_url: str, redis_url: str, secret: str, members: Members, s
             assert found is not None and found[0].active
             member = found[0]
         if "ratelimit" in steps:
-            await ratelimit.spend(state["redis"], settings, ratelimit.client_key(member.id, None), 1)
+            await ratelimit.spend(state["redis"], settings, windows, ratelimit.client_key(member.id, None), 1)
         return known, member
 
     async def post(request: Request) -> Response:

@@ -27,7 +27,6 @@ from feedfabric.db.breaker import CircuitBreaker
 from feedfabric.db.pool import PrimaryWatch, create_pool
 from feedfabric.db.redisclient import create_redis
 from feedfabric.db.replica import ReadRouting
-from feedfabric.feeds import playlist_rebalance
 from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.http import dashboard, health, playground
@@ -64,7 +63,9 @@ schema = served_schema()
 async def request_context(request: Request, response: Response) -> Context:
     """One HTTP operation's context: the viewer from the bearer token, the resources and the read routing."""
     resources: Resources = request.app.state.resources
-    viewer = await resolve_viewer(resources.pool, resources.settings, request.headers.get("authorization"))
+    viewer = await resolve_viewer(
+        resources.pool, resources.settings, resources.tokens, request.headers.get("authorization")
+    )
     context = build_context(resources, viewer, request=request, response=response)
     await route_reads(context)
     return context
@@ -188,7 +189,11 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
         )
         reads.start()
         # Off only to measure what logging costs (bench/home_feed.py); settings refuse it in production.
-        feed_log = FeedLog(pool, comment_weight=settings.comment_weight) if settings.feed_log_enabled else None
+        feed_log = (
+            FeedLog(pool, comment_weight=settings.comment_weight, fold_every_s=settings.feed_log_fold_seconds)
+            if settings.feed_log_enabled
+            else None
+        )
         if feed_log is not None:
             feed_log.start()
         app.state.resources = Resources(
@@ -222,7 +227,7 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
                 await realtime.stop()
             if feed_log is not None:
                 await feed_log.stop()
-            await playlist_rebalance.wait_idle()  # a rebalance in flight finishes before its pool closes
+            await app.state.resources.rebalances.wait_idle()  # a rebalance in flight finishes before its pool closes
             await reads.stop()
             await primary_watch.stop()
             if read_pool is not None:

@@ -103,6 +103,11 @@ CONSUMER_SWEPT = Counter(
     "Events a consumer applied from the outbox because Kafka had not delivered them long after publication.",
     ["group"],
 )
+CONSUMER_BATCHED = Counter(
+    "feedfabric_consumer_batched_total",
+    "Events a consumer applied in a transaction with the rest of their poll (the others went one by one).",
+    ["group"],
+)
 CONSUMER_HANDLED = Counter("feedfabric_consumer_events_total", "Events a consumer group finished handling.", ["group"])
 DEAD_LETTERS = Counter("feedfabric_dead_letters_total", "Events parked in dead_letters by this process.", ["group"])
 DEAD_LETTERS_STORED = Gauge(

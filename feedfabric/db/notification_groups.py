@@ -289,11 +289,26 @@ async def page(
     return [NotificationGroup.of(r) for r in rows]
 
 
-async def unread_count(conn: Queryable, recipient_id: uuid.UUID) -> int:
+async def unread_count(conn: Queryable, recipient_id: uuid.UUID, *, hides_actors: bool = False) -> int:
+    """The recipient's unread groups. `hides_actors` (the recipient blocks, is blocked or mutes with
+    notifications): less the groups every counted actor of which they are not shown, as the page leaves
+    them out (feeds.notifications.groups)."""
+    if not hides_actors:
+        return int(
+            await conn.fetchval(
+                "SELECT count(*) FROM notification_groups"
+                " WHERE recipient_id = $1 AND read_at IS NULL AND notification_count > 0",
+                recipient_id,
+            )
+        )
     return int(
         await conn.fetchval(
-            "SELECT count(*) FROM notification_groups"
-            " WHERE recipient_id = $1 AND read_at IS NULL AND notification_count > 0",
+            f"""SELECT count(*) FROM notification_groups g
+                WHERE g.recipient_id = $1 AND g.read_at IS NULL AND g.notification_count > 0
+                  AND g.actor_count > (SELECT count(*)
+                                       FROM notification_group_actors x
+                                       JOIN members m ON m.id = x.actor_id AND m.status = 'active'
+                                       WHERE x.group_id = g.id AND x.actor_id IN {hidden_actors("$1::uuid")})""",
             recipient_id,
         )
     )

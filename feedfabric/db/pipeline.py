@@ -33,14 +33,23 @@ class OutboxRow:
         return Event(event_id=self.id, type=self.event_type, key=self.key, version=self.version, data=data)
 
 
-async def claim(conn: asyncpg.Connection, shards: list[int], limit: int) -> list[OutboxRow]:
-    """The oldest unpublished rows of the given shards, locked until the caller's transaction ends."""
+async def claim(conn: asyncpg.Connection, shards: list[int], limit: int, stamp: list[int]) -> list[OutboxRow]:
+    """Stamps `stamp` (rows already published) and returns the oldest unpublished rows of the given shards,
+    in one autocommit statement.
+
+    No row lock: the relay holding a shard's advisory lock is the only one that claims its rows, so a
+    transaction held open across the produce (BEGIN, the claim, the stamp with its COMMIT: three round
+    trips) bought nothing. The stamped rows are left out by ID, since the statement's snapshot predates
+    its own UPDATE.
+    """
     rows = await conn.fetch(
-        "SELECT id, topic, key, event_type, aggregate_version, payload::text AS payload, traceparent, created_at"
-        " FROM outbox WHERE published_at IS NULL AND shard = ANY($1::int[])"
-        " ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED",
+        "WITH stamped AS (UPDATE outbox SET published_at = now() WHERE id = ANY($3::bigint[]))"
+        " SELECT id, topic, key, event_type, aggregate_version, payload::text AS payload, traceparent, created_at"
+        " FROM outbox WHERE published_at IS NULL AND shard = ANY($1::int[]) AND id <> ALL($3::bigint[])"
+        " ORDER BY id LIMIT $2",
         shards,
         limit,
+        stamp,
     )
     return [
         OutboxRow(
@@ -57,24 +66,9 @@ async def claim(conn: asyncpg.Connection, shards: list[int], limit: int) -> list
     ]
 
 
-async def begin(conn: asyncpg.Connection) -> None:
-    """Opens the relay's claim transaction (ended by stamp_and_commit, or rollback)."""
-    await conn.execute("BEGIN")
-
-
-async def stamp_and_commit(conn: asyncpg.Connection, ids: list[int]) -> None:
-    """Stamps the published rows and commits the claim in ONE round trip (a simple query of two statements).
-
-    The IDs are the outbox's own bigints, written into the text as integers: no value from outside reaches
-    the statement. A failed UPDATE aborts the transaction and skips the COMMIT; the caller rolls back.
-    """
-    listed = ",".join(str(int(i)) for i in ids)
-    stamp_sql = f"UPDATE outbox SET published_at = now() WHERE id = ANY('{{{listed}}}'::bigint[]); " if ids else ""
-    await conn.execute(stamp_sql + "COMMIT")
-
-
-async def rollback(conn: asyncpg.Connection) -> None:
-    await conn.execute("ROLLBACK")
+async def stamp(conn: asyncpg.Connection, ids: list[int]) -> None:
+    """Marks published rows (autocommit): the relay's stamp when it does not claim again at once."""
+    await conn.execute("UPDATE outbox SET published_at = now() WHERE id = ANY($1::bigint[])", ids)
 
 
 async def prune(conn: asyncpg.Connection, retention_hours: int, limit: int = 10_000) -> int:
@@ -254,6 +248,58 @@ async def advance_key_version(conn: asyncpg.Connection, group: str, key: str, ve
         version,
     )
     return int(before or 0)
+
+
+@dataclass(frozen=True)
+class BatchRecorded:
+    fresh: set[int]  # the batch's event IDs not applied before (the others are redeliveries)
+    # Some key has an earlier event of the group's types, not in the batch, that the group has not applied:
+    # the per-event path must fill it from the outbox first.
+    gap: bool
+
+
+async def record_batch(
+    conn: asyncpg.Connection,
+    group: str,
+    types: frozenset[str],
+    event_ids: list[int],
+    keys: list[str],
+    versions: list[int],
+) -> BatchRecorded:
+    """advance_key_version and mark_processed for a whole batch (`event_ids`, `keys`, `versions` side by side),
+    in one statement; call it inside the batch's transaction.
+
+    The batch's keys are locked in key order (two consumers' batches then wait rather than deadlock) and
+    raised to the batch's highest version each; the locked versions, read before they are raised (a lock
+    that waited reads the row its holder committed), decide `gap`. An applied event that the statement's
+    snapshot does not yet show counts as a gap too: the per-event path then finds it applied.
+    """
+    row = await conn.fetchrow(
+        "WITH batch AS (SELECT * FROM unnest($2::bigint[], $3::text[], $4::bigint[]) AS b(event_id, key, version)),"
+        " keys AS (SELECT key, max(version) AS upto FROM batch GROUP BY key),"
+        " locked AS (SELECT v.key, v.version FROM consumer_key_versions v"
+        "  WHERE v.group_name = $1 AND v.key IN (SELECT key FROM keys) ORDER BY v.key FOR UPDATE),"
+        " fresh AS (INSERT INTO processed_events (group_name, event_id) SELECT DISTINCT $1, event_id FROM batch"
+        "  ON CONFLICT DO NOTHING RETURNING event_id),"
+        " raised AS (INSERT INTO consumer_key_versions AS v (group_name, key, version)"
+        "  SELECT $1, key, upto FROM keys ORDER BY key"
+        "  ON CONFLICT (group_name, key) DO UPDATE SET version = GREATEST(v.version, EXCLUDED.version))"
+        " SELECT (SELECT count(*) FROM locked) AS locked,"
+        " EXISTS (SELECT 1 FROM keys k LEFT JOIN locked l ON l.key = k.key"
+        "  JOIN outbox o ON o.key = k.key AND o.aggregate_version > coalesce(l.version, 0)"
+        "   AND o.aggregate_version < k.upto"
+        "  WHERE o.event_type = ANY($5::text[]) AND o.id <> ALL($2::bigint[])"
+        "   AND NOT EXISTS (SELECT 1 FROM processed_events p WHERE p.group_name = $1 AND p.event_id = o.id))"
+        "  AS gap,"
+        " (SELECT coalesce(array_agg(event_id), '{}') FROM fresh) AS fresh",
+        group,
+        event_ids,
+        keys,
+        versions,
+        sorted(types),
+    )
+    assert row is not None
+    return BatchRecorded({int(i) for i in row["fresh"]}, bool(row["gap"]))
 
 
 async def events_between(

@@ -35,26 +35,31 @@ async def posts_with_visibility(conn: Queryable, post_ids: Sequence[uuid.UUID]) 
 
 async def connected_followers(
     conn: Queryable, connected: Sequence[uuid.UUID], author_ids: Sequence[uuid.UUID], tags: Sequence[str]
-) -> list[tuple[uuid.UUID, str, str]]:
-    """(follower, target_type, target_id) for follows of these authors or tags by connected members.
+) -> list[tuple[uuid.UUID, str, str, int]]:
+    """(follower, target_type, target_id, the follower's relations_version) for follows of these authors
+    or tags by connected members.
 
     Bounded by the members connected to this process, not by the authors'
     follower counts, so a celebrity's post costs the same as anyone's here.
     One query per target type, so every condition is an index condition (the
     connected IDs are probed in the target index, or the primary key): with one
     `OR` of the two the connected IDs were only a filter, scanned for every
-    follow of the author (docs/benchmarks.md).
+    follow of the author (docs/benchmarks.md). The version lets live delivery
+    use its copy of a follower's relations only while it is current: a mute
+    committed before the post holds even while its event is still on its way.
     """
     if not connected or (not author_ids and not tags):
         return []
     rows = await conn.fetch(
-        """SELECT follower_id, target_type, target_id FROM follows
-            WHERE follower_id = ANY($1::uuid[]) AND target_type = 'member' AND target_id = ANY($2::text[])
-           UNION ALL
-           SELECT follower_id, target_type, target_id FROM follows
-            WHERE follower_id = ANY($1::uuid[]) AND target_type = 'tag' AND target_id = ANY($3::text[])""",
+        """SELECT f.follower_id, f.target_type, f.target_id, m.relations_version
+             FROM (SELECT follower_id, target_type, target_id FROM follows
+                    WHERE follower_id = ANY($1::uuid[]) AND target_type = 'member' AND target_id = ANY($2::text[])
+                   UNION ALL
+                   SELECT follower_id, target_type, target_id FROM follows
+                    WHERE follower_id = ANY($1::uuid[]) AND target_type = 'tag' AND target_id = ANY($3::text[])) f
+             JOIN members m ON m.id = f.follower_id""",
         list(connected),
         [str(a) for a in author_ids],
         list(tags),
     )
-    return [(r["follower_id"], r["target_type"], r["target_id"]) for r in rows]
+    return [(r["follower_id"], r["target_type"], r["target_id"], r["relations_version"]) for r in rows]

@@ -62,8 +62,10 @@ async def groups(
     return Page(kept, paging.position_cursor(position[0], position[1]) if position else None)
 
 
-async def unread_groups(conn: Queryable, member: Member) -> int:
-    return await groups_db.unread_count(conn, member.id)
+async def unread_groups(conn: Queryable, member: Member, relations: Relations | None = None) -> int:
+    """Unread groups as the page lists them: without those emptied by the viewer's relations."""
+    hides = relations is not None and bool(relations.hidden or relations.muted_notifying)
+    return await groups_db.unread_count(conn, member.id, hides_actors=hides)
 
 
 async def mark_read(conn: asyncpg.Connection, member: Member, up_to: uuid.UUID | None) -> int:

@@ -22,19 +22,29 @@ from feedfabric.feeds import playlists
 
 log = logging.getLogger("feedfabric.playlists")
 
-# One pending run per playlist; strong references keep the tasks alive until they finish.
-_running: dict[uuid.UUID, asyncio.Task[bool]] = {}
 
+class Rebalances:
+    """One pending run per playlist, per process (Resources.rebalances); strong references keep the tasks
+    alive until they finish."""
 
-def schedule(pool: asyncpg.Pool, playlist_id: uuid.UUID, bound: int | None = None) -> asyncio.Task[bool]:
-    """Starts (or joins) the rebalance of one playlist; call only after the write committed."""
-    task = _running.get(playlist_id)
-    if task is not None and not task.done():
+    def __init__(self) -> None:
+        self._running: dict[uuid.UUID, asyncio.Task[bool]] = {}
+
+    def schedule(self, pool: asyncpg.Pool, playlist_id: uuid.UUID, bound: int | None = None) -> asyncio.Task[bool]:
+        """Starts (or joins) the rebalance of one playlist; call only after the write committed."""
+        running = self._running
+        task = running.get(playlist_id)
+        if task is not None and not task.done():
+            return task
+        task = asyncio.get_running_loop().create_task(_run(pool, playlist_id, bound))
+        running[playlist_id] = task
+        task.add_done_callback(lambda t: running.pop(playlist_id, None) if running.get(playlist_id) is t else None)
         return task
-    task = asyncio.get_running_loop().create_task(_run(pool, playlist_id, bound))
-    _running[playlist_id] = task
-    task.add_done_callback(lambda t: _running.pop(playlist_id, None) if _running.get(playlist_id) is t else None)
-    return task
+
+    async def wait_idle(self) -> None:
+        """Waits for every scheduled rebalance: the app at shutdown, before its pools close (and tests)."""
+        while pending := [t for t in self._running.values() if not t.done()]:
+            await asyncio.gather(*pending, return_exceptions=True)
 
 
 async def _run(pool: asyncpg.Pool, playlist_id: uuid.UUID, bound: int | None) -> bool:
@@ -48,9 +58,3 @@ async def _run(pool: asyncpg.Pool, playlist_id: uuid.UUID, bound: int | None) ->
     except Exception:  # noqa: BLE001 - a background task must not die silently nor crash the loop
         log.exception("rebalancing playlist %s failed", playlist_id)
         return False
-
-
-async def wait_idle() -> None:
-    """Waits for every scheduled rebalance: the app at shutdown, before its pools close (and tests)."""
-    while pending := [t for t in _running.values() if not t.done()]:
-        await asyncio.gather(*pending, return_exceptions=True)

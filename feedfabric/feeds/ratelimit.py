@@ -97,9 +97,6 @@ class LocalWindows:
         return counted[0], counted[1]
 
 
-LOCAL = LocalWindows()
-
-
 def client_key(member_id: object | None, client_host: str | None) -> str:
     """The member's ID when signed in, else the client address."""
     if member_id is not None:
@@ -107,9 +104,12 @@ def client_key(member_id: object | None, client_host: str | None) -> str:
     return f"ip:{client_host or 'unknown'}"
 
 
-async def spend(redis: Any, settings: Settings, client: str, cost: int, query_cost: int = 0) -> Allowance | None:
+async def spend(  # noqa: PLR0913, PLR0917
+    redis: Any, settings: Settings, fallback: LocalWindows, client: str, cost: int, query_cost: int = 0
+) -> Allowance | None:
     """Spends `cost` operations and `query_cost` of the cost budget from `client`'s window; None when no
-    Redis is configured. When Redis does not answer, the process's share of the budgets is spent instead."""
+    Redis is configured. When Redis does not answer, the process's share of the budgets is spent instead, from
+    `fallback` (Resources.rate_windows)."""
     if redis is None:
         return None
     window = settings.rate_limit_window_seconds
@@ -121,9 +121,9 @@ async def spend(redis: Any, settings: Settings, client: str, cost: int, query_co
         used, spent = (int(n) for n in await _COUNT(redis, [key], (cost, query_cost, window + 1)))
     except Exception:  # noqa: BLE001 - counted in process instead, never let through uncounted
         metrics.RATE_LIMIT_FALLBACKS.inc()
-        if LOCAL.window != number:  # once a window, not once a request: a slow Redis would flood the log
+        if fallback.window != number:  # once a window, not once a request: a slow Redis would flood the log
             log.warning("rate limit: Redis did not answer; this process counts its share of the budget")
-        used, spent = LOCAL.spend(client, number, cost, query_cost)
+        used, spent = fallback.spend(client, number, cost, query_cost)
         shares = settings.rate_limit_instances
         limit, cost_limit = max(limit // shares, 1), max(cost_limit // shares, 1)
     reset = max(int(window - now % window), 1)

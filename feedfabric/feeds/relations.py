@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from time import monotonic
@@ -160,16 +160,20 @@ class RelationsCache:
             self._entries.move_to_end(member_id)
             return entry
 
-    def peek_many(self, member_ids: Iterable[uuid.UUID]) -> tuple[dict[uuid.UUID, Relations], list[uuid.UUID]]:
-        """`peek` of many at once (one lock): the entries held, and the members with none."""
+    def peek_many(
+        self, member_ids: Iterable[uuid.UUID], versions: Mapping[uuid.UUID, int] | None = None
+    ) -> tuple[dict[uuid.UUID, Relations], list[uuid.UUID]]:
+        """`peek` of many at once (one lock): the entries held, and the members with none. With `versions`
+        (read in the caller's statement), an entry older than its member's is missing too."""
         found: dict[uuid.UUID, Relations] = {}
         missing: list[uuid.UUID] = []
         now = monotonic()
+        wanted = versions or {}
         with self._lock:
             entries = self._entries
             for member_id in member_ids:
                 entry = entries.get(member_id)
-                if entry is None or now >= entry.valid_until:
+                if entry is None or now >= entry.valid_until or entry.version < wanted.get(member_id, -1):
                     missing.append(member_id)
                 else:
                     found[member_id] = entry
@@ -184,14 +188,11 @@ class RelationsCache:
             self._entries.clear()
 
 
-CACHE = RelationsCache()
-
-
 async def relations_of(
-    conn: Queryable, member_id: uuid.UUID | None, version: int | None = None, cache: RelationsCache = CACHE
+    conn: Queryable, member_id: uuid.UUID | None, version: int | None, cache: RelationsCache
 ) -> Relations:
     """The member's relations at `version` or newer (None: whatever Postgres holds now), from `cache` (the
-    API process's, Resources.relations) when it holds them."""
+    process's, Resources.relations: made in the lifespan, never module state) when it holds them."""
     if member_id is None:
         return NONE
     if version == 0:
@@ -211,11 +212,14 @@ async def relations_of(
 
 
 async def relations_many(
-    conn: Queryable, member_ids: Iterable[uuid.UUID], cache: RelationsCache = CACHE
+    conn: Queryable,
+    member_ids: Iterable[uuid.UUID],
+    cache: RelationsCache,
+    versions: Mapping[uuid.UUID, int] | None = None,
 ) -> dict[uuid.UUID, Relations]:
-    """The relations of many members (every subscriber a live item reaches): those this process holds,
-    and the others read in one batch (db.relations.load_many) and kept."""
-    found, missing = cache.peek_many(member_ids)
+    """The relations of many members (every subscriber a live item reaches): those this process holds (at
+    `versions` or newer, where given), and the others read in one batch (db.relations.load_many) and kept."""
+    found, missing = cache.peek_many(member_ids, versions)
     if missing:
         loaded = await relations_db.load_many(conn, missing)
         cache.loads += len(loaded)

@@ -16,8 +16,6 @@ from feedfabric.db import members as members_db
 from feedfabric.db.outbox import add_event
 from feedfabric.db.pool import transaction
 
-# Verified bearer tokens, per process (auth.TokenCache: bounded, never past a token's expiry).
-TOKENS = TokenCache()
 # last_seen_at is written at most this often, so reading does not write on every request.
 SEEN_GRANULARITY = timedelta(hours=1)
 
@@ -70,12 +68,15 @@ class ViewerResult:
         return self.viewer
 
 
-async def resolve_viewer(pool: asyncpg.Pool, settings: Settings, authorization: str | None) -> ViewerResult:
+async def resolve_viewer(
+    pool: asyncpg.Pool, settings: Settings, tokens: TokenCache, authorization: str | None
+) -> ViewerResult:
+    """`tokens`: the process's verified bearer tokens (Resources.tokens), so a token is checked once."""
     try:
         token = bearer_token(authorization)
         if token is None:
             return ViewerResult(ANONYMOUS)
-        claims = TOKENS.decode(settings.jwt_secret, token, settings.jwt_max_lifetime_seconds)
+        claims = tokens.decode(settings.jwt_secret, token, settings.jwt_max_lifetime_seconds)
         found = await members_db.viewer_by_external_id(pool, claims.external_id)
         if found is None:
             return ViewerResult(Viewer(claims=claims))

@@ -97,7 +97,11 @@ async def data(resources: Resources) -> dict[str, Any]:
 async def dashboard(request: Request) -> Response:
     resources: Resources = request.app.state.resources
     try:
-        viewer = (await resolve_viewer(resources.pool, resources.settings, request.headers.get("authorization"))).get()
+        viewer = (
+            await resolve_viewer(
+                resources.pool, resources.settings, resources.tokens, request.headers.get("authorization")
+            )
+        ).get()
     except FeedFabricError:
         return _refused(403, "The dashboard is for admins: sign in with an admin token.")
     if viewer.claims is None or not viewer.claims.is_admin:

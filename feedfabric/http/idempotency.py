@@ -33,9 +33,8 @@ from redis.exceptions import RedisError
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from feedfabric.core.auth import bearer_token
+from feedfabric.core.auth import TokenCache, bearer_token
 from feedfabric.core.errors import FeedFabricError
-from feedfabric.feeds.viewer import TOKENS
 from feedfabric.http.multipart_digest import MultipartDigest
 from feedfabric.http.refusal import refusal
 
@@ -73,7 +72,7 @@ class Idempotency:
             await invalid(scope, receive, send)
             return
         resources = scope["app"].state.resources
-        subject = _subject(headers, resources.settings.jwt_secret)
+        subject = _subject(headers, resources.settings.jwt_secret, resources.tokens)
         if subject is None or resources.redis is None:
             await self.app(scope, receive, send)
             return
@@ -162,11 +161,11 @@ _IN_PROGRESS = "A request with this Idempotency-Key is still running; retry shor
 _REUSED = "This Idempotency-Key was used for a different request."
 
 
-def _subject(headers: Headers, secret: str) -> str | None:
+def _subject(headers: Headers, secret: str, tokens: TokenCache) -> str | None:
     """The token's member (external ID), or None when there is no valid token (the app then refuses)."""
     try:
         token = bearer_token(headers.get("authorization"))
-        return TOKENS.decode(secret, token).external_id if token is not None else None
+        return tokens.decode(secret, token).external_id if token is not None else None
     except FeedFabricError:
         return None
 

@@ -54,12 +54,9 @@ def forget_relations(events: Sequence[Event], cache: relations.RelationsCache) -
                     cache.forget(member)
 
 
-async def deliver(
-    pool: asyncpg.Pool, hub: Hub, events: Sequence[Event], cache: relations.RelationsCache | None = None
-) -> int:
+async def deliver(pool: asyncpg.Pool, hub: Hub, events: Sequence[Event], cache: relations.RelationsCache) -> int:
     """Publishes a polled chunk's events to the hub; returns how many queue entries were made. `cache`: the
     process's relations (Resources.relations)."""
-    cache = cache if cache is not None else relations.CACHE
     forget_relations(events, cache)
     created = [e for e in events if e.type == "PostCreated"]
     notified = [e for e in events if e.type == "NotificationCreated"]
@@ -90,8 +87,10 @@ async def _deliver_posts(pool: asyncpg.Pool, hub: Hub, events: Sequence[Event], 
         post_extras.page_extras(pool, list(found), None),
     )
     followers_of: dict[tuple[str, str], set[uuid.UUID]] = {}
-    for follower, target_type, target_id in follows:
+    versions: dict[uuid.UUID, int] = {}
+    for follower, target_type, target_id, version in follows:
         followers_of.setdefault((target_type, target_id), set()).add(follower)
+        versions[follower] = version
 
     reached: dict[uuid.UUID, set[uuid.UUID]] = {}
     for post_id in post_ids:
@@ -107,8 +106,9 @@ async def _deliver_posts(pool: asyncpg.Pool, hub: Hub, events: Sequence[Event], 
         if seen.to_author:
             recipients.add(post.author_id)
         reached[post_id] = recipients
-    # Each recipient's relations, held in this process (read once per change), in one batch for the chunk.
-    held = await relations.relations_many(pool, {r for rs in reached.values() for r in rs}, cache)
+    # Each recipient's relations, held in this process (read once per change, checked against the version
+    # the followers' statement read), in one batch for the chunk.
+    held = await relations.relations_many(pool, {r for rs in reached.values() for r in rs}, cache, versions)
     delivered = 0
     for post_id, recipients in reached.items():
         post = found[post_id].post

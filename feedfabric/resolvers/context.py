@@ -11,12 +11,15 @@ import redis.asyncio as aioredis
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
+from feedfabric.core.auth import TokenCache
 from feedfabric.core.bytelru import ByteBoundedLRU
 from feedfabric.core.settings import Settings
 from feedfabric.db.breaker import CircuitBreaker
 from feedfabric.db.loaders import Loaders
 from feedfabric.db.replica import ReadRouting
 from feedfabric.feeds.feed_log import FeedLog
+from feedfabric.feeds.playlist_rebalance import Rebalances
+from feedfabric.feeds.ratelimit import LocalWindows
 from feedfabric.feeds.relations import Relations, RelationsCache, relations_of
 from feedfabric.feeds.viewer import Viewer, ViewerResult
 from feedfabric.realtime.hub import Hub
@@ -56,6 +59,12 @@ class Resources:
     # Members' relations (blocks, mutes, muted words) this process holds, by version (feedfabric.feeds.relations);
     # the realtime consumer forgets a member's on the events of their changes.
     relations: RelationsCache = field(default_factory=RelationsCache)
+    # Verified bearer tokens (bounded, never past a token's expiry), so a token is checked once.
+    tokens: TokenCache = field(default_factory=TokenCache)
+    # This process's share of the rate-limit budgets, counted here only while Redis does not answer.
+    rate_windows: LocalWindows = field(default_factory=LocalWindows)
+    # Playlist rebalances running in the background after the write that grew the keys.
+    rebalances: Rebalances = field(default_factory=Rebalances)
 
 
 class SocketCloser(Protocol):

@@ -11,7 +11,7 @@ import uuid
 from feedfabric.core.ids import parse_id, parse_optional_id
 from feedfabric.core.models import Page, Playlist, PlaylistItem
 from feedfabric.db.pool import transaction
-from feedfabric.feeds import paging, playlist_rebalance
+from feedfabric.feeds import paging
 from feedfabric.feeds import playlists as playlists_svc
 from feedfabric.resolvers.context import Context
 
@@ -47,7 +47,7 @@ async def create(ctx: Context, name: str) -> Playlist:
 
 def _after_commit(ctx: Context, item: PlaylistItem) -> PlaylistItem:
     if playlists_svc.needs_rebalance(item):
-        playlist_rebalance.schedule(ctx.pool, item.playlist_id)
+        ctx.resources.rebalances.schedule(ctx.pool, item.playlist_id)
     return item
 
 

@@ -217,7 +217,7 @@ async def notification_groups(ctx: Context, first: int | None, after: str | None
     member = ctx.viewer.require_member()
     relations = await ctx.relations()
     page = await notifications_svc.groups(ctx.read_pool, member, after, paging.page_size(first), relations)
-    return page, await notifications_svc.unread_groups(ctx.read_pool, member)
+    return page, await notifications_svc.unread_groups(ctx.read_pool, member, relations)
 
 
 def _viewer_id(ctx: Context) -> uuid.UUID | None:

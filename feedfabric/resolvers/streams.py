@@ -27,7 +27,7 @@ from feedfabric.db import post_extras
 from feedfabric.db import posts as posts_db
 from feedfabric.feeds import paging, ratelimit
 from feedfabric.feeds.filtering import hidden_by_words
-from feedfabric.feeds.relations import relations_many
+from feedfabric.feeds.relations import relations_of
 from feedfabric.realtime.hub import Channel, Hub, Subscriber, SubscriberDropped
 from feedfabric.realtime.item import TimelineItem
 from feedfabric.realtime.listener import Listener
@@ -100,9 +100,9 @@ async def _backlog(ctx: Context, member_id: uuid.UUID, after: uuid.UUID, item_co
     backlog = await posts_db.home_after(ctx.pool, member_id, after, REPLAY_MAX + 1)
     if len(backlog) > REPLAY_MAX:
         raise BadInput(TOO_FAR_BACK)
-    # A socket lives long: the relations as this process holds them now (kept current by the relation
-    # events), not as the socket's first request read them.
-    relations = (await relations_many(ctx.pool, [member_id], ctx.resources.relations))[member_id]
+    # A socket lives long, and the relation events that refresh this process's copy may still be on their
+    # way: a replay reads the relations as Postgres holds them now, so a mute made just before it holds.
+    relations = await relations_of(ctx.pool, member_id, None, ctx.resources.relations)
     if backlog and relations.matcher.applies("HOME"):
         # Blocks and mutes are in the statement (feed_posts); the viewer's muted words of HOME are applied here.
         extras = await post_extras.page_extras(ctx.pool, [p.id for p in backlog], member_id)
@@ -119,7 +119,7 @@ async def _spend_replay(ctx: Context, member_id: uuid.UUID, items: int, item_cos
     if cost <= 0:
         return
     client = ratelimit.client_key(member_id, None)
-    allowance = await ratelimit.spend(ctx.resources.redis, ctx.settings, client, 0, cost)
+    allowance = await ratelimit.spend(ctx.resources.redis, ctx.settings, ctx.resources.rate_windows, client, 0, cost)
     if allowance is not None and allowance.refusal is not None:
         raise RateLimited(
             f"The rate limit is spent: replaying {items} items costs {cost} of the {allowance.cost_limit} query "

@@ -38,12 +38,15 @@ def endpoint(handler: Handler, *, rate_limited: bool = True) -> Callable[[Reques
         resources: Resources = request.app.state.resources
         headers: dict[str, str] = {}
         try:
-            viewer = await resolve_viewer(resources.pool, resources.settings, request.headers.get("authorization"))
+            viewer = await resolve_viewer(
+                resources.pool, resources.settings, resources.tokens, request.headers.get("authorization")
+            )
             if rate_limited:
                 member = viewer.viewer.member
                 allowance = await ratelimit.spend(
                     resources.redis,
                     resources.settings,
+                    resources.rate_windows,
                     ratelimit.client_key(
                         member.id if member else None, request.client.host if request.client else None
                     ),

@@ -157,6 +157,7 @@ class Registration:
         allowance = await ratelimit.spend(
             context.resources.redis,
             context.settings,
+            context.resources.rate_windows,
             ratelimit.client_key(member.id if member else None, client.host if client else None),
             1,
         )

@@ -145,6 +145,7 @@ async def spend_refused_document(
     return await ratelimit.spend(
         context.resources.redis,
         context.settings,
+        context.resources.rate_windows,
         _client(context),
         operations,
         refused_work(query, document) + extra_work,
@@ -181,6 +182,7 @@ class OperationRateLimit(SchemaExtension):
         allowance = await ratelimit.spend(
             context.resources.redis,
             context.settings,
+            context.resources.rate_windows,
             _client(context),
             root_field_count(document, ec.operation_name),
             document_tokens(document) if refused else _query_cost(ec, document),

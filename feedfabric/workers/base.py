@@ -1,9 +1,12 @@
 """What the consumer runner and the handlers agree on.
 
-The runner owns offsets, retries, dead letters and idempotency: for each event
-it opens a transaction, records `(group, eventId)` in processed_events (a
-redelivered event stops there), calls the group's `handle` with that
-connection, and commits; only then is the offset committed. A handler never
+The runner owns offsets, retries, dead letters and idempotency: for a poll's
+events (or, when that batch declines or fails, for each event alone) it opens a
+transaction, records each `(group, eventId)` in processed_events (a redelivered
+event stops there), calls the group's `handle` with that connection for each
+event in turn, and commits; only then are the offsets committed. A handler's
+Redis writes must be idempotent by nature: a failed batch is applied again
+event by event. A handler never
 commits and never produces to Kafka: it writes outbox rows through
 `db.outbox.add_event` on the connection it was given.
 """
@@ -39,6 +42,7 @@ class WorkerContext:
 
 
 Handle = Callable[[WorkerContext, asyncpg.Connection, Event], Awaitable[None]]
+HandleBatch = Callable[[WorkerContext, asyncpg.Connection, Sequence[Event]], Awaitable[None]]
 Prepare = Callable[[WorkerContext, Sequence[Event]], Awaitable[None]]
 Setup = Callable[[WorkerContext], Awaitable[None]]
 
@@ -55,3 +59,6 @@ class GroupSpec:
     # batches well (embedding a poll's texts at once). Must be idempotent.
     prepare: Prepare | None = None
     setup: Setup | None = None
+    # Applies a batch's fresh events (in order, all in one transaction) as `handle` would one after another,
+    # with fewer statements (workers/batches.py); without it the batch calls `handle` for each.
+    handle_batch: HandleBatch | None = None

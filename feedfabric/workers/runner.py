@@ -1,9 +1,11 @@
 """The consumer runner: one aiokafka consumer per group, offsets committed only after success.
 
-Per record: decode (undecodable → dead letters), skip types the group does not
-take, then apply it once and in its key's version order (workers/applying.py).
-A PermanentError parks the record in dead letters (marked processed) and moves
-on. Any other error is transient: the partition is paused and rewound to the
+A poll's events are applied in one transaction (workers/batches.py) when they
+all decode and the batch needs no earlier event filled; otherwise, or when the
+batch fails (nothing of it is written), record by record: decode (undecodable
+→ dead letters), skip types the group does not take, then apply it once and in
+its key's version order (workers/applying.py). A PermanentError parks the
+record in dead letters (marked processed) and moves on. Any other error is transient: the partition is paused and rewound to the
 failed record, and polled again after an exponential backoff capped at 30 s,
 while the other partitions keep flowing and the consumer keeps its group
 membership. Offsets are committed per partition after each polled chunk, on
@@ -39,7 +41,7 @@ from feedfabric.core.events import Event
 from feedfabric.core.settings import Settings
 from feedfabric.core.topics import topic_name
 from feedfabric.db import pipeline as db
-from feedfabric.workers import applying, spans
+from feedfabric.workers import applying, batches, spans
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 
 log = logging.getLogger(__name__)
@@ -181,20 +183,66 @@ class GroupRunner:
                         await self.spec.prepare(self.ctx, wanted)
                 except Exception:
                     log.exception("%s: prepare failed; handlers run without it", self.spec.name)
-        for tp, records in batch.items():
-            async with self.lock:
-                for record in records:
-                    if tp not in self.consumer.assignment() or tp in self.consumer.paused():
-                        break
-                    if not await self._process(tp, record):
-                        break
-                    self.done[tp] = record.offset + 1
-                await self.commit({tp})
+        async with self.lock:
+            assigned, paused = self.consumer.assignment(), self.consumer.paused()
+            live = {tp: records for tp, records in batch.items() if records and tp in assigned and tp not in paused}
+            if await self._apply_poll(live):
+                for tp, records in live.items():
+                    self.done[tp] = records[-1].offset + 1
+                    self.retries.pop(tp, None)
+            else:
+                for tp, records in live.items():
+                    for record in records:
+                        if tp not in self.consumer.assignment() or tp in self.consumer.paused():
+                            break
+                        if not await self._process(tp, record):
+                            break
+                        self.done[tp] = record.offset + 1
+            await self.commit(set(live))
+            for tp, records in live.items():
                 # A rebalance during the batch may have revoked tp; highwater() asserts on an unassigned one.
-                if records and tp in self.consumer.assignment() and (high := self.consumer.highwater(tp)) is not None:
+                if tp in self.consumer.assignment() and (high := self.consumer.highwater(tp)) is not None:
                     metrics.CONSUMER_LAG.labels(group=self.spec.name, topic=tp.topic, partition=str(tp.partition)).set(
                         max(high - records[-1].offset - 1, 0)
                     )
+
+    async def _apply_poll(self, live: dict[TopicPartition, list[ConsumerRecord]]) -> bool:
+        """The poll's events in one transaction (workers/batches.py); False: apply them one by one instead.
+
+        Undecodable records go one by one (each is parked where it stands); so does a batch that declines
+        or fails, which wrote nothing.
+        """
+        polled = [(tp, record, _decode(record)) for tp, records in live.items() for record in records]
+        if not polled or any(event is None for _, _, event in polled):
+            return False
+        wanted = [(tp, r, e) for tp, r, e in polled if e is not None and e.type in self.spec.event_types]
+        if wanted:
+            try:
+                applied = await batches.apply_batch(
+                    self.spec, self.ctx, [e for _, _, e in wanted], lambda i: self._continued(*wanted[i])
+                )
+            except Exception as exc:
+                log.info("%s: a batch of %d failed (%r); applying them one by one", self.spec.name, len(wanted), exc)
+                return False
+            if applied is None:
+                return False
+            for i, (tp, record, event) in enumerate(wanted):
+                failpoints.log_effect(
+                    "apply",
+                    at_ns=applied.at_ns + i,
+                    group=self.spec.name,
+                    id=event.event_id,
+                    key=event.key,
+                    version=event.version,
+                    type=event.type,
+                    fresh=applied.fresh[i],
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    offset=record.offset,
+                )
+            metrics.CONSUMER_BATCHED.labels(group=self.spec.name).inc(len(wanted))
+        metrics.CONSUMER_HANDLED.labels(group=self.spec.name).inc(len(polled))
+        return True
 
     async def _process(self, tp: TopicPartition, record: ConsumerRecord) -> bool:
         """True when the record is finished with (handled, redelivered, skipped or parked)."""

@@ -8,6 +8,7 @@ import asyncpg
 import pytest
 import redis.asyncio as aioredis
 from feedfabric.app import schema
+from feedfabric.core.auth import TokenCache
 from feedfabric.core.settings import Settings
 from feedfabric.db.pool import create_pool, transaction
 from feedfabric.feeds import timelines
@@ -62,7 +63,7 @@ async def statements_for_page(
     redis: aioredis.Redis | None = None,
 ) -> tuple[int, int]:
     resources = Resources(settings=settings, pool=pool, redis=redis)
-    viewer = await resolve_viewer(pool, settings, f"Bearer {token}")
+    viewer = await resolve_viewer(pool, settings, TokenCache(), f"Bearer {token}")
     ctx = build_context(resources, viewer)
     before = counter.count
     result = await schema.execute(PAGE, variable_values={"first": first}, context_value=ctx)
@@ -117,7 +118,7 @@ async def test_list_pages_cost_the_same_statements_whatever_their_size(
         await api.gql("mutation($n: String!) { createPlaylist(name: $n) { id } }", {"n": f"p{i}"}, token=hub)
 
     async def statements(query: str, first: int) -> int:
-        viewer = await resolve_viewer(pool, api.settings, f"Bearer {hub}")
+        viewer = await resolve_viewer(pool, api.settings, TokenCache(), f"Bearer {hub}")
         ctx = build_context(Resources(settings=api.settings, pool=pool), viewer)
         before = counter.count
         result = await schema.execute(query, variable_values={"u": "hub", "first": first}, context_value=ctx)
@@ -220,7 +221,7 @@ async def busy_world(api: Api) -> tuple[str, str]:
 async def _graphql_statements(
     settings: Settings, pool: asyncpg.Pool, counter: Counter, token: str, query: str, variables: dict[str, Any]
 ) -> tuple[int, Any]:
-    viewer = await resolve_viewer(pool, settings, f"Bearer {token}")
+    viewer = await resolve_viewer(pool, settings, TokenCache(), f"Bearer {token}")
     ctx = build_context(Resources(settings=settings, pool=pool), viewer)
     before = counter.count
     result = await schema.execute(query, variable_values=variables, context_value=ctx)
@@ -231,7 +232,7 @@ async def _graphql_statements(
 async def _rest_statements(
     settings: Settings, pool: asyncpg.Pool, counter: Counter, token: str, handler: Any, params: dict[str, str], n: int
 ) -> tuple[int, Any]:
-    viewer = await resolve_viewer(pool, settings, f"Bearer {token}")
+    viewer = await resolve_viewer(pool, settings, TokenCache(), f"Bearer {token}")
     ctx = build_context(Resources(settings=settings, pool=pool), viewer)
     request = Request(
         {"type": "http", "method": "GET", "query_string": f"limit={n}".encode(), "path_params": params, "headers": []}

@@ -458,3 +458,17 @@ async def test_each_change_of_a_group_is_sent_live(
             return page if nodes(page) and nodes(page)[0]["actorCount"] == 1 else None
 
         assert nodes(await eventually(listed))[0]["key"] == got["key"]
+
+
+async def test_a_group_emptied_by_a_block_is_neither_listed_nor_counted_unread(api: Api, worker: InlineGroup) -> None:
+    ava, bob, cy = await api.member("ava"), await api.member("bob"), await api.member("cy")
+    first, second = await api.post(ava, "one"), await api.post(ava, "two")
+    await api.gql(LIKE, {"p": first}, token=bob)
+    await api.gql(LIKE, {"p": second}, token=cy)
+    await worker.catch_up()
+    assert (await groups(api, ava))["unreadCount"] == 2
+
+    await api.gql("mutation($e: String!) { block(externalUserId: $e) { id } }", {"e": "bob"}, token=ava)
+    listed = await groups(api, ava)
+    assert [n["post"]["id"] for n in nodes(listed)] == [second]
+    assert listed["unreadCount"] == 1

@@ -3,6 +3,7 @@
 import uuid
 
 import asyncpg
+from feedfabric.core.auth import TokenCache
 from feedfabric.core.models import FeedPost, Member, Post
 from feedfabric.db import post_extras
 from feedfabric.db.pool import create_pool
@@ -106,7 +107,7 @@ async def test_one_statement_answers_as_a_query_for_each_kind(api: Api, database
     reposts = 0
     try:
         for token in (reader, api.token("author"), None):
-            viewer = await resolve_viewer(counted, api.settings, f"Bearer {token}" if token else None)
+            viewer = await resolve_viewer(counted, api.settings, TokenCache(), f"Bearer {token}" if token else None)
             ctx = build_context(Resources(settings=api.settings, pool=counted), viewer)
             if token is None:
                 rows = [p.row for p in (await reads.tag_feed(ctx, "news", 10, None)).posts]

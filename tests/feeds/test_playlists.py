@@ -10,8 +10,9 @@ from typing import Any
 
 import asyncpg
 import pytest
-from feedfabric.feeds import playlist_rebalance
+from feedfabric.core.auth import TokenCache
 from feedfabric.feeds import playlists as playlists_svc
+from feedfabric.feeds.playlist_rebalance import Rebalances
 
 from tests.support import HOME, Api, GraphQLErrors
 
@@ -144,7 +145,7 @@ async def test_keys_past_the_bound_are_rebalanced_in_the_background_keeping_the_
     for _ in range(40):
         item = await _add(api, maya, playlist, post, before=last)
         order.insert(len(order) - 1, item["id"])
-    await playlist_rebalance.wait_idle()
+    await api.app.state.resources.rebalances.wait_idle()
     shown = await _items(api, maya, playlist, page=9)
     assert [i["id"] for i in shown] == order
     assert max(len(i["rank"]) for i in shown) <= 5
@@ -162,7 +163,7 @@ async def test_rebalance_rewrites_a_long_keyed_playlist_in_order(pool: asyncpg.P
     await pool.execute(
         "UPDATE playlist_items SET rank = rank || repeat('V', 60) WHERE playlist_id = $1", uuid.UUID(playlist)
     )
-    task = playlist_rebalance.schedule(pool, uuid.UUID(playlist))
+    task = Rebalances().schedule(pool, uuid.UUID(playlist))
     assert await task is True
     shown = await _items(api, maya, playlist, page=2)
     assert [i["id"] for i in shown] == ids
@@ -336,7 +337,8 @@ async def test_a_page_of_items_costs_the_same_statements_whatever_its_size(api: 
 
         async def statements(first: int) -> int:
             ctx = build_context(
-                Resources(settings=api.settings, pool=pool), await resolve_viewer(pool, api.settings, f"Bearer {maya}")
+                Resources(settings=api.settings, pool=pool),
+                await resolve_viewer(pool, api.settings, TokenCache(), f"Bearer {maya}"),
             )
             before = count
             result = await schema.execute(

@@ -31,13 +31,14 @@ async def test_a_redis_too_slow_to_answer_leaves_the_process_share_of_the_budget
     client = create_redis(settings, timeout_ms=settings.redis_timeout_ms)  # as the API makes it
     try:
         member = "m:slow-redis-member"
-        answered = await ratelimit.spend(client, settings, member, 1)
+        windows = ratelimit.LocalWindows()
+        answered = await ratelimit.spend(client, settings, windows, member, 1)
         assert answered is not None and answered.limit == 6  # Redis answers: the whole budget
         before = _fallbacks()
         await redis.execute_command("CLIENT", "PAUSE", 2_000, "ALL")
         outcomes = []
         for _ in range(3):
-            allowance = await ratelimit.spend(client, settings, member, 1)
+            allowance = await ratelimit.spend(client, settings, windows, member, 1)
             assert allowance is not None, "the limit failed open"
             outcomes.append(allowance.refusal is None)
         assert outcomes == [True, True, False]  # a share of 6 / 3 = 2 operations per window

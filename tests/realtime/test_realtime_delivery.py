@@ -9,6 +9,7 @@ import asyncpg
 from feedfabric.core.events import Event
 from feedfabric.core.settings import Settings
 from feedfabric.db.loaders import Loaders
+from feedfabric.feeds.relations import RelationsCache
 from feedfabric.realtime.delivery import deliver
 from feedfabric.realtime.hub import Channel, Hub
 
@@ -48,7 +49,7 @@ async def test_a_live_repost_is_rendered_from_primed_rows_equal_to_a_fresh_load(
     reader = hub.add(Channel.TIMELINE, await _member(pool, "reader"))
     stranger = hub.add(Channel.TIMELINE, await _member(pool, "author"))  # follows nobody; not the reposter
 
-    assert await deliver(pool, hub, [_created(repost_id)]) == 1
+    assert await deliver(pool, hub, [_created(repost_id)], RelationsCache()) == 1
     assert len(stranger.queue) == 0
     item = await reader.next()
     assert item.post.id == repost_id and item.original is not None and item.original.id == original_id
@@ -62,3 +63,24 @@ async def test_a_live_repost_is_rendered_from_primed_rows_equal_to_a_fresh_load(
     assert item.extras is not None
     original = item.extras.extras[original_id]
     assert original.tags == ["news"] and original.like_count == 1 and original.comment_count == 1
+
+
+async def test_a_mute_whose_event_is_still_on_its_way_holds_for_the_next_live_post(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """The process's copy of a recipient's relations is used only at the version Postgres holds: the
+    MemberMuted event that would refresh it need not have arrived before the muted author's next post."""
+    async with make_api(settings) as api:
+        alice, bob = await api.member("alice"), await api.member("bob")
+        await api.follow(bob, "alice")
+        before = uuid.UUID(await api.post(alice, "before the mute"))
+        hub, cache = Hub(), RelationsCache()
+        listener = hub.add(Channel.TIMELINE, await _member(pool, "bob"))
+        assert await deliver(pool, hub, [_created(before)], cache) == 1
+        assert (await listener.next()).post.id == before
+
+        await api.gql("mutation($e: String!) { mute(externalUserId: $e) { id } }", {"e": "alice"}, token=bob)
+        after = uuid.UUID(await api.post(alice, "after the mute"))
+
+    assert await deliver(pool, hub, [_created(after)], cache) == 0
+    assert len(listener.queue) == 0

@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import random
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import asyncpg
 import pytest
@@ -135,6 +135,54 @@ async def test_relay_replays_the_window_when_the_broker_lost_a_topic(settings: S
         await asyncio.wait_for(the_relay.replayed.wait(), HANG_GUARD_S)  # the event, not a clock
         await eventually(lambda: _is_zero(pool))
     assert len(await read_topic(settings, "feedfabric.posts", 3)) == 3
+
+
+async def test_a_topic_recreated_empty_before_the_next_health_check_reads_as_lost(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """The broker forgets a topic and something (a client's metadata request, an operator) creates it again
+    right after the relay's produce, before any health check has seen the new end offsets: the offsets the
+    broker acknowledged tell the relay the topic went backwards."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    topic = settings.kafka_topic_prefix + "feedfabric.posts"
+
+    async def forget_and_recreate(rows: Sequence[OutboxRow]) -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap_servers)
+        await admin.start()
+        try:
+            await admin.delete_topics([topic])
+        finally:
+            await admin.close()
+        await eventually(lambda: _created_again(settings, topic))
+
+    async with pool.acquire() as conn:
+        for i in range(3):
+            await add_event(conn, "PostUpdated", f"k{i}", {}, shards=settings.outbox_shards)
+    once = _Once(forget_and_recreate)
+    the_relay = relay(settings, after_produce=once)
+    async with running(the_relay.run):
+        await asyncio.wait_for(the_relay.replayed.wait(), HANG_GUARD_S)
+        await eventually(lambda: _is_zero(pool))
+    assert len(await read_topic(settings, "feedfabric.posts", 3)) == 3
+
+
+async def _created_again(settings: Settings, topic: str) -> bool:
+    """Creates the topic anew once the broker no longer holds it."""
+    try:
+        return topic in await ensure_topics(settings, [topic])
+    except Exception:
+        return False  # the deletion is still under way
+
+
+class _Once:
+    def __init__(self, hook: Callable[[Sequence[OutboxRow]], Awaitable[None]]) -> None:
+        self.hook: Callable[[Sequence[OutboxRow]], Awaitable[None]] | None = hook
+
+    async def __call__(self, rows: Sequence[OutboxRow]) -> None:
+        hook, self.hook = self.hook, None
+        if hook is not None:
+            await hook(rows)
 
 
 def _pruning_relay(settings: Settings) -> Relay:

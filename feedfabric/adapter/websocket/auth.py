@@ -46,7 +46,7 @@ async def authenticate(
 ) -> ViewerResult:
     """The socket's viewer, registered with the sessions under `key`; Rejected without a valid token,
     TooManySockets past the member's limit."""
-    result = await resolve_viewer(resources.pool, resources.settings, authorization(params, headers))
+    result = await resolve_viewer(resources.pool, resources.settings, resources.tokens, authorization(params, headers))
     if result.error is not None or result.viewer.claims is None:
         message = str(result.error) if result.error is not None else "sign in first: send a bearer token"
         raise Rejected({"message": message, "code": "UNAUTHENTICATED"})
