@@ -23,9 +23,16 @@ runs the API with N uvicorn workers.
 
     .venv/bin/python bench/home_feed.py [--clients 16] [--duration 30] [--rate 0 | --offered 0] [--workers 1]
                                         [--profile FILE] [--database URL]
+                                        [--log-rounds 4] [--log-duration 8] [--fold-seconds 10]
 
 `--profile FILE` also runs pyinstrument (pip install pyinstrument) over 500
 GraphQL pages made in-process and writes its text report to FILE.
+
+Then the feed log's cost (issue 51): a logged and an unlogged API serve the same load in
+alternating phases, REST home pages, For You first pages and For You second pages (each reader's
+chain continued at the cursor its first page ended with); the database is ANALYZEd before each
+kind's phases (the phases before it filled the exposure tables), and each logged phase is charged
+with its own last exposure fold (`--fold-seconds`, the logged API's FEED_LOG_FOLD_SECONDS).
 """
 
 from __future__ import annotations
@@ -249,10 +256,13 @@ async def settle_run(conn: asyncpg.Connection, redis: aioredis.Redis) -> None:
 # --- load generator (its own process) ----------------------------------------------------------------
 
 
-def _request(kind: str, token: str) -> bytes:
+def _request(kind: str, token: str, cursor: str | None = None) -> bytes:
     auth = f"Authorization: Bearer {token}\r\n"
     if kind == "foryou":
         return (f"GET /userfeed/foryou?limit={PAGE} HTTP/1.1\r\nHost: bench\r\n{auth}\r\n").encode()
+    if kind == "foryou_next":  # a later page of a chain: the cursor a first page ended with
+        query = f"limit={PAGE}&cursor={cursor}"
+        return (f"GET /userfeed/foryou?{query} HTTP/1.1\r\nHost: bench\r\n{auth}\r\n").encode()
     if kind == "rest":
         return (f"GET /userfeed/home?limit={PAGE} HTTP/1.1\r\nHost: bench\r\n{auth}\r\n").encode()
     body = json.dumps({"query": GRAPHQL, "operationName": "Home", "variables": {"first": PAGE}}).encode()
@@ -314,11 +324,12 @@ def load_generator(
     duration: float,
     rate: float,
     offered: float,
-    result: mp.Queue,
-) -> None:  # type: ignore[type-arg]
+    result: mp.Queue,  # type: ignore[type-arg]
+    cursors: list[str] | None = None,
+) -> None:
     # Built before the clock starts: built by each client as it started (2,000 JSON bodies each), they
     # stalled the generator's loop for 0.2-0.3 s, which open-loop timing charged to the server's p99.
-    requests = [_request(kind, t) for t in tokens]
+    requests = [_request(kind, t, cursors[n] if cursors else None) for n, t in enumerate(tokens)]
 
     async def main() -> tuple[list[float], list[str], float]:
         latencies: list[float] = []
@@ -469,17 +480,21 @@ def cost_phase(
     tokens: list[str],
     clients: int,
     duration: float,
+    cursors: list[str] | None = None,
+    fold_wait: float = 0.0,
 ) -> tuple[int, float, float]:
     """Pages served, API CPU and Postgres CPU (all of the server's processes) of one closed-loop phase.
-    The counters are read once the API has been idle for a moment after the load stopped, so a logged
-    API's writer has written what the phase served (it drains every 0.2 s) and is charged for it."""
+    The counters are read `fold_wait` seconds after the load stopped (a logged API folds the exposure
+    it counted on that schedule) and once the API has been idle for a moment, so a logged API's writer
+    has written and folded what the phase served and is charged for it, not the phase after it."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     api0, pg0 = tree_cpu([api]), tree_cpu([postmaster])
-    child = ctx.Process(target=load_generator, args=(port, kind, tokens, clients, duration, 0.0, 0.0, queue))
+    child = ctx.Process(target=load_generator, args=(port, kind, tokens, clients, duration, 0.0, 0.0, queue, cursors))
     child.start()
     latencies, errors, _ = queue.get()
     child.join()
+    time.sleep(fold_wait)
     settle_idle(api)
     if errors:
         raise SystemExit(f"{kind}: {len(errors)} bad responses, first: {errors[0]}")
@@ -507,18 +522,25 @@ def feed_log_ratio(
     clients: int,
     duration: float,
     rounds: int,
+    cursors: list[str] | None = None,
+    fold_s: float = 10.0,
 ) -> dict[str, float]:
     """Per page, logged and unlogged, measured in alternating phases (so a neighbour's load falls on both
     alike): API CPU, Postgres CPU and their sum (the whole job: the writer runs in the API)."""
     totals = {"logged": [0, 0.0, 0.0], "unlogged": [0, 0.0, 0.0]}
+    # The last fold of a logged phase lands in it; the unlogged phase waits as long, so idle background
+    # CPU (both servers', Postgres's) is counted alike on both sides.
+    waits = {logged[1]: fold_s + 1.0, unlogged[1]: fold_s + 1.0}
     for api, port in (logged, unlogged):
-        cost_phase(api, postmaster, port, kind, tokens, clients, 3)  # warm-up
+        cost_phase(api, postmaster, port, kind, tokens, clients, 3, cursors, waits[port])  # warm-up
     for n in range(rounds):
         order = (
             (("logged", logged), ("unlogged", unlogged)) if n % 2 == 0 else (("unlogged", unlogged), ("logged", logged))
         )
         for name, (api, port) in order:
-            pages, api_s, pg_s = cost_phase(api, postmaster, port, kind, tokens, clients, duration)
+            pages, api_s, pg_s = cost_phase(
+                api, postmaster, port, kind, tokens, clients, duration, cursors, waits[port]
+            )
             totals[name][0] += pages
             totals[name][1] += api_s
             totals[name][2] += pg_s
@@ -531,7 +553,41 @@ def feed_log_ratio(
     return out
 
 
-def start_api(database_url: str, redis_url: str, port: int, workers: int, *, feed_log: bool) -> subprocess.Popen[bytes]:
+async def analyze(database_url: str) -> None:
+    """Fresh statistics before a kind's phases: the phases before it filled the exposure tables, and a
+    generic plan made from the statistics of empty ones cost For You's candidates 200+ ms a page."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute("ANALYZE")
+    finally:
+        await conn.close()
+
+
+async def next_cursors(port: int, tokens: list[str]) -> tuple[list[str], list[str]]:
+    """Each reader's For You first page, read once, and the cursor it ended with: what a later page of
+    the chain asks with (readers whose first page ends the chain are left out)."""
+    import httpx
+
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120) as http:
+        gate = asyncio.Semaphore(8)
+
+        async def first(token: str) -> str | None:
+            async with gate:
+                got = await http.get(
+                    "/userfeed/foryou", params={"limit": PAGE}, headers={"Authorization": f"Bearer {token}"}
+                )
+            got.raise_for_status()
+            cursor = got.json()["nextCursor"]
+            return str(cursor) if cursor else None
+
+        found = await asyncio.gather(*(first(t) for t in tokens))
+    kept = [(t, c) for t, c in zip(tokens, found, strict=True) if c is not None]
+    return [t for t, _ in kept], [c for _, c in kept]
+
+
+def start_api(
+    database_url: str, redis_url: str, port: int, workers: int, *, feed_log: bool, fold_s: float = 10.0
+) -> subprocess.Popen[bytes]:
     # No Kafka for the API: this benchmark reads; the realtime consumer would only add noise.
     api_env = {
         **os.environ,
@@ -543,6 +599,7 @@ def start_api(database_url: str, redis_url: str, port: int, workers: int, *, fee
         "RATE_LIMIT_OPERATIONS": "1000000000",
         "RATE_LIMIT_COST": "1000000000000",
         "FEED_LOG_ENABLED": "true" if feed_log else "false",
+        "FEED_LOG_FOLD_SECONDS": str(fold_s),
     }
     return subprocess.Popen(
         [sys.executable, "-m", "feedfabric", "api", "--port", str(port), "--workers", str(workers)], env=api_env
@@ -620,6 +677,9 @@ def main() -> None:
         help="pairs of logged / unlogged phases for the feed log's cost (REST home, For You); 0: skip",
     )
     parser.add_argument("--log-duration", type=float, default=8, help="seconds of each of those phases")
+    parser.add_argument(
+        "--fold-seconds", type=float, default=10.0, help="the logged API's FEED_LOG_FOLD_SECONDS (0: every batch)"
+    )
     args = parser.parse_args()
 
     with services() as env:
@@ -638,7 +698,7 @@ def main() -> None:
             Path(args.profile).write_text(asyncio.run(profile(database_url, redis_url, viewers, 500)))
             print(f"pyinstrument profile of 500 GraphQL pages: {args.profile}")
         port = free_port()
-        api = start_api(database_url, redis_url, port, args.workers, feed_log=True)
+        api = start_api(database_url, redis_url, port, args.workers, feed_log=True, fold_s=args.fold_seconds)
         try:
             wait_healthy(port)
             servers = [psutil.Process(api.pid)]
@@ -676,11 +736,43 @@ def main() -> None:
                     postmaster = our_postgres(database_url)
                     pair = ((servers[0], port), (psutil.Process(unlogged.pid), unlogged_port))
                     load_before = os.getloadavg()[0]
+                    asyncio.run(analyze(database_url))
+                    fold_s = args.fold_seconds
                     home = feed_log_ratio(
-                        *pair, postmaster, "rest", tokens, args.clients, args.log_duration, args.log_rounds
+                        *pair,
+                        postmaster,
+                        "rest",
+                        tokens,
+                        args.clients,
+                        args.log_duration,
+                        args.log_rounds,
+                        None,
+                        fold_s,
                     )
+                    asyncio.run(analyze(database_url))
                     foryou = feed_log_ratio(
-                        *pair, postmaster, "foryou", tokens, args.clients, args.log_duration, args.log_rounds
+                        *pair,
+                        postmaster,
+                        "foryou",
+                        tokens,
+                        args.clients,
+                        args.log_duration,
+                        args.log_rounds,
+                        None,
+                        fold_s,
+                    )
+                    chain_tokens, cursors = asyncio.run(next_cursors(port, tokens))
+                    asyncio.run(analyze(database_url))
+                    later = feed_log_ratio(
+                        *pair,
+                        postmaster,
+                        "foryou_next",
+                        chain_tokens,
+                        args.clients,
+                        args.log_duration,
+                        args.log_rounds,
+                        cursors,
+                        fold_s,
                     )
                     load_after = os.getloadavg()[0]
                 finally:
@@ -688,17 +780,20 @@ def main() -> None:
                     unlogged.wait(30)
                 print(
                     f"feed log: {args.log_rounds} x {args.log_duration:g} s each of logged and unlogged, alternating,"
-                    f" {args.clients} clients; whole machine = API + every process of this Postgres server;"
+                    f" {args.clients} clients; exposure folded every {args.fold_seconds:g} s (0: every batch);"
+                    f" whole machine = API + every process of this Postgres server;"
                     f" load average {load_before:.2f} -> {load_after:.2f} on {os.cpu_count()} cores",
                     flush=True,
                 )
                 print_ratio("REST home", home)
                 print_ratio("For You first pages (REST)", foryou)
-                print(
-                    f"feed log (For You), logged / unlogged: whole machine"
-                    f" {foryou['logged_machine'] / foryou['unlogged_machine']:.2f}x,"
-                    f" Postgres {foryou['logged_pg'] / foryou['unlogged_pg']:.2f}x"
-                )
+                print_ratio(f"For You second pages (REST, {len(chain_tokens)} chains)", later)
+                for label, r in (("For You", foryou), ("For You page 2", later)):
+                    print(
+                        f"feed log ({label}), logged / unlogged: whole machine"
+                        f" {r['logged_machine'] / r['unlogged_machine']:.2f}x,"
+                        f" Postgres {r['logged_pg'] / r['unlogged_pg']:.2f}x"
+                    )
                 print(
                     f"feed log, logged / unlogged: whole machine {home['logged_machine'] / home['unlogged_machine']:.2f}x,"
                     f" Postgres {home['logged_pg'] / home['unlogged_pg']:.2f}x"

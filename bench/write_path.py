@@ -723,8 +723,9 @@ async def run(args: argparse.Namespace, env: dict[str, str], database_url: str) 
             load = os.getloadavg()[0]
             print(f"\n4. Stages beside their floors (load average {load:.1f})")
             print(
-                f"   relay: {relay_ms:.3f} ms CPU/event, {events / max(1, batches):.1f} events a claim, so"
-                f" {events / max(1, batches) / 4:.1f} a round trip (3 Postgres round trips and 1 produce a claim);"
+                f"   relay: {relay_ms:.3f} ms CPU/event, {events / max(1, batches):.1f} events a claim, so at least"
+                f" {events / max(1, batches) / 3:.1f} a round trip (a claim: 1 produce, 1 Postgres round trip with"
+                " the stamp folded into the next claim, 2 when the relay waits after it);"
                 f" floor (aiokafka, batches of {mean_batch},"
                 f" acks=all) {relay_floor_ms:.3f} ms/event -> {relay_ms / relay_floor_ms:.2f}x"
             )

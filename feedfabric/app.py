@@ -189,7 +189,11 @@ def create_app(settings: Settings | None = None, traced: tracing.Tracing | None 
         )
         reads.start()
         # Off only to measure what logging costs (bench/home_feed.py); settings refuse it in production.
-        feed_log = FeedLog(pool, comment_weight=settings.comment_weight) if settings.feed_log_enabled else None
+        feed_log = (
+            FeedLog(pool, comment_weight=settings.comment_weight, fold_every_s=settings.feed_log_fold_seconds)
+            if settings.feed_log_enabled
+            else None
+        )
         if feed_log is not None:
             feed_log.start()
         app.state.resources = Resources(

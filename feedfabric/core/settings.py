@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     # False only to measure what the feed log costs a page (bench/home_feed.py); refused in production,
     # where every served page is logged.
     feed_log_enabled: bool = True
+    # How often the feed log's writer folds the exposure it counted into Postgres (For You ranks with
+    # those counts, so they lag serving by up to this; the log's own rows are exact either way).
+    feed_log_fold_seconds: float = Field(10.0, ge=0, le=300)
     # The worker retrains the ranker daily when at least this many new log rows have a known outcome.
     ranker_retrain_min_rows: int = Field(10_000, ge=1)
 

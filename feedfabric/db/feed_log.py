@@ -5,7 +5,7 @@ that day arrives (or ahead of time by `ensure_partitions`), and retention drops 
 
 Rows arrive finished (feeds.feed_log computes every signal in the API process, from what the page
 read and the reader's cached signals), so writing them is a binary COPY into the day's partition;
-the exposure counts they add are folded in one statement per batch, aggregated by pair.
+the exposure counts they add are folded in one statement per fold, aggregated by pair.
 """
 
 from __future__ import annotations

@@ -198,7 +198,11 @@ async def candidates(
                   {reader_effects.author_effect("$1", "v.author_id")} AS author_effect,
                   {reader_effects.topic_effect("$1", "v.id")} AS topic_effect
            FROM best b
-           JOIN feed_posts($1) v ON v.id = b.post_id
+           -- One probe of feed_posts per candidate: joined whole, its relation rule (migrations 320-321)
+           -- made the planner read every visible post (a parallel scan of posts, 190+ ms a page on
+           -- bench/home_feed's data) and hash the candidates against it. OFFSET 0 keeps the
+           -- subquery from being pulled up into that join.
+           CROSS JOIN LATERAL (SELECT * FROM feed_posts($1) fp WHERE fp.id = b.post_id OFFSET 0) v
            LEFT JOIN author_affinity a ON a.member_id = $1 AND a.author_id = v.author_id
            LEFT JOIN author_exposure ae ON ae.member_id = $1 AND ae.author_id = v.author_id
            LEFT JOIN favourite_authors fa ON fa.author_id = v.author_id

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -39,6 +40,42 @@ async def add_event(
         _ADD_EVENT, key, TOPIC_OF[event_type], shard, event_type, data, tracing.traceparent()
     )
     return int(event_id)
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """One event's values for a statement that writes its change and the event together (`event_ctes`)."""
+
+    topic: str
+    key: str
+    shard: int
+    event_type: str
+    data: dict[str, Any]
+    traceparent: str | None
+
+    @classmethod
+    def of(cls, event_type: str, key: str, data: dict[str, Any], *, shards: int = DEFAULT_SHARDS) -> EventRow:
+        return cls(TOPIC_OF[event_type], key, shard_of(key, shards), event_type, data, tracing.traceparent())
+
+
+def event_ctes(first: int, payload: str | None = None) -> str:
+    """add_event's statement as CTEs (`bumped`, then `added`, which RETURNING id, shard) for a statement of
+    another module that writes its change and the change's event in one round trip (issue 50). The event's
+    values are parameters `first`.. `first + 5` in EventRow's field order; `payload`, when given, is the
+    SQL of the payload (to add what only the statement knows to the given data). The statement must select
+    `notify_sql()` from `added`: the NOTIFY that wakes the relays."""
+    topic, key, shard, event_type, data, traceparent = (f"${first + i}" for i in range(6))
+    return (
+        f"bumped AS (INSERT INTO outbox_keys (key, version) VALUES ({key}, 1)"
+        f"  ON CONFLICT (key) DO UPDATE SET version = outbox_keys.version + 1 RETURNING version),"
+        f" added AS (INSERT INTO outbox (topic, key, shard, event_type, aggregate_version, payload, traceparent)"
+        f"  SELECT {topic}, {key}, {shard}::int, {event_type}, bumped.version, {payload or data + '::jsonb'},"
+        f" {traceparent} FROM bumped RETURNING id, shard)"
+    )
+
+
+def notify_sql() -> str:
+    return f"pg_notify('{NOTIFY_CHANNEL}', shard::text || ':' || id)"
 
 
 _ADD_EVENT = (

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from feedfabric.core.models import Post
+from feedfabric.db.outbox import EventRow, event_ctes, notify_sql
 from feedfabric.db.queryable import Queryable
 
 _COLUMNS = "id, author_id, content, repost_of, status, created_at, updated_at"
@@ -41,16 +42,19 @@ async def insert_with_entities(
     content: str,
     tags: Sequence[str],
     mentioned_names: Sequence[str],
+    created: EventRow,
 ) -> tuple[Post, list[uuid.UUID], int]:
-    """A new post with its hashtags and @mentions, in one statement (one round trip, issue 50); returns the
-    post, the active members mentioned (never the author), in ID order, and the moderation terms' version
-    (migration 330), read in the same round trip so screening the text for terms costs none of its own
-    while the terms are unchanged (feeds.moderation_terms).
+    """A new post with its hashtags, its @mentions and its event (`created`, whose payload gains the
+    `mentionedIds` found here), in one statement (one round trip, issue 50); returns the post, the active
+    members mentioned (never the author), in ID order, and the moderation terms' version (migration 330),
+    read in the same round trip so screening the text for terms costs none of its own while the terms are
+    unchanged (feeds.moderation_terms).
 
     A new post has no tags or mentions to replace, so nothing is deleted first (update_content's path,
     replace_hashtags and replace_mentions, does). The foreign keys of post_tags and mentions are checked at
     the statement's end, when the post's row is there.
     """
+    mentioned_ids = "(SELECT coalesce(jsonb_agg(member_id::text ORDER BY member_id), '[]') FROM mentioned)"
     row = await conn.fetchrow(
         f"""WITH post AS (
                 INSERT INTO posts (id, author_id, content, repost_of) VALUES ($1, $2, $3, NULL)
@@ -65,15 +69,22 @@ async def insert_with_entities(
                 WHERE lower(m.username) = ANY($5::text[]) AND m.status = 'active' AND m.id <> $2
                 ON CONFLICT DO NOTHING
                 RETURNING member_id
-            )
+            ), {event_ctes(6, f"$10::jsonb || jsonb_build_object('mentionedIds', {mentioned_ids})")}
             SELECT post.*, ARRAY(SELECT member_id FROM mentioned ORDER BY member_id) AS mentioned,
-                   (SELECT version FROM moderation_terms_version) AS terms_version
+                   (SELECT version FROM moderation_terms_version) AS terms_version,
+                   (SELECT {notify_sql()} FROM added) AS notified
             FROM post""",
         post_id,
         author_id,
         content,
         list(tags),
         [name.lower() for name in mentioned_names],
+        created.topic,
+        created.key,
+        created.shard,
+        created.event_type,
+        created.data,
+        created.traceparent,
     )
     assert row is not None
     return Post.of(row), list(row["mentioned"]), int(row["terms_version"])
@@ -131,6 +142,29 @@ async def visibility(conn: Queryable, post_id: uuid.UUID, viewer_id: uuid.UUID) 
         viewer_id,
     )
     return bool(row["visible"]), bool(row["blocked"])
+
+
+async def get_to_act(conn: Queryable, post_id: uuid.UUID, viewer_id: uuid.UUID) -> tuple[Post, bool, bool] | None:
+    """The post locked for share with its (visible, blocked) for the viewer, in one statement: `get` with
+    `for_share` and `visibility` (issue 50: a like's round trip fewer).
+
+    A deletion or hold under way is waited for by the lock and then seen: the row's own status is read from
+    the row the lock returns (the version its deleter committed), while visible_posts, run on the
+    statement's snapshot, answers for the rest of the rule (its author, the original, blocks).
+    """
+    row = await conn.fetchrow(
+        f"""SELECT {_COLUMNS},
+                   (status = 'live' OR (status = 'held' AND author_id = $2))
+                   AND EXISTS (SELECT 1 FROM visible_posts($2) v WHERE v.id = $1) AS visible,
+                   EXISTS (SELECT 1 FROM posts p LEFT JOIN posts o ON o.id = p.repost_of
+                           JOIN blocks b ON (b.blocker_id = $2 AND b.blocked_id IN (p.author_id, o.author_id))
+                                         OR (b.blocked_id = $2 AND b.blocker_id IN (p.author_id, o.author_id))
+                           WHERE p.id = $1 AND p.status <> 'deleted') AS blocked
+            FROM posts WHERE id = $1 FOR SHARE""",
+        post_id,
+        viewer_id,
+    )
+    return (Post.of(row), bool(row["visible"]), bool(row["blocked"])) if row else None
 
 
 async def update_content(conn: asyncpg.Connection, post_id: uuid.UUID, content: str) -> Post:

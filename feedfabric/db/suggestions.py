@@ -18,28 +18,29 @@ from datetime import datetime
 
 from feedfabric.db.queryable import Queryable
 
-# Reason numbers, strongest first (feeds.suggestions.REASONS names them).
-FOLLOWED_BY_FOLLOWED, SIMILAR_ENGAGEMENT, POPULAR_IN_TOPICS, POPULAR = 0, 1, 2, 3
+# Reason numbers, strongest first (feeds.suggestions.REASONS names them); ENGAGED (the authors whose
+# posts the viewer engages with) is shown as SIMILAR_ENGAGEMENT's reason, scaled on its own.
+FOLLOWED_BY_FOLLOWED, SIMILAR_ENGAGEMENT, POPULAR_IN_TOPICS, POPULAR, ENGAGED = 0, 1, 2, 3, 4
 
 
 @dataclass(frozen=True)
 class Bounds:
     """How far each fan-in reads; the statement's work is bounded by their products, not by the member."""
 
-    followees: int = 200  # the member's most recent follows read (of members, and of tags)
-    per_followee: int = 50  # each one's most recent follows
+    followees: int = 100  # the member's most recent follows read (of members, and of tags)
+    per_followee: int = 25  # each one's most recent follows
     likes: int = 50  # the member's most recent likes
     co_likers_per_post: int = 20  # likers read per liked post
-    co_likers: int = 200  # distinct co-likers kept
-    co_liker_likes: int = 20  # each co-liker's most recent likes
-    topics: int = 20  # the member's followed tags and strongest interests, each
-    posts_per_topic: int = 100  # a topic's newest posts of the window
+    co_likers: int = 100  # distinct co-likers kept
+    co_liker_likes: int = 10  # each co-liker's most recent likes
+    topics: int = 10  # the member's followed tags and strongest interests, each
+    posts_per_topic: int = 50  # a topic's newest posts of the window
     popular: int = 200  # members with most followers
     fresh_posts: int = 2_000  # the window's newest posts, for the fresh topics
-    per_reason: int = 300  # candidates returned per reason
-    # Candidates per reason checked against the viewer's follows, dismissals and suspensions (the
-    # strongest): most of a large circle's friends of friends are friends already, so 3x what is kept.
-    probed: int = 900
+    per_reason: int = 200  # candidates returned per reason
+    # Each reason's strongest candidates checked (one index probe each) against the viewer's follows,
+    # dismissals and suspensions: most of a large circle's friends of friends are friends already.
+    probed: int = 300
 
 
 BOUNDS = Bounds()
@@ -65,7 +66,8 @@ async def member_candidates(
     bounds: Bounds = BOUNDS,
 ) -> list[Found]:
     """Members to suggest, per reason: followed by the members the viewer follows (how many of them),
-    liked by the members who like what the viewer likes (how many of them), posting in the viewer's
+    liked by the members who like what the viewer likes (how many of them), engaged with by the viewer
+    (their affinity per post served), posting in the viewer's
     topics since `since` (posts plus their engagement), and, for a member following fewer than
     `new_member_follows`, the most followed. Never the viewer, a member they follow, a suspended
     member, or one they dismissed since `dismissed_since`."""
@@ -80,7 +82,7 @@ async def member_candidates(
                FROM followees f CROSS JOIN LATERAL (
                    SELECT target_id FROM follows WHERE follower_id = f.id AND target_type = 'member'
                    ORDER BY created_at DESC, target_id DESC LIMIT $3) x
-               GROUP BY 1
+               GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT $15
            ), my_likes AS (
                SELECT post_id FROM likes WHERE member_id = $1 ORDER BY created_at DESC LIMIT $4
            ), co_likers AS (
@@ -93,7 +95,15 @@ async def member_candidates(
                FROM co_likers c CROSS JOIN LATERAL (
                    SELECT post_id FROM likes WHERE member_id = c.id ORDER BY created_at DESC LIMIT $7) l
                JOIN posts p ON p.id = l.post_id
-               GROUP BY 1
+               GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT $15
+           ), engaged AS (
+               -- The authors the viewer engages with most for how often they were shown them (affinity
+               -- per post served, the affinity_rate signal): one row per author they engaged with.
+               SELECT a.author_id AS id, 4 AS reason, (a.score / (1 + COALESCE(e.served, 0)))::float8 AS score
+               FROM author_affinity a
+               LEFT JOIN author_exposure e ON e.member_id = a.member_id AND e.author_id = a.author_id
+               WHERE a.member_id = $1 AND a.score > 0
+               ORDER BY 3 DESC, 1 LIMIT $15
            ), topics AS (
                (SELECT target_id AS tag FROM follows WHERE follower_id = $1 AND target_type = 'tag'
                 ORDER BY created_at DESC, target_id DESC LIMIT $8)
@@ -107,7 +117,7 @@ async def member_candidates(
                    ORDER BY created_at DESC LIMIT $11) pt
                JOIN posts p ON p.id = pt.post_id AND p.status = 'live'
                LEFT JOIN post_stats s ON s.post_id = p.id
-               GROUP BY 1
+               GROUP BY 1 ORDER BY 3 DESC, 1 LIMIT $15
            ), newcomer AS (
                SELECT count(*) < $12 AS yes FROM (
                    SELECT 1 FROM follows WHERE follower_id = $1 AND target_type = 'member' LIMIT $12) n
@@ -117,22 +127,21 @@ async def member_candidates(
                ORDER BY s.followers DESC LIMIT $13
            ), found AS (
                SELECT * FROM fof UNION ALL SELECT * FROM alike UNION ALL SELECT * FROM in_topics
-               UNION ALL SELECT * FROM popular
-           ), best AS (  -- each reason's strongest few before the per-candidate probes below
-               SELECT f.id, f.reason, f.score FROM (
-                   SELECT found.*, row_number() OVER (PARTITION BY reason ORDER BY score DESC, id) AS n FROM found) f
-               WHERE f.n <= $16
+               UNION ALL SELECT * FROM popular UNION ALL SELECT * FROM engaged
            ), kept AS (
+               -- One index probe per candidate for each check (scalar subqueries, never a join the
+               -- planner could turn into a scan of every member or of every follow of the viewer).
                SELECT f.id, f.reason, f.score,
                       row_number() OVER (PARTITION BY f.reason ORDER BY f.score DESC, f.id) AS n
-               FROM best f JOIN members m ON m.id = f.id AND m.status = 'active'
+               FROM found f
                WHERE f.id <> $1
-                 AND NOT EXISTS (SELECT 1 FROM follows x WHERE x.follower_id = $1 AND x.target_type = 'member'
-                                                          AND x.target_id = f.id::text)
-                 AND NOT EXISTS (SELECT 1 FROM suggestion_dismissals d WHERE d.member_id = $1
-                                 AND d.dismissed_id = f.id AND d.dismissed_at > $14)
+                 AND (SELECT m.status FROM members m WHERE m.id = f.id) = 'active'
+                 AND (SELECT 1 FROM follows x WHERE x.follower_id = $1 AND x.target_type = 'member'
+                                                AND x.target_id = f.id::text) IS NULL
+                 AND (SELECT 1 FROM suggestion_dismissals d WHERE d.member_id = $1
+                                 AND d.dismissed_id = f.id AND d.dismissed_at > $14) IS NULL
            )
-           SELECT id::text AS key, reason, score FROM kept WHERE n <= $15""",
+           SELECT id::text AS key, reason, score FROM kept WHERE n <= $16""",
         member_id,
         b.followees,
         b.per_followee,
@@ -147,8 +156,8 @@ async def member_candidates(
         new_member_follows,
         b.popular,
         dismissed_since,
-        b.per_reason,
         b.probed,
+        b.per_reason,
     )
     return [Found(r["key"], r["reason"], r["score"]) for r in rows]
 

@@ -12,12 +12,15 @@ accelerator beside the likes table; SADD/SREM make it idempotent by nature.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from datetime import datetime
 
 import asyncpg
 import redis.asyncio as aioredis
 
 from feedfabric.core.settings import Settings
 from feedfabric.db import affinity, tags
+from feedfabric.feeds import reader_effects
 
 
 def likers_key(post_id: uuid.UUID | str) -> str:
@@ -37,6 +40,18 @@ async def apply_like(
     if not await affinity.record_like_grant(conn, post_id, member_id, grant):
         return
     await _add(conn, member_id, grant, +1.0)
+
+
+async def apply_likes(
+    conn: asyncpg.Connection, redis: aioredis.Redis, settings: Settings, likes: Sequence[affinity.Like], now: datetime
+) -> None:
+    """apply_like and reader_effects.on_engagement for many likes of distinct (post, member) pairs, their
+    Postgres part in one statement (worker-engagement's batches, issue 50)."""
+    for like in likes:
+        await redis.sadd(likers_key(like.post_id), str(like.member_id))
+    new_readers = await affinity.grant_likes(conn, likes, settings.like_weight, now - reader_effects.NEW_READER)
+    for member_id in sorted(new_readers):
+        await reader_effects.refit_reader(conn, member_id, now)
 
 
 async def apply_unlike(

@@ -2,17 +2,21 @@
 
 A page is recorded after it is finished, from what it read (no I/O on the request path); one
 background task takes up to `batch` pages at a time, computes their rows' signals
-(feeds.served_signals), COPYs the rows into the day's partition and folds the exposure they add.
+(feeds.served_signals), COPYs the rows into the day's partition and counts the exposure they add in
+memory; every `fold_every_s` it folds those counts into Postgres, one upsert per (reader, author or
+tag) pair, so a reader's pages within the interval share their pairs' upserts.
 
 What a crash loses, stated: the pages still queued (at most `max_queue`, normally the last
-`interval_s` of serving) and their exposure counts; a batch whose COPY failed is lost whole (rows
-and counts), one whose fold failed keeps its counts for the next fold.
+`interval_s` of serving) and their exposure counts, and the counts not folded yet (at most the last
+`fold_every_s` of serving; their rows are logged); a batch whose COPY failed is lost whole (rows
+and counts), a fold that failed keeps its counts for the next fold.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -85,9 +89,15 @@ async def described(conn: asyncpg.Connection, pages: Sequence[ServedPage]) -> li
 
 
 async def write(
-    conn: asyncpg.Connection, book: SignalBook, pages: Sequence[Served | ServedPage], comment_weight: float
+    conn: asyncpg.Connection,
+    book: SignalBook,
+    pages: Sequence[Served | ServedPage],
+    comment_weight: float,
+    *,
+    fold: bool = True,
 ) -> int:
-    """Writes a batch of pages' rows and folds their exposure; how many rows."""
+    """Writes a batch of pages' rows and, with `fold`, folds the exposure counted so far (theirs and any
+    left unfolded before); how many rows."""
     by_ids = [p for p in pages if isinstance(p, ServedPage)]
     found = iter(await described(conn, by_ids)) if by_ids else iter(())
     finished = [next(found) if isinstance(p, ServedPage) else p for p in pages]
@@ -98,11 +108,17 @@ async def write(
         book.forget([p.member_id for p in finished])
         raise
     book.counted(batch)
+    if fold:
+        await fold_kept(conn, book)
+    return len(batch.rows)
+
+
+async def fold_kept(conn: asyncpg.Connection, book: SignalBook) -> None:
+    """Folds the book's unfolded exposure; a failed fold keeps it for the next."""
     try:
         await book.fold(conn)
     except (TimeoutError, asyncpg.PostgresError, OSError) as error:
-        log.warning("feed log exposure not folded (%s); kept for the next batch", type(error).__name__)
-    return len(batch.rows)
+        log.warning("feed log exposure not folded (%s); kept for the next fold", type(error).__name__)
 
 
 async def log_pages(
@@ -130,16 +146,24 @@ class FeedLog:
         interval_s: float = 0.2,
         comment_weight: float = 3.0,
         readers_kept: int = 5_000,
+        fold_every_s: float = 0.0,
+        max_unfolded: int = 200_000,
     ) -> None:
         """`max_queue` and `batch` count pages: 2,500 pages of 20 are 50,000 rows, 50 pages about 1,000.
-        `readers_kept`: readers whose signals stay in memory (feeds.served_signals)."""
+        `readers_kept`: readers whose signals stay in memory (feeds.served_signals). `fold_every_s`:
+        the exposure counted is folded into Postgres at most this often (0: every batch), or sooner
+        once `max_unfolded` (member, author or tag) pairs wait; a reader's pages within it add to the
+        same pairs, so a longer schedule upserts fewer rows (docs/foryou.md states the delay)."""
         self.pool = pool
         self.queue: asyncio.Queue[Served | ServedPage] = asyncio.Queue(max_queue)
         self.batch = batch
         self.interval_s = interval_s
         self.comment_weight = comment_weight
         self.book = SignalBook(readers_kept)
+        self.fold_every_s = fold_every_s
+        self.max_unfolded = max_unfolded
         self.dropped = 0
+        self._folded_at = time.monotonic()
         self._task = Background("feed-log")
 
     def record(
@@ -186,19 +210,41 @@ class FeedLog:
         await self._task.stop()
         while await self.flush():
             pass
+        await self.fold()
+
+    def _fold_due(self) -> bool:
+        book = self.book
+        if not book.unfolded_pairs:
+            return False
+        return book.unfolded_pairs >= self.max_unfolded or time.monotonic() - self._folded_at >= self.fold_every_s
 
     async def flush(self) -> int:
-        """Writes up to one batch of pages; returns how many pages it took."""
+        """Writes up to one batch of pages (and folds the exposure when due); returns how many pages it took."""
         pages: list[Served | ServedPage] = []
         while not self.queue.empty() and len(pages) < self.batch:
             pages.append(self.queue.get_nowait())
         if pages:
             try:
                 async with self.pool.acquire() as conn:
-                    await write(conn, self.book, pages, self.comment_weight)
+                    await write(conn, self.book, pages, self.comment_weight, fold=False)
+                    if self._fold_due():
+                        self._folded_at = time.monotonic()
+                        await fold_kept(conn, self.book)
             except Exception:
                 log.exception("feed log batch of %d pages lost", len(pages))
+        elif self._fold_due():
+            await self.fold()
         return len(pages)
+
+    async def fold(self) -> None:
+        """Folds what was counted and not folded yet, now (on a schedule, and when the API stops)."""
+        self._folded_at = time.monotonic()
+        if self.book.unfolded_pairs:
+            try:
+                async with self.pool.acquire() as conn:
+                    await fold_kept(conn, self.book)
+            except Exception:
+                log.exception("feed log exposure not folded")
 
     async def _run(self) -> None:
         while True:

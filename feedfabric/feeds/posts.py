@@ -16,7 +16,7 @@ from feedfabric.core.settings import Settings
 from feedfabric.db import members as members_db
 from feedfabric.db import posts as posts_db
 from feedfabric.db import reports as reports_db
-from feedfabric.db.outbox import add_event
+from feedfabric.db.outbox import EventRow, add_event
 from feedfabric.feeds import moderation_terms, text
 
 MAX_MEDIA_PER_POST = 4
@@ -59,24 +59,19 @@ async def create_post(
     if len(set(media_ids)) != len(media_ids) or len(media_ids) > MAX_MEDIA_PER_POST:
         raise BadInput(f"a post takes at most {MAX_MEDIA_PER_POST} distinct media")
     tags, names = _entities(content)
+    post_id = new_id()
+    # The PostCreated event is written by the post's own statement, which adds its mentionedIds.
+    created = EventRow.of(
+        "PostCreated",
+        str(post_id),
+        {"postId": str(post_id), "authorId": str(author.id), "createdAtMs": id_millis(post_id), "repostOf": None},
+        shards=settings.outbox_shards,
+    )
     post, mentioned, terms_version = await posts_db.insert_with_entities(
-        conn, new_id(), author.id, content, tags, names
+        conn, post_id, author.id, content, tags, names, created
     )
     if media_ids:
         await _attach_media(conn, post.id, author.id, media_ids)
-    await add_event(
-        conn,
-        "PostCreated",
-        str(post.id),
-        {
-            "postId": str(post.id),
-            "authorId": str(author.id),
-            "createdAtMs": id_millis(post.id),
-            "repostOf": None,
-            "mentionedIds": [str(m) for m in mentioned],
-        },
-        shards=settings.outbox_shards,
-    )
     post = await _screen(conn, settings, post, terms_version)
     failpoints.crash_point("post-before-commit", content=content)  # fault suite: dies with the transaction open
     return post

@@ -23,10 +23,10 @@ async def _visible_post(conn: asyncpg.Connection, post_id: uuid.UUID, viewer: Me
     seen, so no like or comment commits on a post deleted after it was checked. A like or comment on a
     post of a member blocked either way (or sharing one) is BLOCKED, in the same statement as the
     visibility check (`liking` False: an unlike, which only undoes, is NOT_FOUND as before)."""
-    post = await posts_db.get(conn, post_id, for_share=True)
-    if post is None:
+    found = await posts_db.get_to_act(conn, post_id, viewer.id)
+    if found is None:
         raise NotFound("post not found")
-    visible, blocked = await posts_db.visibility(conn, post_id, viewer.id)
+    post, visible, blocked = found
     if blocked and liking:
         raise Blocked("you cannot interact with this member")
     if not visible:

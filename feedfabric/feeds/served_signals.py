@@ -5,8 +5,9 @@ Per post the page itself read its author, tags, creation time, like and comment 
 the reader had liked it (the page's extras): popularity, age and those facts are exact as of serving.
 Per reader, a `SignalBook` keeps what the log needs (db.feed_log.ReaderSignals) by member, checked
 against the member's signal version once per batch (migration 350) and reloaded only when it moved;
-the exposure counts the log adds are counted here as the rows are made, folded into Postgres once
-per batch aggregated by pair, and the fold's new versions keep the book current without a reload.
+the exposure counts the log adds are counted here as the rows are made, folded into Postgres on the
+writer's schedule aggregated by pair, and the fold's new versions keep the book current without a
+reload.
 
 Each formula is the one For You's candidates statement reads (db.exposure, db.reader_effects), so a
 learned weight means the same thing in training and in ranking: see docs/foryou.md, "as served".
@@ -143,6 +144,7 @@ class SignalBook:
         self.fit = -1  # the effects refit the kept readers were read after
         self.unfolded_authors: dict[uuid.UUID, dict[uuid.UUID, int]] = {}
         self.unfolded_tags: dict[uuid.UUID, dict[str, int]] = {}
+        self.unfolded_pairs = 0  # at most this many rows the next fold upserts (its memory, bounded)
         self.loads = 0  # readers read from Postgres (a kept reader is not)
 
     async def current(self, conn: asyncpg.Connection, members: Sequence[uuid.UUID]) -> dict[uuid.UUID, ReaderSignals]:
@@ -206,9 +208,11 @@ class SignalBook:
         for member, counts in batch.authors.items():
             if counts:
                 _add(self.unfolded_authors.setdefault(member, {}), counts)
+                self.unfolded_pairs += len(counts)
         for member, tag_counts in batch.tags.items():
             if tag_counts:
                 _add(self.unfolded_tags.setdefault(member, {}), tag_counts)
+                self.unfolded_pairs += len(tag_counts)
 
     async def fold(self, conn: asyncpg.Connection) -> None:
         """Adds the unfolded exposure to Postgres. A kept reader whose version the fold moved by exactly
@@ -219,6 +223,7 @@ class SignalBook:
         bumped = await feed_log_db.fold_exposure(conn, self.unfolded_authors, self.unfolded_tags)
         self.unfolded_authors.clear()
         self.unfolded_tags.clear()
+        self.unfolded_pairs = 0
         for member, version in bumped.items():
             kept = self.readers.get(member)
             if kept is not None:

@@ -1,7 +1,8 @@
 """Who to follow and topics worth following, each suggestion with the reason it is made.
 
 Candidates come from what exists: the follow table (followed by the members you follow), the likes
-(members liked by those who like what you like), the tags (active in your topics, popular and fresh)
+(members liked by those who like what you like), your affinity per post served (authors you engage
+with and do not follow yet), the tags (active in your topics, popular and fresh)
 and member_stats (the most followed, for a member who follows few yet); db.suggestions reads each
 through bounded index ranges. Reasons are merged into one list: each reason's scores are scaled to
 its best (so a count of co-likers and a sum of likes weigh alike), weighted (WEIGHTS) and summed per
@@ -37,9 +38,13 @@ log = logging.getLogger("feedfabric.suggestions")
 
 # The contract's SuggestionReason values, in db.suggestions' reason numbers' order (strongest first).
 REASONS = ("followed_by_people_you_follow", "similar_engagement", "popular_in_your_topics", "popular")
-# Each reason's weight once its scores are scaled to its best: the members your circle follows and
-# the ones liked alongside you say most about you, the most followed overall least.
-WEIGHTS = (1.0, 1.0, 0.7, 0.4)
+# The reason shown for each of db.suggestions' reason numbers: ENGAGED (authors whose posts you engage
+# with) is shown as similar_engagement, but scaled on its own (an affinity rate is no count of co-likers).
+SHOWN = (0, 1, 2, 3, 1)
+# Each reason number's weight once its scores are scaled to its best: the members your circle follows,
+# the ones liked alongside you and the ones you engage with say most about you, the most followed
+# overall least.
+WEIGHTS = (1.0, 1.0, 0.7, 0.4, 1.0)
 DISMISS_FOR = timedelta(days=30)
 # Topics, and members popular in them, are read from the posts of this window (recentPostCount's too).
 WINDOW = timedelta(days=7)
@@ -63,17 +68,18 @@ class TopicSuggestion:
 
 
 def combine(found: Sequence[db.Found], keep: int = KEEP) -> list[tuple[str, int]]:
-    """The candidates of every reason as one list, best first, each with the reason that gave most to
-    its score (a tie to the stronger reason); ties between candidates by key, so it is deterministic."""
-    best = [0.0] * len(REASONS)
+    """The candidates of every reason as one list, best first, each with the reason number that gave
+    most to its score (a tie to the stronger reason); ties between candidates by key, so it is
+    deterministic."""
+    best = [0.0] * len(WEIGHTS)
     for f in found:
         best[f.reason] = max(best[f.reason], f.score)
-    parts: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(REASONS))
+    parts: dict[str, list[float]] = defaultdict(lambda: [0.0] * len(WEIGHTS))
     for f in found:
         if best[f.reason] > 0:
             parts[f.key][f.reason] += WEIGHTS[f.reason] * f.score / best[f.reason]
     ranked = sorted(parts.items(), key=lambda kv: (-sum(kv[1]), kv[0]))
-    return [(key, max(range(len(REASONS)), key=lambda r: (share[r], -r))) for key, share in ranked[:keep]]
+    return [(key, max(range(len(WEIGHTS)), key=lambda r: (share[r], -r))) for key, share in ranked[:keep]]
 
 
 def _key(member_id: uuid.UUID, kind: str) -> str:
@@ -148,7 +154,7 @@ async def suggested_members(
         ranked = [(m, r) for m, r in ranked if not relations.hides_author(m, feed=True)]
     top = ranked[:limit]
     members = await members_db.by_ids(pool, [m for m, _ in top])
-    return [MemberSuggestion(members[m], REASONS[r]) for m, r in top if m in members]
+    return [MemberSuggestion(members[m], REASONS[SHOWN[r]]) for m, r in top if m in members]
 
 
 async def suggested_topics(
@@ -177,7 +183,7 @@ async def suggested_topics(
         await _cache(redis, key, json.dumps(ranked).encode())
     top = ranked[:limit]
     counts = await db.recent_post_counts(pool, [t for t, _ in top], now - WINDOW)
-    return [TopicSuggestion(t, REASONS[r], counts.get(t, 0)) for t, r in top]
+    return [TopicSuggestion(t, REASONS[SHOWN[r]], counts.get(t, 0)) for t, r in top]
 
 
 async def dismiss(conn: asyncpg.Connection, member: Member, external_id: str) -> None:

@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import asyncpg
+
 from feedfabric.core.events import Event
 from feedfabric.db import pipeline as db
 from feedfabric.workers.base import GroupSpec, WorkerContext
@@ -75,15 +77,31 @@ async def apply_batch(
                 return None
             fresh: list[bool] = []
             waiting = recorded.fresh
-            for i, event in enumerate(events):
+            for event in events:
                 fresh.append(event.event_id in waiting)
-                if fresh[-1]:
-                    waiting.discard(event.event_id)  # a record delivered twice in one poll applies once
-                    with around(i):
-                        await spec.handle(ctx, conn, event)
+                waiting.discard(event.event_id)  # a record delivered twice in one poll applies once
+            await _handle(spec, ctx, conn, [(i, e) for i, e in enumerate(events) if fresh[i]], around)
             at_ns = time.time_ns()
         except BaseException:
             await transaction.rollback()
             raise
         await transaction.commit()
     return BatchApplied(fresh, at_ns)
+
+
+async def _handle(
+    spec: GroupSpec, ctx: WorkerContext, conn: asyncpg.Connection, fresh: list[tuple[int, Event]], around: Around
+) -> None:
+    """The group's batch handler over the fresh events, inside every one of their spans (its statements then
+    hang under the last); else `handle` for each in turn, inside its own span."""
+    if spec.handle_batch is None:
+        for i, event in fresh:
+            with around(i):
+                await spec.handle(ctx, conn, event)
+        return
+    if not fresh:
+        return
+    with contextlib.ExitStack() as spans:
+        for i, _ in fresh:
+            spans.enter_context(around(i))
+        await spec.handle_batch(ctx, conn, [event for _, event in fresh])

@@ -4,12 +4,14 @@ per-reader effects refitted on each (feeds.reader_effects.on_engagement)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import asyncpg
 
 from feedfabric.core import events
 from feedfabric.core.events import Event
+from feedfabric.db import affinity
 from feedfabric.feeds import engagement, reader_effects
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 
@@ -36,9 +38,36 @@ async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> 
         await reader_effects.on_engagement(conn, member_id, datetime.now(UTC))
 
 
+async def handle_batch(ctx: WorkerContext, conn: asyncpg.Connection, batch: Sequence[Event]) -> None:
+    """`handle` for each event in turn, but each run of likes of distinct (post, member) pairs in one
+    statement (engagement.apply_likes): an unlike or a comment between likes, or a pair liked again, ends a
+    run, so the order that matters (a pair's like before its unlike) is kept."""
+    run: list[affinity.Like] = []
+    pairs: set[tuple[uuid.UUID, uuid.UUID]] = set()
+
+    async def flush() -> None:
+        if run:
+            await engagement.apply_likes(conn, ctx.redis, ctx.settings, run, datetime.now(UTC))
+            run.clear()
+            pairs.clear()
+
+    for event in batch:
+        if event.type != "PostLiked":
+            await flush()
+            await handle(ctx, conn, event)
+            continue
+        post_id, member_id, author_id = _ids(event, "postId", "memberId", "authorId")
+        if (post_id, member_id) in pairs:
+            await flush()
+        run.append(affinity.Like(post_id, member_id, author_id))
+        pairs.add((post_id, member_id))
+    await flush()
+
+
 GROUP = GroupSpec(
     name="worker-engagement",
     topics=(events.ENGAGEMENT,),
     event_types=frozenset({"PostLiked", "PostUnliked", "CommentCreated"}),
     handle=handle,
+    handle_batch=handle_batch,
 )

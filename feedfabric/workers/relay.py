@@ -9,11 +9,15 @@ still claimed. Relays count each other through a presence lock and each keeps
 about its share of shards, taking over free ones periodically, so a dead
 relay's shards move within a second or so.
 
-Per batch, in one transaction: claim up to OUTBOX_BATCH_SIZE unpublished rows
-of owned shards in ID order (FOR UPDATE SKIP LOCKED), send them all
-(acks=all), await every ack, stamp published_at. Produce-then-stamp means a
-crash in between resends the batch: delivery is at-least-once and consumers
-absorb duplicates by eventId. A failed send leaves that row and the key's
+Per batch: claim up to OUTBOX_BATCH_SIZE unpublished rows of owned shards in
+ID order, send them all (acks=all), await every ack, stamp published_at. The
+claim takes no row lock and opens no transaction (the shard's advisory lock
+already makes this relay its rows' only claimant), and the stamp rides on the
+next claim's statement when that claim follows at once (a full batch, or rows
+already waiting): one Postgres round trip a batch under a steady stream, two
+(claim, stamp) at a trickle. Produce-then-stamp means a crash in between
+resends the batch: delivery is at-least-once and consumers absorb duplicates
+by eventId. A failed send leaves that row and the key's
 later rows of the batch unstamped, so the key is resent in order; the
 producer is then recreated.
 
@@ -28,7 +32,6 @@ broker, so a partition's messages stay in send order even across retries.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import json
 import logging
@@ -119,6 +122,9 @@ class Relay:
     # (about every other claim at a few events a second: three round trips for nothing).
     _recently_claimed: deque[int] = field(default_factory=lambda: deque(maxlen=_RECENT_CLAIMS))
     _recent_set: set[int] = field(default_factory=set)
+    # Rows published (every ack in) but not yet stamped: the next claim stamps them in its own statement when it
+    # follows at once (a full batch, or rows already waiting); otherwise they are stamped before the idle wait.
+    _unstamped: list[int] = field(default_factory=list)
 
     def _claimed_already(self, payload: str) -> bool:
         """True for the NOTIFY (`shard:id`) of a row this session has claimed; anything else wakes the relay."""
@@ -171,6 +177,9 @@ class Relay:
             next_prune = time.monotonic() + self.timings.prune_every_s / 10
             while not stop.is_set():
                 now = time.monotonic()
+                if now >= min(next_shards, next_health, next_prune):
+                    # A shard given back must carry no unstamped row, or its next owner sends that row again.
+                    await self._stamp(conn)
                 if now >= next_shards:
                     await self._balance_shards(conn)
                     next_shards = now + self.timings.shard_check_s
@@ -185,33 +194,26 @@ class Relay:
                 # A short batch waits for a NOTIFY, but not for one that already came: wake was cleared before
                 # the claim, so a row committed after the claim's snapshot has set it, and the wait returns at once.
                 if claimed < self.settings.outbox_batch_size and not wake.is_set():
+                    await self._stamp(conn)  # a batch's stamp rides on the next claim only when it comes at once
                     if not await _wait_any(stop, wake, self.settings.outbox_idle_ms / 1000):
                         self.idle_timeouts += 1
+            await self._stamp(conn)
         finally:
+            self._unstamped = []  # not stamped: sent again, as after a crash between produce and stamp
             self.owned.clear()
             await kafka.stop()
             await conn.close(timeout=5)
 
     async def _publish_batch(self, conn: asyncpg.Connection, kafka: _Kafka) -> int:
-        """One batch in one transaction: BEGIN and the claim, one produce round trip, the stamp with the COMMIT.
+        """One batch: the claim (stamping the previous batch's rows), one produce round trip; its rows are
+        stamped by the next claim, or alone before the relay waits (`_stamp`).
 
-        The transaction is opened and ended by hand so the stamp and the COMMIT share a round trip; any
-        failure, or the task's end, rolls it back, as asyncpg's transaction block did.
+        A crash before the stamp resends the batch: delivery is at-least-once either way.
         """
-        await db.begin(conn)
-        try:
-            published = await self._claim_and_produce(conn, kafka)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                if not conn.is_closed():
-                    await db.rollback(conn)
-            raise
-        return published
-
-    async def _claim_and_produce(self, conn: asyncpg.Connection, kafka: _Kafka) -> int:
-        rows = await db.claim(conn, sorted(self.owned), self.settings.outbox_batch_size)
+        stamping = self._unstamped
+        rows = await db.claim(conn, sorted(self.owned), self.settings.outbox_batch_size, stamping)
+        self._stamped(stamping)
         if not rows:
-            await db.rollback(conn)
             return 0
         self.batches += 1
         self._note_claimed(rows)
@@ -278,12 +280,22 @@ class Relay:
         if self.after_produce is not None:
             await self.after_produce(rows)
         failpoints.crash_point("relay-after-produce")
-        await db.stamp_and_commit(conn, stamped)
-        self.published += len(stamped)
-        metrics.OUTBOX_PUBLISHED.inc(len(stamped))
+        self._unstamped = stamped
         if failed:
             await kafka.reset_producer()
         return len(rows)
+
+    async def _stamp(self, conn: asyncpg.Connection) -> None:
+        """Stamps the rows published since the last claim, if any (one round trip)."""
+        if self._unstamped:
+            await db.stamp(conn, self._unstamped)
+            self._stamped(self._unstamped)
+
+    def _stamped(self, ids: list[int]) -> None:
+        if ids:
+            self.published += len(ids)
+            metrics.OUTBOX_PUBLISHED.inc(len(ids))
+        self._unstamped = []
 
     def _trace_row(self, row: db.OutboxRow, spans: dict[int, Span]) -> str | None:
         """The traceparent the record carries: its writer's trace, continued by a span for the time the row

@@ -118,3 +118,67 @@ async def test_bad_payload_is_permanent(ctx, pool):
     async with pool.acquire() as conn:
         with pytest.raises(PermanentError):
             await worker.handle(ctx, conn, bad)
+
+
+async def _world(pool):
+    """Three members and two tagged posts of the first."""
+    author, bob, cat = [await f.member(pool) for _ in range(3)]
+    run = await f.post(pool, author, "10k #running", hashtags=["running"])
+    cook = await f.post(pool, author, "pasta #cooking #travel", hashtags=["cooking", "travel"])
+    return {"author": author, "bob": bob, "cat": cat, "run": run, "cook": cook}
+
+
+def _script(w):
+    """Likes in runs, broken by an unlike, a comment and a like of a pair already in the run."""
+    a = w["author"]
+    return [
+        like(w["run"], w["bob"], a),
+        like(w["cook"], w["bob"], a),
+        like(w["run"], w["cat"], a),
+        like(w["run"], w["bob"], a),  # again in the same run: granted once
+        unlike(w["run"], w["bob"], a),
+        like(w["run"], w["bob"], a),  # a new like after the unlike: granted again
+        comment(w["cook"], w["cat"], a),
+        like(w["cook"], w["author"], a),  # one's own post: no affinity
+        like(w["cook"], w["cat"], a),
+    ]
+
+
+async def _state(pool, redis, w):
+    names = {v: k for k, v in w.items()}
+    aff = await pool.fetch("SELECT member_id, author_id, score FROM author_affinity")
+    intr = await pool.fetch("SELECT member_id, tag, score FROM topic_interest")
+    grants = await pool.fetch("SELECT post_id, member_id, tags, weight FROM like_grants")
+    likers = {names[p]: sorted(names[m] for m in await engagement.likers(redis, p)) for p in (w["run"], w["cook"])}
+    return (
+        sorted(
+            (names[r["member_id"]], names[r["author_id"]], round(r["score"], 9)) for r in aff if r["member_id"] in names
+        ),
+        sorted((names[r["member_id"]], r["tag"], round(r["score"], 9)) for r in intr if r["member_id"] in names),
+        sorted(
+            (names[r["post_id"]], names[r["member_id"]], tuple(r["tags"]), r["weight"])
+            for r in grants
+            if r["post_id"] in names
+        ),
+        likers,
+    )
+
+
+async def test_a_batch_gives_what_its_events_give_one_at_a_time(ctx, pool, redis):
+    one_by_one, batched = await _world(pool), await _world(pool)
+    assert await f.deliver(ctx, worker.GROUP, _script(one_by_one)) == 9
+    statements: list[str] = []
+
+    def logged(record) -> None:
+        statements.append(record.query)
+
+    async with pool.acquire() as conn, conn.transaction():
+        conn.add_query_logger(logged)
+        await worker.handle_batch(ctx, conn, _script(batched))
+        conn.remove_query_logger(logged)
+    expected = await _state(pool, redis, one_by_one)
+    assert expected[0] and expected[1] and expected[2]  # the script moved every table
+    assert await _state(pool, redis, batched) == expected
+    # Four runs of likes, each one statement: the first three; the pair liked again (ended by the unlike);
+    # the like after the unlike (ended by the comment); the last two.
+    assert sum("INSERT INTO like_grants" in s and "unnest" in s for s in statements) == 4

@@ -346,3 +346,50 @@ def test_logging_cannot_be_turned_off_in_production() -> None:
     with pytest.raises(ValueError, match="FEED_LOG_ENABLED"):
         Settings(feedfabric_production=True, feed_log_enabled=False)
     assert not Settings(feed_log_enabled=False).feed_log_enabled
+
+
+async def test_exposure_folded_on_a_schedule_is_in_the_rows_at_once_and_in_postgres_at_the_fold(
+    api: Api, pool: asyncpg.Pool
+) -> None:
+    """With a fold schedule, batches are written without folding: the rows still count what was served
+    before them (the writer's own counts), Postgres gets one upsert per pair at the fold, and stopping
+    the log folds what is left."""
+    author = await api.member("author")
+    post_id = uuid.UUID(await api.post(author, "a walk #trail"))
+    await api.member("maya")
+    reader = await pool.fetchval("SELECT id FROM members WHERE external_id = 'maya'")
+    author_id = await pool.fetchval("SELECT id FROM members WHERE external_id = 'author'")
+    await pool.execute(
+        "INSERT INTO author_affinity (member_id, author_id, score) VALUES ($1, $2, 6)", reader, author_id
+    )
+    version = await pool.fetchval("SELECT version FROM member_signal_versions WHERE member_id = $1", reader)
+    log = FeedLog(pool, fold_every_s=300)
+    for _ in range(2):  # two batches, neither folds
+        log.record(reader, "following", await _finished(pool, reader, [post_id]))
+        assert await log.flush() == 1
+    assert await pool.fetchval("SELECT count(*) FROM author_exposure WHERE member_id = $1", reader) == 0
+    # One author and one tag pair, each counted twice, waiting in memory for the fold.
+    assert (log.book.unfolded_authors, log.book.unfolded_tags) == ({reader: {author_id: 2}}, {reader: {"trail": 2}})
+    log.record(reader, "following", await _finished(pool, reader, [post_id]))
+    await log.stop()
+    rates = await pool.fetch("SELECT affinity_rate FROM feed_log WHERE member_id = $1 ORDER BY served_at", reader)
+    assert [r["affinity_rate"] for r in rates] == [6.0, 3.0, 2.0]
+    assert await pool.fetchval("SELECT served FROM author_exposure WHERE member_id = $1", reader) == 3
+    assert await pool.fetchval("SELECT served FROM topic_exposure WHERE member_id = $1", reader) == 3
+    assert await pool.fetchval("SELECT version FROM member_signal_versions WHERE member_id = $1", reader) == version + 1
+
+
+async def test_a_fold_is_due_once_enough_pairs_wait_whatever_the_schedule(api: Api, pool: asyncpg.Pool) -> None:
+    """The unfolded counts are bounded: past `max_unfolded` pairs the next batch folds them."""
+    author = await api.member("author")
+    post_id = uuid.UUID(await api.post(author, "a walk"))
+    await api.member("maya")
+    reader = await pool.fetchval("SELECT id FROM members WHERE external_id = 'maya'")
+    log = FeedLog(pool, fold_every_s=300, max_unfolded=2)
+    log.record(reader, "following", await _finished(pool, reader, [post_id]))
+    assert await log.flush() == 1
+    assert await pool.fetchval("SELECT count(*) FROM author_exposure WHERE member_id = $1", reader) == 0
+    log.record(reader, "following", await _finished(pool, reader, [post_id]))
+    assert await log.flush() == 1
+    assert await pool.fetchval("SELECT served FROM author_exposure WHERE member_id = $1", reader) == 2
+    assert log.book.unfolded_pairs == 0

@@ -193,3 +193,41 @@ async def test_likes_and_comments_count_and_write_events(api: Api, pool: asyncpg
         "viewerHasLiked": False,
     }
     assert [e for e, _ in await outbox(pool)] == ["PostCreated", "PostLiked", "CommentCreated", "PostUnliked"]
+
+
+async def test_a_new_posts_event_is_written_by_its_own_statement_with_its_mentions_and_wakes_the_relays(
+    api: Api, pool: asyncpg.Pool
+) -> None:
+    """createPost writes the post, its entities and its PostCreated in one statement (issue 50): the row
+    carries the key's first version, the payload names the mentioned members in ID order (the suspended and
+    the author left out), and its NOTIFY says `shard:id`, as add_event's does."""
+    from feedfabric.core.ids import id_millis
+    from feedfabric.db.outbox import NOTIFY_CHANNEL, shard_of
+
+    maya = await api.member("maya")
+    for name in ("theo", "ines", "zed"):
+        await api.member(name)
+    await pool.execute("UPDATE members SET status = 'suspended' WHERE username = 'zed'")
+    ids = {r["username"]: str(r["id"]) for r in await pool.fetch("SELECT id, username FROM members")}
+    heard: list[str] = []
+
+    def listen(_conn: object, _pid: int, _channel: str, payload: str) -> None:
+        heard.append(payload)
+
+    async with pool.acquire() as listener:
+        await listener.add_listener(NOTIFY_CHANNEL, listen)
+        post_id = await api.post(maya, "hi @theo @ines @zed @maya")
+        await listener.execute("SELECT 1")  # the NOTIFY came with the commit, before this answer
+        await listener.remove_listener(NOTIFY_CHANNEL, listen)
+    row = await pool.fetchrow(
+        "SELECT id, key, shard, aggregate_version, payload FROM outbox WHERE event_type = 'PostCreated'"
+    )
+    assert row["key"] == post_id and row["aggregate_version"] == 1 and row["shard"] == shard_of(post_id)
+    assert row["payload"] == {
+        "postId": post_id,
+        "authorId": ids["maya"],
+        "createdAtMs": id_millis(uuid.UUID(post_id)),
+        "repostOf": None,
+        "mentionedIds": sorted([ids["theo"], ids["ines"]], key=uuid.UUID),
+    }
+    assert heard == [f"{row['shard']}:{row['id']}"]

@@ -115,6 +115,28 @@ async def test_members_liked_by_those_who_like_what_you_like_are_similar_engagem
     assert "quinn" not in suggested and "maya" not in suggested
 
 
+async def test_authors_you_engage_with_come_by_engagement_per_post_shown_and_never_once_followed(
+    api: Api, pool: asyncpg.Pool
+) -> None:
+    """Affinity per post served, as the affinity_rate signal reads it: an author liked once in one
+    post shown outranks one liked twice in ten; shown as SIMILAR_ENGAGEMENT; a followed one leaves."""
+    maya = await _circle(api)
+    for name in ("rare", "often"):
+        await api.member(name)
+    me, rare, often = [await _id(pool, n) for n in ("maya", "rare", "often")]
+    await pool.execute(
+        "INSERT INTO author_affinity (member_id, author_id, score) VALUES ($1, $2, 1), ($1, $3, 2)", me, rare, often
+    )
+    await pool.execute(
+        "INSERT INTO author_exposure (member_id, author_id, served) VALUES ($1, $2, 1), ($1, $3, 10)", me, rare, often
+    )
+    suggested = await _suggested(api, maya)
+    engaged = [(n, r) for n, r in suggested if n in ("rare", "often")]
+    assert engaged == [("rare", "SIMILAR_ENGAGEMENT"), ("often", "SIMILAR_ENGAGEMENT")]
+    await api.follow(maya, "rare")
+    assert "rare" not in dict(await _suggested(api, maya))
+
+
 async def test_active_posters_in_your_topics_and_the_most_followed_for_a_new_member(
     api: Api, pool: asyncpg.Pool
 ) -> None:
@@ -193,8 +215,8 @@ async def test_rest_twins_and_their_limits(api: Api) -> None:
 
 
 async def test_a_member_following_ten_thousand_is_answered_from_their_most_recent_follows(pool: asyncpg.Pool) -> None:
-    """The fan-in is sampled through the follows index: the 200 most recent followees are read, each
-    with their 50 most recent follows, however many the member has. So a friend of the oldest followee
+    """The fan-in is sampled through the follows index: the BOUNDS.followees (100) most recent followees
+    are read, each with their BOUNDS.per_followee (25) most recent follows, however many the member has. So a friend of the oldest followee
     is not found and one of the newest is, with a score no higher than the sample's size."""
     me = await factories.member(pool)
     followees = await factories.members(pool, 10_000)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator, Sequence
 
 import asyncpg
 import redis.asyncio as aioredis
@@ -173,3 +174,30 @@ async def test_a_poison_event_in_a_poll_is_parked_and_the_others_apply_once(
     assert [json.loads(r["payload"])["eventId"] for r in parked] == [poison]
     processed = await pool.fetch("SELECT event_id FROM processed_events WHERE group_name = 'g' ORDER BY event_id")
     assert [r[0] for r in processed] == ids
+
+
+async def test_a_groups_batch_handler_gets_the_fresh_events_inside_each_ones_context(
+    settings: Settings, pool: asyncpg.Pool, redis: aioredis.Redis
+) -> None:
+    a1, a2, a3 = await _outbox(pool, "post-h", ["PostUpdated", "PostUpdated", "PostUpdated"])
+    calls: list[list[int]] = []
+    entered: list[int] = []
+
+    async def one(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> None:
+        raise AssertionError("the batch handler, not `handle`, applies a batch")
+
+    async def many(ctx: WorkerContext, conn: asyncpg.Connection, events: Sequence[Event]) -> None:
+        calls.append([e.event_id for e in events])
+        assert entered == [0, 2]  # every fresh event's context is open while the handler runs
+
+    @contextlib.contextmanager
+    def around(i: int) -> Iterator[None]:
+        entered.append(i)
+        yield
+
+    spec = GroupSpec("g", (POSTS,), TYPES, one, handle_batch=many)
+    async with pool.acquire() as conn:
+        await db.mark_processed(conn, "g", a2.event_id)  # a2 applied before: a redelivery now
+    applied = await batches.apply_batch(spec, _ctx(settings, pool, redis), [a1, a2, a3], around)
+    assert applied is not None and applied.fresh == [True, False, True]
+    assert calls == [[a1.event_id, a3.event_id]]
