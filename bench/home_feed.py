@@ -528,7 +528,9 @@ def feed_log_ratio(
     """Per page, logged and unlogged, measured in alternating phases (so a neighbour's load falls on both
     alike): API CPU, Postgres CPU and their sum (the whole job: the writer runs in the API)."""
     totals = {"logged": [0, 0.0, 0.0], "unlogged": [0, 0.0, 0.0]}
-    waits = {logged[1]: fold_s + 1.0, unlogged[1]: 0.0}  # the last fold of a logged phase lands in it
+    # The last fold of a logged phase lands in it; the unlogged phase waits as long, so idle background
+    # CPU (both servers', Postgres's) is counted alike on both sides.
+    waits = {logged[1]: fold_s + 1.0, unlogged[1]: fold_s + 1.0}
     for api, port in (logged, unlogged):
         cost_phase(api, postmaster, port, kind, tokens, clients, 3, cursors, waits[port])  # warm-up
     for n in range(rounds):

@@ -116,8 +116,8 @@ async def measure(database_url: str, redis_url: str, rounds: int) -> dict[str, f
         await heavy_members(0)
         await asyncio.sleep(1)
         # Every table analyzed once the warm-up filled the exposure counts and the feed log (and the
-        # 10,000 follows above): a generic plan cached on stale statistics made For You's candidates
-        # statement scan author_exposure per candidate (190 ms a page in one run instead of about 10).
+        # 10,000 follows above): a generic plan cached on stale statistics can make For You's candidates
+        # statement scan author_exposure per candidate (about 90 ms a page; bench/foryou_pages.py).
         async with asyncpg.create_pool(database_url, min_size=1, max_size=1) as pool:
             await pool.execute("ANALYZE")
         cpu = dict.fromkeys(kinds, 0.0)

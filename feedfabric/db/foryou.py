@@ -198,7 +198,7 @@ async def candidates(
                   {reader_effects.author_effect("$1", "v.author_id")} AS author_effect,
                   {reader_effects.topic_effect("$1", "v.id")} AS topic_effect
            FROM best b
-           -- One probe of feed_posts per candidate: joined whole, its relation rule (migration 321)
+           -- One probe of feed_posts per candidate: joined whole, its relation rule (migrations 320-321)
            -- made the planner read every visible post (a parallel scan of posts, 190+ ms a page on
            -- bench/home_feed's data) and hash the candidates against it. OFFSET 0 keeps the
            -- subquery from being pulled up into that join.
