@@ -123,16 +123,19 @@ async def _events_writes(pool: Any, redis: Any, events: list[dict[str, Any]], fe
 
 
 async def _notification_writes(pool: Any, redis: Any, events: list[dict[str, Any]], feed_key: Any, encode: Any) -> None:
+    """The rows carry the negated event ID: the product's worker writes the same notifications with the real one,
+    and rows of the same unique key would make each wait on the other (the worker applies a poll in one
+    transaction: two batches of the same rows deadlocked, and the floor died mid-run)."""
     rows: list[tuple[uuid.UUID, str, str, str, str | None, int]] = []
     for e in events:
         d = e["data"]
         if e["type"] == "PostLiked" and d["memberId"] != d["authorId"]:
-            rows.append((uuid.uuid4(), d["authorId"], "like", d["memberId"], d["postId"], e["eventId"]))
+            rows.append((uuid.uuid4(), d["authorId"], "like", d["memberId"], d["postId"], -e["eventId"]))
         elif e["type"] == "MemberFollowed":
-            rows.append((uuid.uuid4(), d["memberId"], "follow", d["followerId"], None, e["eventId"]))
+            rows.append((uuid.uuid4(), d["memberId"], "follow", d["followerId"], None, -e["eventId"]))
         elif e["type"] == "PostCreated":
             for m in d.get("mentionedIds") or []:
-                rows.append((uuid.uuid4(), m, "mention", d["authorId"], d["postId"], e["eventId"]))
+                rows.append((uuid.uuid4(), m, "mention", d["authorId"], d["postId"], -e["eventId"]))
     if rows:
         await pool.execute(
             "INSERT INTO notifications (id, recipient_id, kind, actor_id, post_id, event_id)"
@@ -150,7 +153,9 @@ async def _engagement_writes(pool: Any, redis: Any, events: list[dict[str, Any]]
     for d in likes:
         pipe.sadd(f"post:{d['postId']}:likers", d["memberId"])
     await pipe.execute()
-    pairs = Counter((d["memberId"], d["authorId"]) for d in likes if d["memberId"] != d["authorId"])
+    # In key order, as the worker writes them: two writers of the same rows then wait, not deadlock.
+    counted = Counter((d["memberId"], d["authorId"]) for d in likes if d["memberId"] != d["authorId"])
+    pairs = dict(sorted(counted.items(), key=lambda kv: (uuid.UUID(kv[0][0]), uuid.UUID(kv[0][1]))))
     if pairs:
         await pool.execute(
             "INSERT INTO author_affinity (member_id, author_id, score)"

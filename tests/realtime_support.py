@@ -27,14 +27,15 @@ from starlette.applications import Starlette
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from tests.pipeline_support import HANG_GUARD_S
 from tests.support import Api
 
 TRANSPORT_WS = "graphql-transport-ws"
 LEGACY_WS = "graphql-ws"
 PROTOCOLS = (TRANSPORT_WS, LEGACY_WS)
-EVENT_GUARD_S = 30.0
-"""How long a socket's awaited message may take before the test fails instead of hanging: a guard for a
-loaded machine (5 s failed there), not a speed target; a test expecting silence says how long itself."""
+EVENT_GUARD_S = HANG_GUARD_S
+"""How long a socket's awaited message may take before the test fails instead of hanging: the pipeline's
+guard (tests.pipeline_support), not a speed target; a test expecting silence says how long itself."""
 
 HOME_SUB = """subscription($since: String) {
   homeTimeline(since: $since) { cursor post { id content author { username } } }
@@ -83,7 +84,7 @@ async def serve(settings: Settings, traced: Tracing | None = None) -> AsyncItera
     )
     task = asyncio.create_task(server.serve())
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + EVENT_GUARD_S
         while not server.started:
             if task.done():
                 task.result()
@@ -93,11 +94,11 @@ async def serve(settings: Settings, traced: Tracing | None = None) -> AsyncItera
         url = f"http://127.0.0.1:{port}"
         async with httpx.AsyncClient(base_url=url, timeout=10) as client:
             running = Server(app, url, Api(client, settings), server)
-            await asyncio.wait_for(running.consumer.ready.wait(), 30)
+            await asyncio.wait_for(running.consumer.ready.wait(), EVENT_GUARD_S)
             yield running
     finally:
         server.should_exit = True
-        await asyncio.wait_for(task, 20)
+        await asyncio.wait_for(task, EVENT_GUARD_S)
 
 
 @dataclass
@@ -305,7 +306,7 @@ async def bulk_posts(pool: asyncpg.Pool, author: uuid.UUID, count: int, size: in
 async def raw_next(ws: WsClient) -> str:
     """The next result message's text, exactly as the server sent it."""
     while True:
-        raw = await asyncio.wait_for(ws.conn.recv(), 5)
+        raw = await asyncio.wait_for(ws.conn.recv(), EVENT_GUARD_S)
         if json.loads(raw)["type"] in ("next", "data"):
             return raw  # type: ignore[return-value]
 

@@ -129,4 +129,4 @@ async def breaker_allows(api: Api, shard: str = "") -> None:
     async def allows() -> bool:
         return breaker.allows
 
-    await eventually(allows, timeout=10)
+    await eventually(allows)

@@ -13,6 +13,10 @@ from pathlib import Path
 import pytest
 from faults.partitions import CASES, Params
 
+# One worker runs every network case when the suite runs in parallel: two harnesses choosing a free subnet
+# at the same moment could choose the same one.
+pytestmark = pytest.mark.xdist_group("network")
+
 SHORT = ("2", "5")  # the Postgres failover; the relay cut from the broker and a worker cut from Redis
 
 

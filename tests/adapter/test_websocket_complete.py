@@ -35,7 +35,7 @@ async def test_no_result_follows_the_clients_complete(settings: Settings, protoc
                 await ws.conn.send(json.dumps({"id": marker, "type": start, "payload": query}))
                 marked = False
                 while not marked:
-                    message = await ws.next_message(15)
+                    message = await ws.next_message()
                     marked = message.get("id") == marker and message["type"] in RESULTS
                 # Whatever of the mutation comes now was sent after its complete; the next trial's marker
                 # bounds the wait, and the last one's is checked below.
@@ -52,7 +52,7 @@ async def _results_before_next_marker(ws: object, op: str, start: str, n: int) -
     await ws.conn.send(json.dumps({"id": marker, "type": start, "payload": {"query": "{ viewer { id } }"}}))
     late = []
     while True:
-        message = await ws.next_message(15)
+        message = await ws.next_message()
         if message.get("id") == marker and message["type"] in RESULTS:
             return late
         if message.get("id") == op and message["type"] in RESULTS:

@@ -42,7 +42,7 @@ async def test_a_post_is_one_trace_from_the_mutation_through_relay_and_fan_out_t
             await ws.subscribe(HOME_SUB)
             await wait_subscribed(server, 1)
             post_id = await api.post(alice, "followed from end to end")
-            assert (await ws.next_data(timeout=10))["homeTimeline"]["post"]["id"] == post_id
+            assert (await ws.next_data())["homeTimeline"]["post"]["id"] == post_id
 
         stored = await pool.fetchval(
             "SELECT traceparent FROM outbox WHERE event_type = 'PostCreated' AND payload->>'postId' = $1", post_id
@@ -64,7 +64,7 @@ async def test_a_post_is_one_trace_from_the_mutation_through_relay_and_fan_out_t
             }
             return found if all(found.values()) else {}
 
-        found = await eventually(journey, timeout=20)  # the group joins and rebalances first: slow on a busy host
+        found = await eventually(journey)  # the group joins and rebalances first: slow on a busy host
 
     relay_span = found["relay"][0]
     worker = found["worker-events"][0]

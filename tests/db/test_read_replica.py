@@ -156,7 +156,7 @@ async def test_a_new_member_sees_their_profile_and_first_post_at_once(
         async def newcomer_missing() -> bool:
             return (await api.gql(MEMBER_POSTS, {"u": "newcomer"}, token=someone))["member"] is None
 
-        await eventually(newcomer_missing, timeout=10)
+        await eventually(newcomer_missing)
 
 
 async def _reads_none_of_it(api: Api, reader: str, theirs: str) -> bool:
@@ -181,7 +181,7 @@ async def test_a_replica_lagging_past_the_bound_is_not_read(
         await set_replay(replica, paused=True)
         await api.post(writer, "news")
         # Replay stays paused: only the lag bound can send the reader to the primary.
-        await eventually(lambda: _sees(api, reader, "writer", "news"), timeout=10)
+        await eventually(lambda: _sees(api, reader, "writer", "news"))
         assert await replica_is_behind(database_url, replica_url)
 
 
@@ -203,7 +203,7 @@ async def test_reads_go_to_the_primary_while_the_replica_is_down_and_back_when_i
         replica.stop()
         try:
             await api.post(writer, "while down")
-            await eventually(lambda: _sees(api, reader, "writer", "while down"), timeout=10)
+            await eventually(lambda: _sees(api, reader, "writer", "while down"))
             for _ in range(5):  # once noticed, every read is served
                 assert await contents(api, reader, "writer") == ["while down", "before"]
         finally:
@@ -212,7 +212,7 @@ async def test_reads_go_to_the_primary_while_the_replica_is_down_and_back_when_i
         await set_replay(replica, paused=True)
         await api.post(writer, "after")
         # Back on the replica (paused): the reader no longer sees new posts, the writer does.
-        await eventually(lambda: _not_sees(api, reader, "writer", "after"), timeout=10)
+        await eventually(lambda: _not_sees(api, reader, "writer", "after"))
         assert "after" in await contents(api, writer, "writer")
 
 

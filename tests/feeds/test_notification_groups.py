@@ -435,21 +435,21 @@ async def test_each_change_of_a_group_is_sent_live(
             await ws.subscribe(GROUP_SUB)
             await wait_subscribed(server, 1)
             await api.gql(LIKE, {"p": post}, token=bob)
-            got = (await ws.next_data(timeout=20))["notificationGroupUpdated"]
+            got = (await ws.next_data())["notificationGroupUpdated"]
             assert (got["kind"], got["actorCount"], got["post"]) == ("LIKE", 1, {"id": post})
             await api.gql(LIKE, {"p": post}, token=cal)
-            again = (await ws.next_data(timeout=20))["notificationGroupUpdated"]
+            again = (await ws.next_data())["notificationGroupUpdated"]
             assert again["key"] == got["key"] and again["actorCount"] == 2
             assert [a["username"] for a in again["sampleActors"]] == ["cal", "bob"]
             await api.gql(UNLIKE, {"p": post}, token=bob)
-            shrunk = (await ws.next_data(timeout=20))["notificationGroupUpdated"]
+            shrunk = (await ws.next_data())["notificationGroupUpdated"]
             assert (shrunk["key"], shrunk["actorCount"]) == (got["key"], 1)
             # Emptied, it is sent at zero (the client drops it); liked again, it is back under its key.
             await api.gql(UNLIKE, {"p": post}, token=cal)
-            emptied = (await ws.next_data(timeout=20))["notificationGroupUpdated"]
+            emptied = (await ws.next_data())["notificationGroupUpdated"]
             assert (emptied["key"], emptied["actorCount"], emptied["notificationCount"]) == (got["key"], 0, 0)
             await api.gql(LIKE, {"p": post}, token=bob)
-            back = (await ws.next_data(timeout=20))["notificationGroupUpdated"]
+            back = (await ws.next_data())["notificationGroupUpdated"]
             assert (back["key"], back["actorCount"]) == (got["key"], 1)
             assert await ws.nothing_within(0.5)
 

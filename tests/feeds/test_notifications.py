@@ -115,11 +115,11 @@ async def test_notifications_arrive_live(
             await ws.subscribe(NOTIFY_SUB)
             await wait_subscribed(server, 1)
             await api.follow(bob, "alice")
-            got = (await ws.next_data(timeout=20))["notificationAdded"]
+            got = (await ws.next_data())["notificationAdded"]
             assert got["kind"] == "FOLLOW" and got["actor"] == {"username": "bob"} and got["read"] is False
             post = await api.post(alice, "like me")
             await api.gql("mutation($p: ID!) { likePost(postId: $p) { id } }", {"p": post}, token=bob)
-            got = (await ws.next_data(timeout=20))["notificationAdded"]
+            got = (await ws.next_data())["notificationAdded"]
             assert got["kind"] == "LIKE" and got["post"] == {"id": post}
             assert await ws.nothing_within(0.5)
         listed = await api.gql(LIST, token=alice)

@@ -167,7 +167,7 @@ async def test_an_expiry_ends_the_mute_without_a_write(api: Api) -> None:
     async def back() -> bool:
         return post in await home_ids(api, alice)
 
-    await eventually(back, timeout=10)
+    await eventually(back)
     who = await api.gql('{ member(username: "bob") { viewerMutes } }', token=alice)
     assert who["member"]["viewerMutes"] is False
 

@@ -182,13 +182,13 @@ async def test_an_admin_sees_a_real_posts_journey_as_a_waterfall_with_its_slowes
                 await ws.subscribe(HOME_SUB)
                 await wait_subscribed(server, 1)
                 post_id = await api.post(alice, "watch me travel")
-                await ws.next_data(timeout=10)
+                await ws.next_data()
 
             async def delivered() -> bool:
                 journeys = dashboard.recent_journeys(server.app.state.resources)
                 return any(j["postId"] == post_id and j["bars"][-1]["step"] == "delivery" for j in journeys)
 
-            await eventually(delivered, timeout=10)
+            await eventually(delivered)
             context = await browser.new_context(
                 viewport={"width": 1280, "height": 1100}, extra_http_headers={"Authorization": f"Bearer {admin}"}
             )

@@ -287,7 +287,7 @@ async def test_every_subscription_runs_over_graphql_transport_ws(
         async with ws_client(server, TRANSPORT_WS, bob) as ws:
             # `since` replays what is newer than the cursor, then goes live.
             await ws.subscribe(docs["HomeTimeline"], {"since": first})
-            event = (await ws.next_data(timeout=10))["homeTimeline"]
+            event = (await ws.next_data())["homeTimeline"]
             assert event["cursor"] == second and event["post"]["content"] == "after #demo"
             assert event["post"]["author"]["username"] == "alice"
         async with ws_client(server, TRANSPORT_WS, alice) as ws:
@@ -297,7 +297,7 @@ async def test_every_subscription_runs_over_graphql_transport_ws(
             # bob's follow may still be on its way: notifications arrive as they are made.
             kinds = []
             while "LIKE" not in kinds:
-                got = (await ws.next_data(timeout=20))["notificationAdded"]
+                got = (await ws.next_data())["notificationAdded"]
                 kinds.append(got["kind"])
                 assert got["actor"]["username"] == "bob" and len(kinds) <= 2, kinds
             assert got["post"]["id"] == second
@@ -310,7 +310,7 @@ async def test_every_subscription_runs_over_graphql_transport_ws(
             # Groups bob's earlier follow and like changed may still be on their way.
             seen = []
             while not seen or seen[-1]["kind"] != "COMMENT":
-                seen.append((await ws.next_data(timeout=20))["notificationGroupUpdated"])
+                seen.append((await ws.next_data())["notificationGroupUpdated"])
                 assert len(seen) <= 3, seen
             assert (seen[-1]["actorCount"], seen[-1]["sampleActors"][0]["username"]) == (1, "bob")
 

@@ -46,7 +46,7 @@ async def test_follower_receives_a_post_live(settings: Settings, protocol: str) 
             await ws.subscribe(HOME_SUB)
             await wait_subscribed(server, 1)
             post_id = await api.post(alice, "hello, followers")
-            data = await ws.next_data(timeout=10)
+            data = await ws.next_data()
         event = data["homeTimeline"]
         assert event["post"] == {"id": post_id, "content": "hello, followers", "author": {"username": "alice"}}
         assert event["cursor"] == post_id
@@ -103,7 +103,7 @@ async def test_replay_and_live_meet_without_gap_or_duplicate(settings: Settings,
             poster = asyncio.create_task(keep_posting())
             await ws.subscribe(HOME_SUB, {"since": cursor})
             during = await poster
-            got = [(await ws.next_data(timeout=5))["homeTimeline"]["post"]["id"] for _ in range(15)]
+            got = [(await ws.next_data())["homeTimeline"]["post"]["id"] for _ in range(15)]
             assert await ws.nothing_within(0.7)
         assert sorted(got) == sorted(before_resume + during)
         assert len(set(got)) == len(got)
@@ -378,13 +378,13 @@ async def test_a_slow_subscriber_is_cut_off_while_a_fast_one_keeps_receiving(
                 posted += await bulk_posts(pool, alice_id, 8, 60_000, settings.outbox_shards)
                 # The fast one keeps up with everything, on time, however far behind the slow one is.
                 while len(received) < len(posted):
-                    received.append((await fast.next_data(timeout=5))["homeTimeline"]["post"]["id"])
+                    received.append((await fast.next_data())["homeTimeline"]["post"]["id"])
             assert sorted(received) == sorted(str(p) for p in posted)
             assert server.hub.subscriber_count() == 1
 
             more = await bulk_posts(pool, alice_id, 3, 10, settings.outbox_shards)
             for _ in more:
-                received.append((await fast.next_data(timeout=5))["homeTimeline"]["post"]["id"])
+                received.append((await fast.next_data())["homeTimeline"]["post"]["id"])
             assert set(received[-3:]) == {str(p) for p in more}
 
             # The slow one, reading at last, finds what was in flight and then the close with its reason.

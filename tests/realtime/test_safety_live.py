@@ -52,7 +52,7 @@ async def test_live_home_timeline_holds_every_relation_across_instances(settings
             await wait_subscribed(reader, 1)
             # A first item makes the reading instance hold the viewer's (empty) relations.
             warm = await api.post(tokens["shown"], "before anything")
-            assert (await ws.next_data(timeout=20))["homeTimeline"]["post"]["id"] == warm
+            assert (await ws.next_data())["homeTimeline"]["post"]["id"] == warm
             held = reader.app.state.resources.relations
             assert held.peek(looker) is not None
 
@@ -71,7 +71,7 @@ async def test_live_home_timeline_holds_every_relation_across_instances(settings
             async def forgotten() -> bool:
                 return held.peek(looker) is None
 
-            await eventually(forgotten, timeout=10)
+            await eventually(forgotten)
 
             content = {"word_home": "a big SPOILER here", "word_tags": "only tagsonly here"}
             expected: set[str] = set()
@@ -82,7 +82,7 @@ async def test_live_home_timeline_holds_every_relation_across_instances(settings
                     expected |= {post, repost}
             got: set[str] = set()
             while not expected <= got:
-                got.add((await ws.next_data(timeout=20))["homeTimeline"]["post"]["id"])
+                got.add((await ws.next_data())["homeTimeline"]["post"]["id"])
             assert await ws.nothing_within(1.0)
             assert got == expected
 
@@ -119,13 +119,13 @@ async def test_live_notifications_and_groups_leave_out_hidden_actors(
             if live == "notificationAdded":
                 actors = set()
                 while actors != {"quiet", "shown"}:
-                    actors.add((await ws.next_data(timeout=20))["notificationAdded"]["actor"]["username"])
+                    actors.add((await ws.next_data())["notificationAdded"]["actor"]["username"])
                 assert await ws.nothing_within(1.0)
             else:
                 # The like group as each like changed it: the muted liker is never counted or sampled.
                 last = None
                 while last is None or last["actorCount"] < 2:
-                    last = (await ws.next_data(timeout=20))["notificationGroupUpdated"]
+                    last = (await ws.next_data())["notificationGroupUpdated"]
                     assert last["kind"] == "LIKE"
                     assert "muted" not in {a["username"] for a in last["sampleActors"]}
                 assert {a["username"] for a in last["sampleActors"]} == {"quiet", "shown"}
@@ -160,7 +160,7 @@ async def test_a_replay_leaves_out_what_the_relations_hide(settings: Settings) -
             await ws.subscribe(HOME_SUB)
             await wait_subscribed(server, 1)
             first = await api.post(alice, "seen live")
-            cursor = (await ws.next_data(timeout=20))["homeTimeline"]["cursor"]
+            cursor = (await ws.next_data())["homeTimeline"]["cursor"]
         assert cursor == first
         await api.gql(WORD, {"p": "secret", "c": ["HOME"]}, token=bob)
         await api.gql(MUTE, {"e": "carol"}, token=bob)
@@ -169,6 +169,6 @@ async def test_a_replay_leaves_out_what_the_relations_hide(settings: Settings) -
         kept = await api.post(alice, "an open one")
         async with ws_client(server, TRANSPORT_WS, bob) as ws:
             await ws.subscribe(HOME_SUB, {"since": cursor})
-            replayed = (await ws.next_data(timeout=20))["homeTimeline"]["post"]["id"]
+            replayed = (await ws.next_data())["homeTimeline"]["post"]["id"]
             assert replayed == kept
             assert await ws.nothing_within(1.0)

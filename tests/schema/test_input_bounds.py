@@ -374,7 +374,7 @@ async def test_a_list_past_its_bound_is_refused_over_both_socket_protocols(setti
 async def errors_of(ws: WsClient) -> list[dict[str, Any]]:
     """The errors of the socket's next result or error message (a `complete` before it is skipped)."""
     while True:
-        message = await ws.next_message(10)
+        message = await ws.next_message()
         if message["type"] == "complete":
             continue
         payload = message["payload"]

@@ -85,7 +85,7 @@ async def test_a_fragment_cycle_is_refused_over_both_socket_protocols(settings: 
                 "subscription { homeTimeline { id ...A } } fragment A on Post { author { ...B } } "
                 "fragment B on Member { posts { edges { node { ...A } } } }"
             )
-            message = await ws.next_message(10)
+            message = await ws.next_message()
             assert message["type"] == "error", message
             payload = message["payload"]
             errors = payload if isinstance(payload, list) else payload.get("errors", [payload])

@@ -34,9 +34,9 @@ async def test_socket_variables_that_are_not_an_object_are_bad_user_input_with_r
                 kind = "subscribe" if protocol == "graphql-transport-ws" else "start"
                 payload = {"query": "{ viewer { id } }", "variables": variables}
                 await ws.conn.send(json.dumps({"id": str(variables), "type": kind, "payload": payload}))
-                message = await ws.next_message(10)
+                message = await ws.next_message()
                 while message["type"] == "complete":
-                    message = await ws.next_message(10)
+                    message = await ws.next_message()
                 answer = message["payload"]
                 errors = answer if isinstance(answer, list) else answer.get("errors", [answer])
                 assert [e.get("extensions", {}).get("code") for e in errors] == ["BAD_USER_INPUT"], message

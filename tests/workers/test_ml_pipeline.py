@@ -49,7 +49,7 @@ async def test_upload_post_and_like_flow_through_the_pipeline(settings, pool, re
                 rows = await media_db.get_media(conn, [photo, html])
             return all(r["status"] != "pending" for r in rows.values()) and rows
 
-        rows = await eventually(decided, timeout=60)
+        rows = await eventually(decided)
         assert rows[photo]["status"] == "ready" and uploads.processed_path(settings, rows[photo]) is not None
         assert (rows[html]["status"], rows[html]["reason"]) == ("rejected", "unsupported_type")
 
@@ -57,7 +57,7 @@ async def test_upload_post_and_like_flow_through_the_pipeline(settings, pool, re
             async with pool.acquire() as conn:
                 return await db_reads.inferred_tags(conn, post)
 
-        assert {"running", "fitness"} & set(await eventually(tagged, timeout=60))
+        assert {"running", "fitness"} & set(await eventually(tagged))
         assert await redis.exists(post_embeddings.vector_key(post))
 
         async with pool.acquire() as conn, conn.transaction():
@@ -72,7 +72,7 @@ async def test_upload_post_and_like_flow_through_the_pipeline(settings, pool, re
         async def interest():
             return await pool.fetchval("SELECT sum(score) FROM topic_interest WHERE member_id = $1", fan)
 
-        assert await eventually(interest, timeout=60) == len(await tagged())
+        assert await eventually(interest) == len(await tagged())
         assert (
             await pool.fetchval("SELECT score FROM author_affinity WHERE member_id = $1 AND author_id = $2", fan, owner)
             == settings.like_weight
