@@ -736,44 +736,26 @@ def main() -> None:
                     postmaster = our_postgres(database_url)
                     pair = ((servers[0], port), (psutil.Process(unlogged.pid), unlogged_port))
                     load_before = os.getloadavg()[0]
-                    asyncio.run(analyze(database_url))
-                    fold_s = args.fold_seconds
-                    home = feed_log_ratio(
-                        *pair,
-                        postmaster,
-                        "rest",
-                        tokens,
-                        args.clients,
-                        args.log_duration,
-                        args.log_rounds,
-                        None,
-                        fold_s,
-                    )
-                    asyncio.run(analyze(database_url))
-                    foryou = feed_log_ratio(
-                        *pair,
-                        postmaster,
-                        "foryou",
-                        tokens,
-                        args.clients,
-                        args.log_duration,
-                        args.log_rounds,
-                        None,
-                        fold_s,
-                    )
+
+                    def measured(kind: str, readers: list[str], cursors: list[str] | None = None) -> dict[str, float]:
+                        """One kind's alternating phases, on statistics fresh from what the phases before wrote."""
+                        asyncio.run(analyze(database_url))
+                        return feed_log_ratio(
+                            *pair,
+                            postmaster,
+                            kind,
+                            readers,
+                            args.clients,
+                            args.log_duration,
+                            args.log_rounds,
+                            cursors,
+                            args.fold_seconds,
+                        )
+
+                    home = measured("rest", tokens)
+                    foryou = measured("foryou", tokens)
                     chain_tokens, cursors = asyncio.run(next_cursors(port, tokens))
-                    asyncio.run(analyze(database_url))
-                    later = feed_log_ratio(
-                        *pair,
-                        postmaster,
-                        "foryou_next",
-                        chain_tokens,
-                        args.clients,
-                        args.log_duration,
-                        args.log_rounds,
-                        cursors,
-                        fold_s,
-                    )
+                    later = measured("foryou_next", chain_tokens, cursors)
                     load_after = os.getloadavg()[0]
                 finally:
                     unlogged.terminate()
