@@ -21,6 +21,22 @@ import asyncpg
 
 from feedfabric.db.queryable import Queryable
 
+__all__ = [
+    "LogRow",
+    "PostSeen",
+    "ReaderSignals",
+    "ServedPage",
+    "apply_retention",
+    "commented",
+    "copy_rows",
+    "describe",
+    "ensure_partitions",
+    "fold_exposure",
+    "partition_days",
+    "reader_signals",
+    "versions",
+]
+
 _PARTITION = re.compile(r"^feed_log_(\d{8})$")
 COLUMNS = (
     "member_id", "feed", "post_id", "position", "source", "affinity", "interest", "favourite", "age_seconds",
