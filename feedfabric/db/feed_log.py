@@ -22,6 +22,22 @@ import asyncpg
 
 from feedfabric.db.queryable import Queryable
 
+__all__ = [
+    "LogRow",
+    "PostSeen",
+    "ReaderSignals",
+    "ServedPage",
+    "apply_retention",
+    "commented",
+    "copy_rows",
+    "describe",
+    "ensure_partitions",
+    "fold_exposure",
+    "partition_days",
+    "reader_signals",
+    "versions",
+]
+
 _PARTITION = re.compile(r"^feed_log_(\d{8})$")
 # The columns in the order the writer sends them: a page's five shared ones first (encoded once a
 # page), then a post's fixed-width ones (one struct a row), the variable-width `reason` last.

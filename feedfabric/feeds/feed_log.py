@@ -29,6 +29,8 @@ from feedfabric.db import feed_log as feed_log_db
 from feedfabric.db.feed_log import ServedPage
 from feedfabric.feeds.served_signals import Served, ServedPost, ServedRow, SignalBook
 
+__all__ = ["FeedLog", "log_pages", "write"]
+
 log = logging.getLogger("feedfabric.feed_log")
 
 

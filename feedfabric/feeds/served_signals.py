@@ -27,6 +27,8 @@ import asyncpg
 from feedfabric.db import feed_log as feed_log_db
 from feedfabric.db.feed_log import LogRows, PostSeen, ReaderSignals
 
+__all__ = ["Served", "ServedPost", "SignalBook"]
+
 _K = TypeVar("_K")
 
 
