@@ -23,7 +23,7 @@ import asyncpg
 from feedfabric.db.queryable import Queryable
 
 __all__ = [
-    "LogRow",
+    "LogRows",
     "PostSeen",
     "ReaderSignals",
     "ServedPage",
