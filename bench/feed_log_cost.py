@@ -1,10 +1,12 @@
 """What the feed log's writer costs every page: wall time, this process's CPU and its Postgres backend's
-CPU per logged page of 20 (`feeds.feed_log.write`, as the API's background writer runs it).
+CPU per logged page of 20, for each of `feeds.feed_log.write`'s steps as the API's background writer
+runs them: the signals (version check, reader loads, rows made and encoded), the COPY, the fold.
 
 Seeds a fresh database (1,000 members, 20,000 posts over a week, 30 % tagged, 20,000 likes, affinity
 and topic interest), then writes batches of 50 finished pages of 20 random posts (what each page
 showed of its posts read beforehand, as the API's pages carry it) on one connection with one
-SignalBook, and prints each batch's figures per page and the median of the warm ones.
+SignalBook, folding every batch (readers drawn at random, so no pair repeats: the fold's most), and
+prints each batch's wall time per page and the median of the warm ones, step by step.
 
     PYTHONPATH=$PWD python bench/feed_log_cost.py [--batches 12]
 """
@@ -97,20 +99,42 @@ async def measure(url: str, batches: int) -> None:
         ]
 
     book = SignalBook()
+    steps = ("signals", "copy", "fold")  # feeds.feed_log.write's three steps, timed apart
+    own: dict[str, list[float]] = {step: [] for step in steps}
+    backend: dict[str, list[float]] = {step: [] for step in steps}
     wall: list[float] = []
-    own: list[float] = []
-    backend: list[float] = []
     async with pool.acquire() as conn:
         await feed_log_svc.write(conn, book, pages(), 3.0)  # makes today's partition
         await conn.execute("ANALYZE")
         server = psutil.Process(await conn.fetchval("SELECT pg_backend_pid()"))
+
+        def clocks() -> tuple[float, float]:
+            return time.process_time(), sum(server.cpu_times()[:2])
+
         for _ in range(batches):
-            batch = pages()
-            pg0, cpu0, started = sum(server.cpu_times()[:2]), time.process_time(), time.perf_counter()
-            await feed_log_svc.write(conn, book, batch, 3.0)
+            made = pages()
+            started = time.perf_counter()
+            marks = [clocks()]
+            batch = await book.batch(conn, made, 3.0)
+            marks.append(clocks())
+            await feed_log.copy_rows(conn, batch.rows)
+            book.counted(batch)
+            marks.append(clocks())
+            await book.fold(conn)
+            marks.append(clocks())
             wall.append((time.perf_counter() - started) / PAGES_PER_BATCH * 1000)
-            own.append((time.process_time() - cpu0) / PAGES_PER_BATCH * 1000)
-            backend.append((sum(server.cpu_times()[:2]) - pg0) / PAGES_PER_BATCH * 1000)
+            for step, (cpu0, pg0), (cpu1, pg1) in zip(steps, marks, marks[1:], strict=True):
+                own[step].append((cpu1 - cpu0) / PAGES_PER_BATCH * 1000)
+                backend[step].append((pg1 - pg0) / PAGES_PER_BATCH * 1000)
+    print("feed log writer, ms per logged page of 20, per batch of 50 (wall):", ", ".join(f"{t:.2f}" for t in wall))
+    print(
+        f"median of the warm batches: wall {statistics.median(wall[2:]):.3f} ms a page"
+        f" ({book.loads} readers read from Postgres in all); this process's CPU / its Postgres backend's CPU:"
+    )
+    for step in steps:
+        print(
+            f"  {step}: {statistics.median(own[step][2:]):.3f} / {statistics.median(backend[step][2:]):.3f} ms a page"
+        )
     await pool.close()
     print("feed log writer, ms per logged page of 20, per batch of 50 (wall):", ", ".join(f"{t:.2f}" for t in wall))
     print(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, time, timedelta
 
@@ -16,6 +17,7 @@ from feedfabric.feeds import feed_log as feed_log_svc
 from feedfabric.feeds.feed_log import FeedLog
 from feedfabric.feeds.feed_posts import feed_posts
 
+from tests.pipeline_support import eventually
 from tests.support import Api
 
 
@@ -422,3 +424,35 @@ async def test_rows_encoded_for_copy_read_back_exactly_as_made(pool: asyncpg.Poo
         ("feed_log_20261208", reader, "following", "redis", tomorrow, None, post, 0,
          0.0, 0.0, False, 86_400.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, None),
     ]  # fmt: skip
+
+
+async def test_the_running_writer_logs_a_recorded_page_without_being_asked(api: Api, pool: asyncpg.Pool) -> None:
+    """The background task drains the queue on its own, every `interval_s` while idle."""
+    posts = await _posts(api, pool, 2)
+    reader = uuid.uuid4()
+    log = FeedLog(pool, interval_s=0.05)
+    log.start()
+    try:
+        log.record(reader, "following", Page(posts, None, "redis"))
+
+        async def logged() -> int:
+            return int(await pool.fetchval("SELECT count(*) FROM feed_log WHERE member_id = $1", reader))
+
+        assert await eventually(logged) == 2
+    finally:
+        await log.stop()
+
+
+async def test_stopping_the_writer_logs_what_is_still_queued_and_folds_it(api: Api, pool: asyncpg.Pool) -> None:
+    """Pages queued while the writer sleeps (an interval far longer than the test) are written, and
+    their exposure folded, when the API stops: shutdown loses nothing that was recorded."""
+    posts = await _posts(api, pool, 3)
+    reader = uuid.uuid4()
+    log = FeedLog(pool, interval_s=3600, fold_every_s=3600)
+    log.start()
+    await asyncio.sleep(0)  # the task's first round finds the queue empty and goes to sleep for the interval
+    log.record(reader, "following", Page(posts[:2], None, "redis"))
+    log.record(reader, "favourites", Page(posts[2:], None, "postgres"))
+    await log.stop()
+    assert await pool.fetchval("SELECT count(*) FROM feed_log WHERE member_id = $1", reader) == 3
+    assert await pool.fetchval("SELECT served FROM author_exposure WHERE member_id = $1", reader) == 3
