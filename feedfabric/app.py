@@ -47,6 +47,8 @@ from feedfabric.rest import routes as rest_routes
 from feedfabric.rest.responses import JSONResponse
 from feedfabric.schema import build_schema
 
+__all__ = ["create_app", "schema"]
+
 log = logging.getLogger("feedfabric.app")
 
 

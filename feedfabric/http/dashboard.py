@@ -26,6 +26,8 @@ from feedfabric.http import journeys
 from feedfabric.http.static import StaticFolder
 from feedfabric.resolvers.context import Resources
 
+__all__ = ["recent_journeys", "routes"]
+
 DAYS = 14
 STATIC = Path(__file__).resolve().parents[1] / "static" / "dashboard"
 JOURNEYS = 10

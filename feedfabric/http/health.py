@@ -22,6 +22,8 @@ from feedfabric.core import metrics
 from feedfabric.db.gauges import refresh_from_postgres, refresh_from_redis
 from feedfabric.resolvers.context import Resources
 
+__all__ = ["check", "metrics_endpoint"]
+
 CACHE_SECONDS = 1.0
 CHECK_TIMEOUT_S = 0.5
 

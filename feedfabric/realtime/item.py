@@ -13,6 +13,8 @@ from feedfabric.core.models import Post
 from feedfabric.db.loaders import Loaders
 from feedfabric.db.post_extras import PageExtras
 
+__all__ = ["TimelineItem"]
+
 
 @dataclass(frozen=True)
 class TimelineItem:

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from feedfabric.realtime.consumer import RealtimeConsumer
 
 
+__all__ = ["PERSISTED_QUERY_CACHE_BYTES", "Context", "Resources", "build_context", "note_write", "route_reads"]
+
+
 # Persisted-query texts kept in each API process (and their hashes), in bytes.
 PERSISTED_QUERY_CACHE_BYTES = 4_000_000
 

@@ -25,6 +25,8 @@ from feedfabric.rest import reports as rest_reports
 from feedfabric.rest import serialize
 from feedfabric.rest.responses import JSONResponse
 
+__all__ = ["favourites", "favourites_feed", "home", "mentions", "own_posts", "routes", "tag_feed"]
+
 log = logging.getLogger("feedfabric.rest")
 
 Handler = Callable[[Context, Request], Awaitable[Any]]

@@ -41,6 +41,8 @@ from feedfabric.core.bytelru import ByteBoundedLRU
 from feedfabric.core.errors import BadInput, FeedFabricError
 from feedfabric.feeds import ratelimit
 
+__all__ = ["MAX_STORED_BYTES", "resolve_request"]
+
 log = logging.getLogger("feedfabric.persisted")
 
 # A stored text: the longest a document within the token cap (feedfabric.schema.documents.MAX_TOKENS, 2,000)

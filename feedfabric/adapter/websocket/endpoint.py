@@ -22,6 +22,8 @@ from feedfabric.adapter.websocket.transport import TransportProtocol
 from feedfabric.core import metrics
 from feedfabric.resolvers.context import Resources
 
+__all__ = ["GraphQLSockets"]
+
 PROTOCOLS: dict[str, type[SocketProtocol]] = {
     TransportProtocol.name: TransportProtocol,
     LegacyProtocol.name: LegacyProtocol,
