@@ -300,7 +300,7 @@ class Simulation:
     async def read_for_you(self, reader: Reader, at: datetime, preset: str, measuring: bool) -> None:
         """For You, ranked after every reader's Following page and its likes (so its candidates leave out
         what the reader just liked there, as they would in the product)."""
-        weights, _ = await foryou._weights(self.pool, preset, None)
+        weights, _ = await foryou.preset_weights(self.pool, preset, None)
         profile = Profile(preset, ranking.SOURCES, 48)
         candidates = await foryou.signals(self.pool, self.settings, reader.id, profile, at)
         ranked = foryou.order(candidates, weights) if candidates is not None else []
@@ -434,7 +434,7 @@ class Simulation:
         return day
 
     async def load_learned(self) -> None:
-        weights, model_id = await foryou._weights(self.pool, "learned", None)
+        weights, model_id = await foryou.preset_weights(self.pool, "learned", None)
         self.learned = weights if model_id else None
 
     async def add_newcomers(self, count: int) -> None:

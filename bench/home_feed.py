@@ -513,6 +513,42 @@ def settle_idle(api: psutil.Process, quiet: float = 0.02, step: float = 0.25, mo
         last = now
 
 
+FLOOR_BATCH = 50  # pages a COPY, as the API's writer batches them
+
+
+async def floor_rows(database_url: str, postmaster: psutil.Process, pages: int) -> tuple[float, float]:
+    """The least the log can cost `pages` pages: their 20 rows each, signals already known, encoded
+    (`db.feed_log.LogRows`, the writer's encoder) and COPYed into today's partition in batches of
+    `FLOOR_BATCH` pages, with no signal computed, no reader read and no exposure counted. Returns this
+    process's CPU and the Postgres server's (every process; the writing backend read before it exits,
+    the others half a second after, once the WAL writer had a moment)."""
+    from feedfabric.db import feed_log as feed_log_db
+
+    conn = await asyncpg.connect(database_url)
+    try:
+        readers = [r["id"] for r in await conn.fetch("SELECT id FROM members ORDER BY id LIMIT 2000")]
+        posts = [r["id"] for r in await conn.fetch("SELECT id FROM posts ORDER BY id DESC LIMIT 5000")]
+        rng = random.Random(pages)
+        await feed_log_db.ensure_partitions(conn, {datetime.now(UTC).date()})
+        pg0, own0 = tree_cpu([postmaster]), time.process_time()
+        for first in range(0, pages, FLOOR_BATCH):
+            rows = feed_log_db.LogRows()
+            for _ in range(min(FLOOR_BATCH, pages - first)):
+                prefix, out = rows.page(rng.choice(readers), "following", "redis", datetime.now(UTC), None)
+                for position, post in enumerate(rng.sample(posts, PAGE)):
+                    value = rng.random()
+                    rows.add(
+                        prefix, out, post, position, value, value, False, 60.0, 0.0, 3.0, value, value, 0.0, 0.0, None
+                    )
+            await feed_log_db.copy_rows(conn, rows)
+        own = time.process_time() - own0
+        pg1 = tree_cpu([postmaster])  # while this connection's backend lives
+    finally:
+        await conn.close()
+    time.sleep(0.5)
+    return own, grown(pg0, pg1) + grown(pg1, tree_cpu([postmaster]))
+
+
 def feed_log_ratio(
     logged: tuple[psutil.Process, int],
     unlogged: tuple[psutil.Process, int],
@@ -524,10 +560,13 @@ def feed_log_ratio(
     rounds: int,
     cursors: list[str] | None = None,
     fold_s: float = 10.0,
+    database_url: str | None = None,
 ) -> dict[str, float]:
     """Per page, logged and unlogged, measured in alternating phases (so a neighbour's load falls on both
-    alike): API CPU, Postgres CPU and their sum (the whole job: the writer runs in the API)."""
-    totals = {"logged": [0, 0.0, 0.0], "unlogged": [0, 0.0, 0.0]}
+    alike): API CPU, Postgres CPU and their sum (the whole job: the writer runs in the API). With
+    `database_url`, also the floor: after each unlogged phase, `floor_rows` for as many pages as it
+    served, added to that phase's cost (what any design must spend to log those pages)."""
+    totals = {"logged": [0, 0.0, 0.0], "unlogged": [0, 0.0, 0.0], "floor": [0, 0.0, 0.0]}
     # The last fold of a logged phase lands in it; the unlogged phase waits as long, so idle background
     # CPU (both servers', Postgres's) is counted alike on both sides.
     waits = {logged[1]: fold_s + 1.0, unlogged[1]: fold_s + 1.0}
@@ -544,8 +583,15 @@ def feed_log_ratio(
             totals[name][0] += pages
             totals[name][1] += api_s
             totals[name][2] += pg_s
+            if name == "unlogged" and database_url is not None:
+                own_s, floor_pg_s = asyncio.run(floor_rows(database_url, postmaster, pages))
+                totals["floor"][0] += pages
+                totals["floor"][1] += api_s + own_s
+                totals["floor"][2] += pg_s + floor_pg_s
     out: dict[str, float] = {}
     for name, (pages, api_s, pg_s) in totals.items():
+        if not pages:
+            continue
         out[f"{name}_api"] = api_s / pages * 1000
         out[f"{name}_pg"] = pg_s / pages * 1000
         out[f"{name}_machine"] = (api_s + pg_s) / pages * 1000
@@ -613,6 +659,14 @@ def print_ratio(label: str, r: dict[str, float]) -> None:
         f" = {r['unlogged_machine']:.2f} ms/page ({r['unlogged_pages']:.0f} pages)",
         flush=True,
     )
+    if "floor_machine" in r:
+        print(
+            f"  {label}, floor (unlogged + COPY of its rows, batches of {FLOOR_BATCH} pages):"
+            f" API + writer {r['floor_api']:.2f} + Postgres {r['floor_pg']:.2f} = {r['floor_machine']:.2f} ms/page;"
+            f" floor / unlogged: whole machine {r['floor_machine'] / r['unlogged_machine']:.2f}x,"
+            f" Postgres {r['floor_pg'] / r['unlogged_pg']:.2f}x",
+            flush=True,
+        )
 
 
 # --- profile ------------------------------------------------------------------------------------------
@@ -680,7 +734,18 @@ def main() -> None:
     parser.add_argument(
         "--fold-seconds", type=float, default=10.0, help="the logged API's FEED_LOG_FOLD_SECONDS (0: every batch)"
     )
+    parser.add_argument(
+        "--log-kinds",
+        default="home,foryou,foryou_next",
+        help="which pages the feed log's cost is measured on (comma-separated: home, foryou, foryou_next)",
+    )
+    parser.add_argument(
+        "--no-floor", action="store_true", help="skip the floor (the unlogged page plus a bare COPY of its rows)"
+    )
     args = parser.parse_args()
+    kinds = set(args.log_kinds.split(","))
+    if not kinds <= {"home", "foryou", "foryou_next"}:
+        parser.error("--log-kinds: home, foryou, foryou_next")
 
     with services() as env:
         redis_url = env_or(env, "REDIS_URL")
@@ -750,12 +815,18 @@ def main() -> None:
                             args.log_rounds,
                             cursors,
                             args.fold_seconds,
+                            None if args.no_floor else database_url,
                         )
 
-                    home = measured("rest", tokens)
-                    foryou = measured("foryou", tokens)
-                    chain_tokens, cursors = asyncio.run(next_cursors(port, tokens))
-                    later = measured("foryou_next", chain_tokens, cursors)
+                    results_log: list[tuple[str, str, dict[str, float]]] = []
+                    if "home" in kinds:
+                        results_log.append(("home", "REST home", measured("rest", tokens)))
+                    if "foryou" in kinds:
+                        results_log.append(("For You", "For You first pages (REST)", measured("foryou", tokens)))
+                    if "foryou_next" in kinds:
+                        chain_tokens, cursors = asyncio.run(next_cursors(port, tokens))
+                        label = f"For You second pages (REST, {len(chain_tokens)} chains)"
+                        results_log.append(("For You page 2", label, measured("foryou_next", chain_tokens, cursors)))
                     load_after = os.getloadavg()[0]
                 finally:
                     unlogged.terminate()
@@ -767,19 +838,16 @@ def main() -> None:
                     f" load average {load_before:.2f} -> {load_after:.2f} on {os.cpu_count()} cores",
                     flush=True,
                 )
-                print_ratio("REST home", home)
-                print_ratio("For You first pages (REST)", foryou)
-                print_ratio(f"For You second pages (REST, {len(chain_tokens)} chains)", later)
-                for label, r in (("For You", foryou), ("For You page 2", later)):
+                for _, label, r in results_log:
+                    print_ratio(label, r)
+                for name, _, r in sorted(results_log, key=lambda x: x[0] == "home"):
+                    which = "" if name == "home" else f" ({name})"
                     print(
-                        f"feed log ({label}), logged / unlogged: whole machine"
+                        f"feed log{which}, logged / unlogged: whole machine"
                         f" {r['logged_machine'] / r['unlogged_machine']:.2f}x,"
-                        f" Postgres {r['logged_pg'] / r['unlogged_pg']:.2f}x"
+                        f" Postgres {r['logged_pg'] / r['unlogged_pg']:.2f}x",
+                        flush=True,
                     )
-                print(
-                    f"feed log, logged / unlogged: whole machine {home['logged_machine'] / home['unlogged_machine']:.2f}x,"
-                    f" Postgres {home['logged_pg'] / home['unlogged_pg']:.2f}x"
-                )
         finally:
             api.terminate()
             api.wait(30)

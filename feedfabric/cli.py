@@ -14,6 +14,8 @@ from pathlib import Path
 
 from feedfabric.core.settings import Settings, load_settings
 
+__all__ = ["build_parser", "main"]
+
 
 def _require(settings: Settings, *names: str) -> None:
     missing = [n.upper() for n in names if not getattr(settings, n)]

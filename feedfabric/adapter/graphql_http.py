@@ -54,6 +54,8 @@ from feedfabric.schema import persisted
 from feedfabric.schema.documents import UNNAMED_OF_SEVERAL, parse_document, several_operations, too_long
 from feedfabric.schema.ratelimit import spend_refused_document
 
+__all__ = ["GRAPHQL_PATH", "GraphQLHTTP", "error_response"]
+
 GRAPHQL_PATH = "/graphql"
 GRAPHQL_RESPONSE_JSON = "application/graphql-response+json"
 GRAPHIQL_HTML = Path(__file__).resolve().parents[1] / "static" / "graphiql.html"

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = ["WS_MAX_MESSAGE_BYTES", "serve_options"]
+
 WS_MAX_MESSAGE_BYTES = 1_048_576
 
 

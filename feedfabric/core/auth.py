@@ -11,6 +11,8 @@ import jwt
 
 from feedfabric.core.errors import Unauthenticated
 
+__all__ = ["Claims", "TokenCache", "bearer_token", "issue_token", "verify_token"]
+
 _ALGORITHM = "HS256"
 
 
@@ -30,7 +32,7 @@ def issue_token(secret: str, external_id: str, *, admin: bool = False, ttl: int 
     return jwt.encode(payload, secret, algorithm=_ALGORITHM)
 
 
-def _verify(secret: str, token: str, max_lifetime: float | None = None) -> tuple[Claims, float]:
+def verify_token(secret: str, token: str, max_lifetime: float | None = None) -> tuple[Claims, float]:
     """The token's claims and its expiry (Unix seconds), or Unauthenticated. A token whose `exp` is more
     than `max_lifetime` seconds away (JWT_MAX_LIFETIME_SECONDS) is refused: an `exp` in the year 3000 made
     a leaked token good for ever."""
@@ -77,7 +79,7 @@ class TokenCache:
             if self._clock() < hit[1]:
                 return hit[0]
             del self._entries[key]
-        claims, expires = _verify(secret, token, max_lifetime)
+        claims, expires = verify_token(secret, token, max_lifetime)
         if self._clock() >= expires:  # valid when PyJWT looked, no longer: answer, do not keep
             return claims
         if len(self._entries) >= self.max_entries:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+__all__ = ["ByteBoundedLRU"]
+
 
 class ByteBoundedLRU:
     """Texts by hash, least recently used dropped first once their bytes pass `max_bytes`."""

@@ -2,6 +2,23 @@
 
 from __future__ import annotations
 
+__all__ = [
+    "BadInput",
+    "Blocked",
+    "FavouriteLimitReached",
+    "FeedFabricError",
+    "Forbidden",
+    "LimitReached",
+    "NotFound",
+    "QueryTooComplex",
+    "QuotaExceeded",
+    "RateLimited",
+    "RequestTooLarge",
+    "ServiceUnavailable",
+    "Unauthenticated",
+    "store_unreachable",
+]
+
 
 class FeedFabricError(Exception):
     code = "INTERNAL"

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = ["ENGAGEMENT", "MEDIA", "MEMBERS", "NOTIFICATIONS", "POSTS", "TOPIC_OF", "Event"]
+
 POSTS = "feedfabric.posts"
 ENGAGEMENT = "feedfabric.engagement"
 MEMBERS = "feedfabric.members"

@@ -26,6 +26,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+__all__ = ["crash_point", "log_effect", "logging_effects"]
+
 
 def _armed(raw: str) -> dict[str, int]:
     points: dict[str, int] = {}

@@ -9,6 +9,8 @@ from uuid_utils import compat
 
 from feedfabric.core.errors import BadInput
 
+__all__ = ["id_millis", "new_id", "parse_id", "parse_optional_id"]
+
 # ASCII hex only, hyphenated as the API writes IDs or bare: uuid.UUID itself reads its digits with int(),
 # which takes any script's digits ("١" x 32 is the nil UUID), underscores and surrounding spaces.
 _UUID = re.compile(r"[0-9a-fA-F]{8}(?:-?[0-9a-fA-F]{4}){3}-?[0-9a-fA-F]{12}")

@@ -11,6 +11,8 @@ from typing import Any
 
 import orjson
 
+__all__ = ["dumps_text", "loads"]
+
 
 def dumps_text(value: Any) -> str:
     return orjson.dumps(value).decode()

@@ -18,6 +18,8 @@ from typing import Any
 
 from feedfabric.core.settings import Settings
 
+__all__ = ["SAFE_ID", "JsonFormatter", "access_log", "configure_logging", "request_id_var"]
+
 request_id_var: ContextVar[str | None] = ContextVar("feedfabric_request_id", default=None)
 
 SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")

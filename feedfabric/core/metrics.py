@@ -21,6 +21,40 @@ from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 from feedfabric.core.settings import Settings
 
+__all__ = [
+    "CONSUMER_BATCHED",
+    "CONSUMER_FILLED",
+    "CONSUMER_HANDLED",
+    "CONSUMER_LAG",
+    "CONSUMER_RETRIES",
+    "CONSUMER_SWEPT",
+    "DEAD_LETTERS",
+    "DEAD_LETTERS_STORED",
+    "DROPPED_SUBSCRIBERS",
+    "GRAPHQL_COST",
+    "GRAPHQL_ERRORS",
+    "GRAPHQL_LATENCY",
+    "HOME_FEED_PAGES",
+    "LOOP_STALLS",
+    "OUTBOX_BACKLOG",
+    "OUTBOX_OLDEST_AGE",
+    "OUTBOX_PUBLISHED",
+    "RATE_LIMITED",
+    "RATE_LIMIT_FALLBACKS",
+    "REALTIME_DELIVERED",
+    "REALTIME_SUBSCRIBERS",
+    "REDIS_MAXMEMORY",
+    "REDIS_USED_MEMORY",
+    "REPLICA_LAG",
+    "REPLICA_USABLE",
+    "REPORTS_OPEN",
+    "REPORT_OLDEST_OPEN",
+    "WEBSOCKET_CONNECTIONS",
+    "observe_fanout",
+    "sample",
+    "serve",
+]
+
 log = logging.getLogger("feedfabric.metrics")
 
 # --- GraphQL (wired by feedfabric.schema.timing) ---------------------------------

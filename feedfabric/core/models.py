@@ -9,6 +9,25 @@ from typing import Any, Self
 
 from asyncpg import Record
 
+__all__ = [
+    "SAMPLE_ACTORS",
+    "Comment",
+    "Extras",
+    "FeedPage",
+    "FeedPost",
+    "Member",
+    "Mention",
+    "MentionsPage",
+    "Notification",
+    "NotificationGroup",
+    "Page",
+    "PageExtras",
+    "Playlist",
+    "PlaylistItem",
+    "Post",
+    "RankedPage",
+]
+
 
 class FromRecord:
     """A row dataclass that a query's record builds, column by field name (`Member.of(record)`)."""

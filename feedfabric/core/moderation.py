@@ -8,6 +8,8 @@ from datetime import datetime
 
 from asyncpg import Record
 
+__all__ = ["Report", "Target", "Term"]
+
 
 @dataclass(frozen=True, slots=True)
 class Report:

@@ -11,6 +11,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from feedfabric.core.events import TOPICS
 from feedfabric.core.settings import Settings
 
+__all__ = ["all_topic_names", "ensure_topics", "topic_name"]
+
 log = logging.getLogger(__name__)
 
 

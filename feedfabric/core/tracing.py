@@ -39,6 +39,23 @@ from opentelemetry.util.types import Attributes
 
 from feedfabric.core.settings import Settings
 
+__all__ = [
+    "NO_TRACER",
+    "TRACES_DIR",
+    "RecentTraces",
+    "Tracing",
+    "context_of",
+    "header_of",
+    "kafka_headers",
+    "ns_of",
+    "read_recent",
+    "setup",
+    "traceparent",
+    "traceparent_of",
+    "tracer_of",
+    "traces_url",
+]
+
 log = logging.getLogger(__name__)
 
 TRACES_DIR = "traces"

@@ -12,6 +12,8 @@ from datetime import datetime
 
 import asyncpg
 
+__all__ = ["Like", "LikeGrant", "add_affinity", "add_interest", "grant_likes", "record_like_grant", "take_like_grant"]
+
 
 @dataclass(frozen=True)
 class LikeGrant:

@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+__all__ = ["Float8Records"]
+
 _SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 _TRAILER = b"\xff\xff"
 

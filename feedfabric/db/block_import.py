@@ -11,6 +11,8 @@ import asyncpg
 
 from feedfabric.db.queryable import Queryable
 
+__all__ = ["end_favourites", "end_follows", "give_memory", "resolve"]
+
 _RESOLVE = """SELECT g.ord, COALESCE(e.id, u.id{address_id}) AS id
            FROM unnest($1::text[]) WITH ORDINALITY AS g(name, ord)
            LEFT JOIN members e ON e.external_id = g.name

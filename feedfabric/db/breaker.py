@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+__all__ = ["CircuitBreaker"]
+
 
 @dataclass
 class CircuitBreaker:

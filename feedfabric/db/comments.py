@@ -10,6 +10,8 @@ import asyncpg
 from feedfabric.core.models import Comment
 from feedfabric.db.queryable import Queryable
 
+__all__ = ["by_ids", "get_for_update", "insert", "mark_deleted", "page"]
+
 _COLUMNS = "id, post_id, author_id, content, created_at"
 
 

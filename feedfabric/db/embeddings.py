@@ -6,6 +6,8 @@ import uuid
 
 import asyncpg
 
+__all__ = ["delete_vector", "get_vector", "newest_vectors", "upsert_vector"]
+
 
 async def upsert_vector(conn: asyncpg.Connection, post_id: uuid.UUID, vector: bytes) -> None:
     await conn.execute(

@@ -10,6 +10,8 @@ import asyncpg
 from feedfabric.core.models import Member
 from feedfabric.db.members import _COLUMNS
 
+__all__ = ["add", "count_active", "exists", "listed", "remove"]
+
 
 async def count_active(conn: asyncpg.Connection, member_id: uuid.UUID) -> int:
     """The favourites the member sees listed: the limit counts these, so a favourite suspended later

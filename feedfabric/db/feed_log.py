@@ -11,31 +11,136 @@ the exposure counts they add are folded in one statement per fold, aggregated by
 from __future__ import annotations
 
 import re
+import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import NamedTuple, TypeAlias
+from typing import NamedTuple
 
 import asyncpg
 
 from feedfabric.db.queryable import Queryable
 
+__all__ = [
+    "LogRows",
+    "PostSeen",
+    "ReaderSignals",
+    "ServedPage",
+    "apply_retention",
+    "commented",
+    "copy_rows",
+    "describe",
+    "ensure_partitions",
+    "fold_exposure",
+    "partition_days",
+    "reader_signals",
+    "versions",
+]
+
 _PARTITION = re.compile(r"^feed_log_(\d{8})$")
+# The columns in the order the writer sends them: a page's five shared ones first (encoded once a
+# page), then a post's fixed-width ones (one struct a row), the variable-width `reason` last.
 COLUMNS = (
-    "member_id", "feed", "post_id", "position", "source", "affinity", "interest", "favourite", "age_seconds",
-    "served_at", "preset", "reason", "similarity", "popularity", "affinity_rate", "interest_rate",
-    "author_effect", "topic_effect",
+    "member_id", "feed", "source", "served_at", "preset",
+    "post_id", "position", "affinity", "interest", "favourite", "age_seconds", "similarity", "popularity",
+    "affinity_rate", "interest_rate", "author_effect", "topic_effect",
+    "reason",
 )  # fmt: skip
+_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, no header extension
+_TRAILER = b"\xff\xff"
+_NULL = b"\xff\xff\xff\xff"
+_PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_PAGE = struct.Struct(">hi16s")  # field count, member_id
+_TIME = struct.Struct(">iq")  # served_at: microseconds since 2000-01-01 UTC
+# A post's fields, each its length then its value: post_id, position, affinity, interest, favourite,
+# age_seconds, then the six float8 signals.
+_POST = struct.Struct(">i16sii" + "id" * 2 + "i?" + "id" * 7)
 
 
-# One feed_log row as COPY sends it, in COLUMNS' order (`id` comes from the table's sequence): a plain
-# tuple, made a thousand times a batch.
-LogRow: TypeAlias = tuple[
-    uuid.UUID, str, uuid.UUID, int, str, float, float, bool, float, datetime,
-    str | None, str | None, float, float, float, float, float, float,
-]  # fmt: skip
-assert COLUMNS[9] == "served_at"  # row[9] below
+def _text(value: str | None) -> bytes:
+    if value is None:
+        return _NULL
+    data = value.encode()
+    return len(data).to_bytes(4, "big") + data
+
+
+class LogRows:
+    """A batch's feed_log rows in binary COPY form, by UTC day: made as the signals are computed (one
+    struct a post; a page's shared columns encoded once), sent without asyncpg's per-field codecs."""
+
+    __slots__ = ("count", "days")
+
+    def __init__(self) -> None:
+        self.days: dict[date, list[bytes]] = {}
+        self.count = 0
+
+    def page(
+        self, member_id: uuid.UUID, feed: str, source: str, served_at: datetime, preset: str | None
+    ) -> tuple[bytes, list[bytes]]:
+        """The page's shared columns, encoded, and the list its rows go to (`add`)."""
+        prefix = b"".join(
+            (
+                _PAGE.pack(len(COLUMNS), 16, member_id.bytes),
+                _text(feed),
+                _text(source),
+                _TIME.pack(8, (served_at - _PG_EPOCH) // _MICROSECOND),
+                _text(preset),
+            )
+        )
+        return prefix, self.days.setdefault(served_at.astimezone(UTC).date(), [])
+
+    def add(
+        self,
+        prefix: bytes,
+        out: list[bytes],
+        post_id: uuid.UUID,
+        position: int,
+        affinity: float,
+        interest: float,
+        favourite: bool,
+        age_seconds: float,
+        similarity: float,
+        popularity: float,
+        affinity_rate: float,
+        interest_rate: float,
+        author_effect: float,
+        topic_effect: float,
+        reason: str | None,
+    ) -> None:
+        """One row of the page `prefix` came from."""
+        out.append(
+            prefix
+            + _POST.pack(
+                16,
+                post_id.bytes,
+                4,
+                position,
+                8,
+                affinity,
+                8,
+                interest,
+                1,
+                favourite,
+                8,
+                age_seconds,
+                8,
+                similarity,
+                8,
+                popularity,
+                8,
+                affinity_rate,
+                8,
+                interest_rate,
+                8,
+                author_effect,
+                8,
+                topic_effect,
+            )  # fmt: skip
+            + _text(reason)
+        )
+        self.count += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,24 +351,23 @@ async def describe(conn: Queryable, pages: Sequence[ServedPage]) -> dict[tuple[i
     }
 
 
-async def copy_rows(conn: asyncpg.Connection, rows: Sequence[LogRow]) -> None:
-    """Binary COPY into each served day's partition (made first when it is missing): no routing
-    through the parent, no statement to plan."""
-    days: dict[date, list[LogRow]] = {}
-    served_at: datetime | None = None
-    day = date.min
-    for row in rows:
-        if row[9] is not served_at:  # a page's rows share their time
-            served_at = row[9]
-            day = served_at.astimezone(UTC).date()
-        days.setdefault(day, []).append(row)
-    for day, part in sorted(days.items()):
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+async def copy_rows(conn: asyncpg.Connection, rows: LogRows) -> None:
+    """One binary COPY a served day, into its partition (made first when it is missing): no routing
+    through the parent, no statement to plan, no per-field encoding."""
+    for day, part in sorted(rows.days.items()):
+        if not part:
+            continue
         table = f"feed_log_{day:%Y%m%d}"
+        data = b"".join((_HEADER, *part, _TRAILER))
         try:
-            await conn.copy_records_to_table(table, records=part, columns=COLUMNS)
+            await conn.copy_to_table(table, source=_once(data), columns=COLUMNS, format="binary")
         except asyncpg.UndefinedTableError:
             await ensure_partitions(conn, {day})
-            await conn.copy_records_to_table(table, records=part, columns=COLUMNS)
+            await conn.copy_to_table(table, source=_once(data), columns=COLUMNS, format="binary")
 
 
 async def ensure_partitions(conn: asyncpg.Connection | asyncpg.Pool, days: Sequence[date] | set[date]) -> None:

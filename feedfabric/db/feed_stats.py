@@ -14,6 +14,19 @@ import asyncpg
 
 from feedfabric.db.queryable import Queryable
 
+__all__ = [
+    "FEEDS",
+    "TRAINING_COLUMNS",
+    "DayStats",
+    "by_day",
+    "by_position",
+    "copy_effect_cells",
+    "copy_training_rows",
+    "rows_since",
+    "stage_training_rows",
+    "training_rows",
+]
+
 # `f` is a feed_log row.
 ENGAGED = """(EXISTS (SELECT 1 FROM likes l WHERE l.post_id = f.post_id AND l.member_id = f.member_id
                       AND l.created_at >= f.served_at AND l.created_at < f.served_at + interval '24 hours')

@@ -9,6 +9,8 @@ from typing import Any
 
 import asyncpg
 
+__all__ = ["add", "followed_tags", "followers_page", "following_page", "member_stats", "remember_past_follow", "remove"]
+
 
 async def add(conn: asyncpg.Connection, follower_id: uuid.UUID, target_type: str, target_id: str) -> bool:
     """True when the follow is new (a trigger keeps member_stats in step)."""

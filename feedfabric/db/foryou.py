@@ -13,6 +13,26 @@ import asyncpg
 from feedfabric.db import exposure, reader_effects
 from feedfabric.db.queryable import Queryable
 
+__all__ = [
+    "CHAIN_RETENTION",
+    "Candidate",
+    "Model",
+    "Profile",
+    "active_model",
+    "candidates",
+    "forget_pages",
+    "model",
+    "models",
+    "popular",
+    "profile",
+    "record_page",
+    "save_profile",
+    "served_path",
+    "store_model",
+    "taste_vectors",
+    "window_vectors",
+]
+
 # How long For You's page records are kept (`feedfabric maintain`): a cursor older than this whose
 # list Redis no longer holds cannot be continued exactly, and is refused.
 CHAIN_RETENTION = timedelta(hours=24)

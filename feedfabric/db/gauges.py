@@ -20,6 +20,8 @@ from feedfabric.core.metrics import (
 )
 from feedfabric.db import reports as reports_db
 
+__all__ = ["refresh_from_postgres", "refresh_from_redis"]
+
 log = logging.getLogger("feedfabric.metrics")
 
 _SCRAPE_TIMEOUT_S = 1.0

@@ -6,6 +6,8 @@ import uuid
 
 import asyncpg
 
+__all__ = ["add", "remove"]
+
 
 async def add(conn: asyncpg.Connection, post_id: uuid.UUID, member_id: uuid.UUID) -> bool:
     status = await conn.execute(

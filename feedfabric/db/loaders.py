@@ -24,6 +24,8 @@ from feedfabric.db import playlists as playlists_db
 from feedfabric.db import post_extras as post_extras_db
 from feedfabric.db import posts as posts_db
 
+__all__ = ["Loaders"]
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import asyncpg
 
+__all__ = ["create_pending", "get_media", "get_one", "locked_usage", "mark_ready", "mark_rejected", "usage"]
+
 _COLUMNS = "id, owner_id, status, content_type, width, height, byte_size, score, reason, created_at, updated_at"
 
 

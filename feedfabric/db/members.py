@@ -10,6 +10,19 @@ import asyncpg
 
 from feedfabric.core.models import Member
 
+__all__ = [
+    "by_external_id",
+    "by_ids",
+    "by_username",
+    "ids_by_usernames",
+    "lock",
+    "set_status",
+    "suspended_among",
+    "touch_seen",
+    "upsert",
+    "viewer_by_external_id",
+]
+
 _COLUMNS = "id, external_id, username, display_name, avatar_url, status, last_seen_at"
 
 

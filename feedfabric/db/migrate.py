@@ -7,6 +7,8 @@ from importlib import resources
 
 import asyncpg
 
+__all__ = ["migrate", "migration_files"]
+
 _LOCK_KEY = 0x0FEEDFAB
 _NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
 

@@ -9,6 +9,8 @@ import asyncpg
 from feedfabric.core.moderation import Term
 from feedfabric.db.queryable import Queryable
 
+__all__ = ["add", "folded_terms", "newest_first", "remove", "version"]
+
 
 async def version(conn: Queryable) -> int:
     """One small row: what a write reads before it reuses the matcher compiled for this version."""

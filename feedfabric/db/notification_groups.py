@@ -19,6 +19,25 @@ import asyncpg
 from feedfabric.core.models import SAMPLE_ACTORS, NotificationGroup
 from feedfabric.db.queryable import Queryable
 
+__all__ = [
+    "UNDONE_KINDS",
+    "by_ids",
+    "close_read",
+    "forget_empty",
+    "forget_take_backs",
+    "hidden_actor_counts",
+    "join",
+    "lock_open",
+    "mark_read",
+    "page",
+    "quiet",
+    "take_back_follow",
+    "take_back_like",
+    "take_back_repost",
+    "texts",
+    "unread_count",
+]
+
 _COLUMNS = "id, kind, post_id, comment_id, actor_count, notification_count, latest_at, read_at"
 QUIET_FOR = timedelta(hours=24)
 # The kinds an undo takes back (an unlike, an unfollow, a deleted repost): the only ones a redo can be.

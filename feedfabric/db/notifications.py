@@ -10,6 +10,8 @@ from feedfabric.core.models import Notification
 from feedfabric.db.notification_groups import hidden_actors
 from feedfabric.db.queryable import Queryable
 
+__all__ = ["add_for_event", "by_id", "mark_read", "page", "texts", "unread_count"]
+
 _COLUMNS = "id, kind, actor_id, post_id, comment_id, created_at, read_at"
 
 

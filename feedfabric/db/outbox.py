@@ -11,6 +11,8 @@ import asyncpg
 from feedfabric.core import jsonwire, tracing
 from feedfabric.core.events import TOPIC_OF
 
+__all__ = ["NOTIFY_CHANNEL", "EventRow", "add_event", "add_events", "shard_of"]
+
 NOTIFY_CHANNEL = "feedfabric_outbox"
 DEFAULT_SHARDS = 16
 

@@ -11,6 +11,34 @@ import asyncpg
 
 from feedfabric.core.events import Event
 
+__all__ = [
+    "SHARD_LOCKS",
+    "OutboxRow",
+    "Overdue",
+    "add_dead_letter",
+    "advance_key_version",
+    "announce_relay",
+    "broker_epoch",
+    "claim",
+    "events_between",
+    "forget_idle_keys",
+    "forget_orphan_key_versions",
+    "lock_view",
+    "mark_processed",
+    "overdue_events",
+    "prune",
+    "prune_dead_letters",
+    "prune_processed",
+    "published_counts",
+    "raise_broker_epoch",
+    "record_batch",
+    "stamp",
+    "try_lock_shard",
+    "unlock_shard",
+    "unpublish_since",
+    "wake_relays",
+]
+
 # Advisory-lock namespaces (the two-int form: namespace, shard or pid).
 SHARD_LOCKS = 0x0FEED0B0
 RELAY_PRESENCE = 0x0FEED0B1

@@ -15,6 +15,27 @@ import asyncpg
 from feedfabric.core.models import Playlist, PlaylistItem
 from feedfabric.db.queryable import Queryable
 
+__all__ = [
+    "count_items",
+    "delete_item",
+    "get",
+    "insert",
+    "insert_item",
+    "item",
+    "item_for_post",
+    "last_rank",
+    "liked_of",
+    "liked_playlist_id",
+    "max_rank_length",
+    "next_after",
+    "ordered_item_ids",
+    "owned_page",
+    "page",
+    "prev_before",
+    "rewrite_ranks",
+    "set_rank",
+]
+
 # Fixed forever: a member's Liked playlist is the row with ID uuid5(LIKED_NAMESPACE, str(member_id)).
 LIKED_NAMESPACE = uuid.UUID("6f1c3a52-4a8e-5b7e-9d0c-2f5a1b3c4d5e")
 LIKED_NAME = "Liked"

@@ -13,6 +13,8 @@ import asyncpg
 from feedfabric.core import jsonwire
 from feedfabric.core.background import Background
 
+__all__ = ["PrimaryWatch", "create_pool", "hold_session_state", "init_connection", "transaction"]
+
 log = logging.getLogger("feedfabric.pool")
 
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import asyncpg
 
+__all__ = ["PostText", "feed_ids", "texts", "visible_ids"]
+
 
 @dataclass(frozen=True)
 class PostText:

@@ -18,6 +18,28 @@ from feedfabric.core.models import Post
 from feedfabric.db.outbox import EventRow, event_ctes, notify_sql
 from feedfabric.db.queryable import Queryable
 
+__all__ = [
+    "author_page",
+    "by_authors_page",
+    "favourites_page",
+    "feed_by_ids",
+    "get",
+    "get_to_act",
+    "home_after",
+    "home_page",
+    "insert_repost",
+    "insert_with_entities",
+    "is_visible",
+    "live_repost",
+    "mention_page",
+    "replace_hashtags",
+    "replace_mentions",
+    "set_status",
+    "tag_page",
+    "update_content",
+    "visibility",
+]
+
 _COLUMNS = "id, author_id, content, repost_of, status, created_at, updated_at"
 _P_COLUMNS = "p.id, p.author_id, p.content, p.repost_of, p.status, p.created_at, p.updated_at"
 

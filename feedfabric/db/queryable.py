@@ -6,4 +6,6 @@ from typing import TypeAlias
 
 import asyncpg
 
+__all__ = ["Queryable"]
+
 Queryable: TypeAlias = asyncpg.Connection | asyncpg.Pool

@@ -16,6 +16,17 @@ import asyncpg
 
 from feedfabric.db.queryable import Queryable
 
+__all__ = [
+    "declare",
+    "declared_tags",
+    "declared_tags_of",
+    "joined_since",
+    "last_fit",
+    "reader_cells",
+    "replace",
+    "replace_reader",
+]
+
 
 def author_effect(member: str, author: str) -> str:
     """The reader's effect for the author; `member` and `author` are SQL expressions."""

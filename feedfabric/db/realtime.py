@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from feedfabric.core.models import Post
 from feedfabric.db.queryable import Queryable
 
+__all__ = ["connected_followers", "likers", "posts_with_visibility"]
+
 _COLUMNS = "id, author_id, content, repost_of, status, created_at, updated_at"
 
 

@@ -22,6 +22,8 @@ from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
 from feedfabric.core.settings import Settings
 
+__all__ = ["REDIS_ERRORS", "REDIS_FAILURES", "Script", "create_redis", "is_cluster"]
+
 # What a failing Redis raises: the cluster client's own errors (no node reachable, a slot no node
 # serves) are not RedisErrors.
 REDIS_ERRORS: tuple[type[Exception], ...] = (RedisError, RedisClusterException)

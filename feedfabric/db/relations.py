@@ -19,6 +19,29 @@ import asyncpg
 
 from feedfabric.db.queryable import Queryable
 
+__all__ = [
+    "MutedWordRow",
+    "RelationRows",
+    "add_block",
+    "add_blocks",
+    "add_word",
+    "blocked_either_way",
+    "blocked_page",
+    "bump",
+    "count_words",
+    "follow_unless_blocked",
+    "load",
+    "load_many",
+    "lock_pair",
+    "member_locking_pair",
+    "muted_page",
+    "put_mute",
+    "remove_block",
+    "remove_mute",
+    "remove_word",
+    "words",
+]
+
 _M = "m.id, m.external_id, m.username, m.display_name, m.avatar_url, m.status, m.last_seen_at"
 Position = tuple[datetime, str]
 

@@ -34,6 +34,8 @@ from redis.exceptions import RedisError
 from feedfabric.core import metrics
 from feedfabric.core.background import Background
 
+__all__ = ["ReadRouting", "replayed_position", "wal_position"]
+
 log = logging.getLogger("feedfabric.replica")
 
 POLL_S = 0.1

@@ -14,6 +14,18 @@ from feedfabric.core.models import Post
 from feedfabric.core.moderation import Report, Target
 from feedfabric.db.queryable import Queryable
 
+__all__ = [
+    "filed_since",
+    "get",
+    "insert",
+    "lock",
+    "open_by",
+    "queue_page",
+    "reported_posts",
+    "reporter_page",
+    "resolve_target",
+]
+
 # openReportsOnTarget comes with every row read: one subquery on the partial index of open reports.
 _SELECT = """SELECT r.id, r.reporter_id, r.member_id, r.target_kind, r.target_id, r.post_id, r.comment_id,
        r.reason, r.note, r.status, r.action, r.created_at, r.resolved_at,

@@ -18,6 +18,19 @@ from datetime import datetime
 
 from feedfabric.db.queryable import Queryable
 
+__all__ = [
+    "BOUNDS",
+    "FOLLOWED_BY_FOLLOWED",
+    "Found",
+    "dismiss",
+    "followed_tags_among",
+    "forget_dismissals",
+    "member_candidates",
+    "recent_post_counts",
+    "still_suggestable",
+    "topic_candidates",
+]
+
 # Reason numbers, strongest first (feeds.suggestions.REASONS names them); ENGAGED (the authors whose
 # posts the viewer engages with) is shown as SIMILAR_ENGAGEMENT's reason, scaled on its own.
 FOLLOWED_BY_FOLLOWED, SIMILAR_ENGAGEMENT, POPULAR_IN_TOPICS, POPULAR, ENGAGED = 0, 1, 2, 3, 4

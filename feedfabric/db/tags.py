@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import asyncpg
 
+__all__ = ["replace_inferred_tags", "tags_of_post"]
+
 
 async def tags_of_post(conn: asyncpg.Connection, post_id: uuid.UUID) -> list[str]:
     """Every tag of the post, hashtag or inferred, in name order."""

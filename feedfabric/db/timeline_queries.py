@@ -17,6 +17,28 @@ from feedfabric.core.models import PageExtras, Post
 from feedfabric.db import post_extras
 from feedfabric.db.pool import hold_session_state
 
+__all__ = [
+    "ID_TEXT_LENGTH",
+    "AudiencePage",
+    "FirstRound",
+    "GapFill",
+    "audience_page",
+    "drop_home_owed",
+    "epoch",
+    "fanout_post",
+    "first_round",
+    "followed_posts_above",
+    "gap_page",
+    "has_more_followers_than",
+    "lock_epoch",
+    "newest_post_id",
+    "no_longer_followed",
+    "raise_home_owed",
+    "rebuild_post_ids",
+    "record_epoch",
+    "unlock_epoch",
+]
+
 
 @dataclass(frozen=True)
 class FanoutPost:

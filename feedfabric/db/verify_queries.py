@@ -12,6 +12,16 @@ from dataclasses import dataclass
 
 import asyncpg
 
+__all__ = [
+    "MemberRow",
+    "member_by_external_id",
+    "members_page",
+    "pending_fanouts",
+    "pending_rebuilds",
+    "required",
+    "unexplained",
+]
+
 
 @dataclass(frozen=True)
 class MemberRow:

@@ -27,6 +27,8 @@ from feedfabric.db import block_import as import_db
 from feedfabric.db import relations as relations_db
 from feedfabric.db.outbox import add_events
 
+__all__ = ["MAX_BYTES", "MAX_LINES", "UNKNOWN_SHOWN", "BlockImport", "import_blocks"]
+
 MAX_LINES = 200_000
 MAX_BYTES = 8_000_000
 MAX_NAME = 200

@@ -33,6 +33,8 @@ from feedfabric.db.redisclient import REDIS_FAILURES
 from feedfabric.feeds import minilm as embeddings
 from feedfabric.feeds import paging, text
 
+__all__ = ["embeddable", "encode", "forget", "similar_posts", "store", "vector_key"]
+
 log = logging.getLogger(__name__)
 
 

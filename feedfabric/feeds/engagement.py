@@ -22,6 +22,8 @@ from feedfabric.core.settings import Settings
 from feedfabric.db import affinity, tags
 from feedfabric.feeds import reader_effects
 
+__all__ = ["apply_comment", "apply_like", "apply_likes", "apply_unlike", "likers"]
+
 
 def likers_key(post_id: uuid.UUID | str) -> str:
     return f"post:{post_id}:likers"

@@ -27,7 +27,9 @@ from feedfabric.core.background import Background
 from feedfabric.core.models import FeedPage, FeedPost, Page
 from feedfabric.db import feed_log as feed_log_db
 from feedfabric.db.feed_log import ServedPage
-from feedfabric.feeds.served_signals import Served, ServedPost, SignalBook
+from feedfabric.feeds.served_signals import Served, ServedPost, ServedRow, SignalBook
+
+__all__ = ["FeedLog", "log_pages", "write"]
 
 log = logging.getLogger("feedfabric.feed_log")
 
@@ -44,15 +46,17 @@ def served(
 ) -> Served:
     """A finished page as the log keeps it. A repost is logged as the post it shares (what the reader
     sees and acts on), with that post's own counts and tags; a repost whose original the reader may
-    not see is not logged (nothing of the original was shown). Positions count every post served."""
-    posts: list[ServedPost] = []
+    not see is not logged (nothing of the original was shown). Positions count every post served.
+    (On the request path: one plain tuple a post, feeds.served_signals.ServedRow.)"""
+    posts: list[ServedRow] = []
+    append = posts.append
     for position, post in enumerate(page.posts):
         shown: FeedPost | None = post.original if post.row.repost_of is not None else post
         if shown is None:
             continue
         row = shown.row
-        posts.append(
-            ServedPost(
+        append(
+            (
                 row.id,
                 position,
                 row.author_id,
@@ -110,7 +114,7 @@ async def write(
     book.counted(batch)
     if fold:
         await fold_kept(conn, book)
-    return len(batch.rows)
+    return batch.rows.count
 
 
 async def fold_kept(conn: asyncpg.Connection, book: SignalBook) -> None:

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 
 from feedfabric.core.models import FeedPost, PageExtras, Post
 
+__all__ = ["feed_post", "feed_posts"]
+
 
 def feed_post(row: Post, loaded: PageExtras, *, with_original: bool = True) -> FeedPost:
     """`row` as its feed shows it. A post the extras do not cover (gone since the page was read) gets

@@ -24,6 +24,8 @@ from typing import Any
 from feedfabric.core.models import Page, PageExtras, Post
 from feedfabric.feeds.relations import Relations
 
+__all__ = ["PostsRead", "hidden_by_words", "items_without_muted_words", "posts_hidden_by_words", "without_muted_words"]
+
 # Reads one page may make (the first included) before it ends short with a cursor.
 MAX_ROUNDS = 5
 # The largest batch a round asks for.

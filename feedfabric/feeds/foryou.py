@@ -44,6 +44,23 @@ from feedfabric.db.redisclient import REDIS_FAILURES, Script
 from feedfabric.feeds import minilm as embeddings
 from feedfabric.feeds import ranking
 
+__all__ = [
+    "CURSOR_CHARS",
+    "MAX_CHAINS",
+    "Chain",
+    "ForYouService",
+    "Place",
+    "Signals",
+    "chains_key",
+    "cursor_key",
+    "order",
+    "parse_cursor",
+    "preset_weights",
+    "profile_of",
+    "signals",
+    "validate_profile",
+]
+
 log = logging.getLogger("feedfabric.foryou")
 
 DEFAULT_PROFILE = Profile("balanced", ranking.SOURCES, 48)
@@ -233,7 +250,7 @@ def _taste(vectors: list[bytes]) -> np.ndarray | None:
     return mean / norm if norm > 0 else None
 
 
-async def _weights(pool: asyncpg.Pool, chain_preset: str, model_id: int | None) -> tuple[ranking.Weights, int]:
+async def preset_weights(pool: asyncpg.Pool, chain_preset: str, model_id: int | None) -> tuple[ranking.Weights, int]:
     """The preset's weights; LEARNED takes the given (or active) model, else falls back to BALANCED."""
     if chain_preset != "learned":
         return ranking.FIXED_PRESETS[chain_preset], 0
@@ -437,7 +454,7 @@ class ForYouService:
 
     async def first_page(self, member_id: uuid.UUID, limit: int) -> ForYouPage:
         profile = await profile_of(self.pool, member_id)
-        weights, model_id = await _weights(self.pool, profile.preset, None)
+        weights, model_id = await preset_weights(self.pool, profile.preset, None)
         chain = Chain(uuid.uuid4(), datetime.now(UTC), profile, model_id)
         ranked = await rank(self.pool, self.settings, member_id, profile, chain.ranked_at, weights, self.redis)
         source = "postgres"
@@ -563,7 +580,7 @@ class ForYouService:
             if raw is None:
                 raise BadInput("this For You cursor has expired: load the first page again")
             served = {uuid.UUID(bytes=raw[n : n + 16]) for n in range(0, len(raw), 16)}
-        weights, _ = await _weights(self.pool, lost.profile.preset, lost.model_id)
+        weights, _ = await preset_weights(self.pool, lost.profile.preset, lost.model_id)
         ranked = await rank(self.pool, self.settings, member_id, lost.profile, lost.ranked_at, weights, self.redis)
         rest = [r for r in ranked if r.post_id not in served]
         chain = Chain(uuid.uuid4(), lost.ranked_at, lost.profile, lost.model_id)

@@ -41,6 +41,8 @@ from feedfabric.feeds.lists import cut
 from feedfabric.feeds.relations import Relations
 from feedfabric.feeds.viewer import Viewer
 
+__all__ = ["HomeFeedService", "postgres_page"]
+
 log = logging.getLogger("feedfabric.home")
 
 REDIS = "redis"

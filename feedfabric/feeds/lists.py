@@ -17,6 +17,8 @@ from feedfabric.db import posts as posts_db
 from feedfabric.db.queryable import Queryable
 from feedfabric.feeds import text
 
+__all__ = ["cut", "favourites", "member_posts", "mentions", "notifications", "tag"]
+
 
 def cut(rows: list[Any], limit: int, key: str = "id") -> Page:
     """Trims the look-ahead row and names the cursor of the next page."""

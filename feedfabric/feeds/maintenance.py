@@ -30,6 +30,8 @@ from feedfabric.db import pipeline as db
 from feedfabric.feeds.media import sweep_originals
 from feedfabric.feeds.suggestions import DISMISS_FOR
 
+__all__ = ["STEPS", "RetentionStep", "maintain"]
+
 log = logging.getLogger("feedfabric.maintain")
 
 BATCH = 10_000

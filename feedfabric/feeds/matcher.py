@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import ahocorasick_rs
 
+__all__ = ["CONTEXTS", "Matcher", "Phrase", "context_bit", "context_mask", "fold", "words_of"]
+
 CONTEXTS = ("HOME", "FAVOURITES", "TAGS", "MENTIONS", "FOR_YOU", "NOTIFICATIONS", "COMMENTS")
 ALL_CONTEXTS = (1 << len(CONTEXTS)) - 1
 

@@ -27,6 +27,8 @@ from feedfabric.db.outbox import add_event
 from feedfabric.db.pool import transaction
 from feedfabric.feeds import photos as media
 
+__all__ = ["process_pending", "processed_path", "store_upload", "sweep_originals"]
+
 
 def limits(settings: Settings) -> media.Limits:
     return media.Limits(

@@ -19,6 +19,19 @@ from feedfabric.db.outbox import add_event
 from feedfabric.feeds import paging, reader_effects, text
 from feedfabric.feeds.blocking import ensure_not_blocked
 
+__all__ = [
+    "add_favourite",
+    "follow",
+    "follow_tag",
+    "followed_tags",
+    "followers",
+    "following",
+    "remove_favourite",
+    "set_suspended",
+    "unfollow",
+    "upsert_profile",
+]
+
 
 async def upsert_profile(
     conn: asyncpg.Connection,

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+__all__ = ["Embedder", "encode", "from_bytes", "load_embedder", "load_vocabulary", "split"]
+
 DIMENSIONS = 384
 BATCH_SIZE = 128  # the fastest batch for post-length texts on the benchmark machine (docs/benchmarks.md)
 

@@ -19,6 +19,8 @@ from feedfabric.db import moderation_terms as terms_db
 from feedfabric.db.queryable import Queryable
 from feedfabric.feeds import term_matcher, text
 
+__all__ = ["add", "newest_first", "remove"]
+
 MAX_PHRASE = 100
 
 _compiled: tuple[int, term_matcher.Matcher] | None = None

@@ -21,6 +21,8 @@ from feedfabric.db.queryable import Queryable
 from feedfabric.feeds import paging
 from feedfabric.feeds.relations import Relations
 
+__all__ = ["group_cursor", "groups", "mark_group_read", "mark_read", "unread_groups"]
+
 
 def group_cursor(group: NotificationGroup) -> str:
     return paging.position_cursor(group.latest_at, str(group.id))

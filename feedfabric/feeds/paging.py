@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 from feedfabric.core.errors import BadInput
 from feedfabric.core.ids import parse_id, parse_optional_id
 
+__all__ = ["MAX_PAGE", "cursor", "is_page_size", "page_size"]
+
 MAX_PAGE = 100
 
 

@@ -42,6 +42,8 @@ from pathlib import Path
 
 from PIL import Image, ImageFilter, ImageStat
 
+__all__ = ["Limits", "Processed", "Rejected", "decode_bytes", "original_path", "process_image", "sniff"]
+
 JPEG_QUALITY = 85
 BOMB_PIXELS_PER_BYTE = 100
 ORIENTATION_TAG = 0x0112

@@ -20,6 +20,8 @@ import asyncpg
 from feedfabric.db.pool import transaction
 from feedfabric.feeds import playlists
 
+__all__ = ["Rebalances"]
+
 log = logging.getLogger("feedfabric.playlists")
 
 

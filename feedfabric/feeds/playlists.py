@@ -34,6 +34,23 @@ from feedfabric.db import posts as posts_db
 from feedfabric.feeds import text
 from feedfabric.feeds.members import lists_hidden
 
+__all__ = [
+    "RANK_MAX_LENGTH",
+    "add_item",
+    "create",
+    "follow",
+    "get",
+    "item_cursor",
+    "items",
+    "liked_playlists",
+    "move_item",
+    "needs_rebalance",
+    "owned",
+    "parse_item_cursor",
+    "rebalance",
+    "remove_item",
+]
+
 USER, LIKED = "user", "liked"
 # Keys longer than this make their playlist due for a background rebalance.
 RANK_MAX_LENGTH = 50

@@ -19,6 +19,18 @@ from feedfabric.db import reports as reports_db
 from feedfabric.db.outbox import EventRow, add_event
 from feedfabric.feeds import moderation_terms, text
 
+__all__ = [
+    "MAX_HASHTAGS_PER_POST",
+    "MAX_MEDIA_PER_POST",
+    "MAX_MENTIONS_PER_POST",
+    "create_post",
+    "delete_post",
+    "fresh_extras",
+    "repost",
+    "set_held",
+    "update_post",
+]
+
 MAX_MEDIA_PER_POST = 4
 # Post.mentions has no `first`: the query cost multiplies it by this bound (schema/cost.py).
 MAX_MENTIONS_PER_POST = 50

@@ -31,6 +31,8 @@ from feedfabric.db import foryou as foryou_db
 from feedfabric.db import reader_effects as reader_effects_db
 from feedfabric.feeds import ranking, reader_effects
 
+__all__ = ["NotEnoughData", "Reservoir", "Trained", "fit", "refit_effects_if_due", "retrain_if_due", "train"]
+
 log = logging.getLogger("feedfabric.ranker")
 
 HOLDOUT = 0.2

@@ -14,6 +14,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+__all__ = [
+    "FIXED_PRESETS",
+    "MAX_PER_WINDOW",
+    "PRESETS",
+    "SIGNALS",
+    "SOURCES",
+    "SPREAD_WINDOW",
+    "Weights",
+    "features",
+    "scores",
+    "spread",
+]
+
 SIGNALS = (
     "affinity",
     "interest",

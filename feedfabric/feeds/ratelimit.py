@@ -32,6 +32,8 @@ from feedfabric.core.errors import RateLimited
 from feedfabric.core.settings import Settings
 from feedfabric.db.redisclient import Script
 
+__all__ = ["Allowance", "LocalWindows", "client_key", "spend"]
+
 log = logging.getLogger("feedfabric.ratelimit")
 
 REDIS_PREFIX = "ratelimit:"

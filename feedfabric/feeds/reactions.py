@@ -17,6 +17,8 @@ from feedfabric.db import posts as posts_db
 from feedfabric.db.outbox import add_event
 from feedfabric.feeds import playlists, text
 
+__all__ = ["comment", "like", "unlike"]
+
 
 async def _visible_post(conn: asyncpg.Connection, post_id: uuid.UUID, viewer: Member, *, liking: bool = True) -> Post:
     """Locked for share until the transaction ends: a deletion (or hold) under way is waited for and

@@ -34,6 +34,8 @@ import numpy as np
 from feedfabric.db import feed_stats
 from feedfabric.db import reader_effects as effects_db
 
+__all__ = ["DECLARED_PRIOR", "Cells", "fit", "on_engagement", "on_follow_tag", "refit", "refit_reader"]
+
 log = logging.getLogger("feedfabric.reader_effects")
 
 PENALTY = 1.0

@@ -29,6 +29,8 @@ from feedfabric.db import relations as relations_db
 from feedfabric.db.queryable import Queryable
 from feedfabric.feeds.matcher import EMPTY, Matcher, Phrase, context_bit, context_mask
 
+__all__ = ["Relations", "RelationsCache", "relations_many", "relations_of"]
+
 # Members whose relations one API process keeps (each a few sets and one automaton).
 CACHE_SIZE = 4096
 

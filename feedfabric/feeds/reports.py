@@ -23,6 +23,8 @@ from feedfabric.feeds import members as members_svc
 from feedfabric.feeds import posts as posts_svc
 from feedfabric.feeds import safety, text
 
+__all__ = ["HOURLY_LIMIT", "also_block", "file", "mine", "queue", "resolve", "target_of"]
+
 REASONS = frozenset({"spam", "harassment", "hate", "violence", "sexual_content", "self_harm", "illegal", "other"})
 STATUSES = frozenset({"open", "actioned", "dismissed"})
 ACTIONS = frozenset({"dismiss", "hold_post", "delete_comment", "suspend_member"})

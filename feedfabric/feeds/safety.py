@@ -31,6 +31,19 @@ from feedfabric.feeds import paging
 from feedfabric.feeds.matcher import CONTEXTS
 from feedfabric.feeds.members import Listed, target
 
+__all__ = [
+    "MutedWord",
+    "add_muted_word",
+    "block",
+    "blocked_members",
+    "mute",
+    "muted_members",
+    "muted_words",
+    "remove_muted_word",
+    "unblock",
+    "unmute",
+]
+
 MAX_MUTED_WORDS = 1000
 MAX_PHRASE_LENGTH = 100
 # The longest expiry a mute or a word may be given (ten years): past it, give none.

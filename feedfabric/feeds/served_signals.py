@@ -20,12 +20,14 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple, TypeAlias, TypeVar
 
 import asyncpg
 
 from feedfabric.db import feed_log as feed_log_db
-from feedfabric.db.feed_log import LogRow, PostSeen, ReaderSignals
+from feedfabric.db.feed_log import LogRows, PostSeen, ReaderSignals
+
+__all__ = ["Served", "ServedPost", "SignalBook"]
 
 _K = TypeVar("_K")
 
@@ -53,6 +55,13 @@ class ServedPost(NamedTuple):
         return cls(post_id, position, *seen, reason, similarity)
 
 
+# A ServedPost's fields as a plain tuple: what the API makes a post on the request path (a tuple
+# literal costs a fraction of a NamedTuple's constructor); a ServedPost is one.
+ServedRow: TypeAlias = tuple[
+    uuid.UUID, int, uuid.UUID, tuple[str, ...], datetime, int, int, bool, str | None, float
+]  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class Served:
     """A served page with what it showed of each logged post (a repost as the post it shares)."""
@@ -61,37 +70,48 @@ class Served:
     feed: str
     source: str
     served_at: datetime
-    posts: tuple[ServedPost, ...]
+    posts: tuple[ServedRow, ...]
     preset: str | None = None
 
 
 @dataclass(frozen=True)
 class Batch:
-    """A batch's rows and the exposure they add, by (member, author) and (member, tag)."""
+    """A batch's rows (encoded for COPY) and the exposure they add, by (member, author) and (member, tag)."""
 
-    rows: list[LogRow]
+    rows: LogRows
     authors: dict[uuid.UUID, dict[uuid.UUID, int]]
     tags: dict[uuid.UUID, dict[str, int]]
 
 
-def rows(page: Served, reader: ReaderSignals, comment_weight: float) -> list[LogRow]:
-    """The page's rows, each signal as of serving; the reader's exposure counts are those from before
-    this page. (Written for speed: the writer makes a row per served post.)"""
-    member, feed, source, served_at, preset = page.member_id, page.feed, page.source, page.served_at, page.preset
+def rows(
+    page: Served,
+    reader: ReaderSignals,
+    comment_weight: float,
+    out: LogRows,
+    commented: set[tuple[uuid.UUID, uuid.UUID]],
+) -> tuple[dict[uuid.UUID, int], dict[str, int]]:
+    """Adds the page's rows to `out`, each signal as of serving (the reader's exposure counts are those
+    from before this page), and returns the exposure the page adds, by author and by tag: a post the
+    reader liked (when served) or commented on is not counted, it cannot be engaged with again.
+    (Written for speed: one pass a served post, its fields unpacked rather than read by name.)"""
+    member = page.member_id
+    prefix, into = out.page(member, page.feed, page.source, page.served_at, page.preset)
+    add = out.add
+    served_at = page.served_at
     affinities, favourites = reader.affinity, reader.favourites
     author_exposure, author_effects = reader.author_exposure, reader.author_effect
     interests, topic_exposure, topic_effects = reader.interest, reader.topic_exposure, reader.topic_effect
-    out = []
-    for post in page.posts:
-        author = post.author_id
+    added_authors: dict[uuid.UUID, int] = {}
+    added_tags: dict[str, int] = {}
+    for post_id, position, author, tags, created_at, likes, comments, liked, reason, similarity in page.posts:
         affinity = affinities.get(author, 0.0)
         interest = interest_rate = topic_effect = 0.0
-        if post.tags:
+        if tags:
             # The best interest and the best rate among the post's tags the reader has an interest in;
             # the best effect among its tags, a tag without one counting 0.
             found = False
-            topic_effect = topic_effects.get(post.tags[0], 0.0)
-            for tag in post.tags:
+            topic_effect = topic_effects.get(tags[0], 0.0)
+            for tag in tags:
                 effect = topic_effects.get(tag, 0.0)
                 if effect > topic_effect:
                     topic_effect = effect
@@ -103,30 +123,29 @@ def rows(page: Served, reader: ReaderSignals, comment_weight: float) -> list[Log
                     else:
                         interest = max(interest, score)
                         interest_rate = max(interest_rate, rate)
-        age = (served_at - post.created_at).total_seconds()
-        out.append(
-            (
-                member,
-                feed,
-                post.post_id,
-                post.position,
-                source,
-                affinity,
-                interest,
-                author in favourites,
-                age if age > 0.0 else 0.0,
-                served_at,
-                preset,
-                post.reason,
-                post.similarity,
-                post.likes + comment_weight * post.comments,
-                affinity / (1 + author_exposure.get(author, 0)),
-                interest_rate,
-                author_effects.get(author, 0.0),
-                topic_effect,
-            )
+        age = (served_at - created_at).total_seconds()
+        add(
+            prefix,
+            into,
+            post_id,
+            position,
+            affinity,
+            interest,
+            author in favourites,
+            age if age > 0.0 else 0.0,
+            similarity,
+            likes + comment_weight * comments,
+            affinity / (1 + author_exposure.get(author, 0)),
+            interest_rate,
+            author_effects.get(author, 0.0),
+            topic_effect,
+            reason,
         )
-    return out
+        if not liked and not (commented and (member, post_id) in commented):
+            added_authors[author] = added_authors.get(author, 0) + 1
+            for tag in tags:
+                added_tags[tag] = added_tags.get(tag, 0) + 1
+    return added_authors, added_tags
 
 
 def _add(counts: dict[_K, int], more: dict[_K, int]) -> None:
@@ -175,27 +194,19 @@ class SignalBook:
         not counted: it cannot be engaged with again."""
         members = list(dict.fromkeys(p.member_id for p in pages))
         readers = await self.current(conn, members)
-        asked = [(p.member_id, post.post_id) for p in pages if readers[p.member_id].commented for post in p.posts]
+        asked = [(p.member_id, post[0]) for p in pages if readers[p.member_id].commented for post in p.posts]
         commented = await feed_log_db.commented(conn, asked) if asked else set()
-        made: list[LogRow] = []
+        made = LogRows()
         authors: dict[uuid.UUID, dict[uuid.UUID, int]] = {}
         tags: dict[uuid.UUID, dict[str, int]] = {}
         for page in pages:
             member = page.member_id
             reader = readers[member]
-            made.extend(rows(page, reader, comment_weight))
-            author_exposure, topic_exposure = reader.author_exposure, reader.topic_exposure
-            page_authors = authors.setdefault(member, {})
-            page_tags = tags.setdefault(member, {})
-            for post in page.posts:
-                if post.liked or (commented and (member, post.post_id) in commented):
-                    continue
-                author = post.author_id
-                author_exposure[author] = author_exposure.get(author, 0) + 1
-                page_authors[author] = page_authors.get(author, 0) + 1
-                for tag in post.tags:
-                    topic_exposure[tag] = topic_exposure.get(tag, 0) + 1
-                    page_tags[tag] = page_tags.get(tag, 0) + 1
+            added_authors, added_tags = rows(page, reader, comment_weight, made, commented)
+            _add(reader.author_exposure, added_authors)
+            _add(reader.topic_exposure, added_tags)
+            _add(authors.setdefault(member, {}), added_authors)
+            _add(tags.setdefault(member, {}), added_tags)
         return Batch(made, authors, tags)
 
     def forget(self, members: Sequence[uuid.UUID]) -> None:

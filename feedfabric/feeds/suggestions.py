@@ -34,6 +34,8 @@ from feedfabric.db.redisclient import REDIS_FAILURES
 from feedfabric.feeds import members as members_svc
 from feedfabric.feeds.relations import NONE, Relations
 
+__all__ = ["MemberSuggestion", "TopicSuggestion", "dismiss", "forget", "suggested_members", "suggested_topics"]
+
 log = logging.getLogger("feedfabric.suggestions")
 
 # The contract's SuggestionReason values, in db.suggestions' reason numbers' order (strongest first).

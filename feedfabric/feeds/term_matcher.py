@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from feedfabric.feeds import matcher
 
+__all__ = ["compile_phrases", "fold"]
+
 _CONTEXT = matcher.CONTEXTS[0]  # any one: every term is given all of them
 
 

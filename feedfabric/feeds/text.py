@@ -7,6 +7,8 @@ import unicodedata
 
 from feedfabric.core.errors import BadInput
 
+__all__ = ["clean_text", "hashtags", "mentions", "normalise_tag"]
+
 USERNAME = re.compile(r"^[A-Za-z0-9_]{1,30}$")
 
 

@@ -49,6 +49,8 @@ from feedfabric.db.redisclient import create_redis, is_cluster
 from feedfabric.feeds import timelines
 from feedfabric.feeds.timelines import slots
 
+__all__ = ["main", "verify"]
+
 PAGE = 100
 SHOWN = 5  # example IDs printed per problem kind and member
 

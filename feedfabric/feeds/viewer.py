@@ -16,6 +16,8 @@ from feedfabric.db import members as members_db
 from feedfabric.db.outbox import add_event
 from feedfabric.db.pool import transaction
 
+__all__ = ["Viewer", "ViewerResult", "resolve_viewer"]
+
 # last_seen_at is written at most this often, so reading does not write on every request.
 SEEN_GRANULARITY = timedelta(hours=1)
 

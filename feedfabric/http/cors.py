@@ -14,6 +14,8 @@ from typing import Any
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+__all__ = ["CorsExceptDev"]
+
 DEV_PREFIX = "/dev/"
 
 

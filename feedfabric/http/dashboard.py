@@ -24,7 +24,9 @@ from feedfabric.db import foryou as foryou_db
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.http import journeys
 from feedfabric.http.static import StaticFolder
-from feedfabric.resolvers.context import Resources
+from feedfabric.resources import Resources
+
+__all__ = ["recent_journeys", "routes"]
 
 DAYS = 14
 STATIC = Path(__file__).resolve().parents[1] / "static" / "dashboard"

@@ -21,6 +21,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feedfabric.core.errors import store_unreachable
 
+__all__ = ["RequestDeadline"]
+
 log = logging.getLogger("feedfabric.deadline")
 
 GRAPHQL_CODE = "SERVICE_UNAVAILABLE"

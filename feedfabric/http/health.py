@@ -20,7 +20,9 @@ from starlette.responses import Response
 
 from feedfabric.core import metrics
 from feedfabric.db.gauges import refresh_from_postgres, refresh_from_redis
-from feedfabric.resolvers.context import Resources
+from feedfabric.resources import Resources
+
+__all__ = ["check", "metrics_endpoint"]
 
 CACHE_SECONDS = 1.0
 CHECK_TIMEOUT_S = 0.5

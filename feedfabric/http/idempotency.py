@@ -38,6 +38,8 @@ from feedfabric.core.errors import FeedFabricError
 from feedfabric.http.multipart_digest import MultipartDigest
 from feedfabric.http.refusal import refusal
 
+__all__ = ["Idempotency"]
+
 log = logging.getLogger("feedfabric.idempotency")
 
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})

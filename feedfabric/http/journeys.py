@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = ["journeys"]
+
 STEPS = ("mutation", "outbox wait", "relay", "broker", "consumer", "fan-out batch", "timeline write", "delivery")
 GROUP = "messaging.consumer.group.name"
 

@@ -39,6 +39,8 @@ from feedfabric.core.settings import Settings
 from feedfabric.http.static import StaticFolder
 from feedfabric.rest.responses import JSONResponse
 
+__all__ = ["ADMIN_EXTERNAL_ID", "PLAYGROUND_DIR", "routes"]
+
 PLAYGROUND_DIR = Path(str(resources.files("feedfabric") / "playground"))
 # The demo's moderator signs in with role=admin (feedfabric.ops.demo.ADMIN).
 ADMIN_EXTERNAL_ID = "demo-admin"

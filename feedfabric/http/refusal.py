@@ -9,6 +9,8 @@ from starlette.types import Scope
 from feedfabric.adapter.graphql_http import GRAPHQL_PATH, error_response
 from feedfabric.rest.responses import JSONResponse
 
+__all__ = ["refusal"]
+
 
 def refusal(
     scope: Scope, status: int, message: str, *, code: str, rest_code: str, headers: dict[str, str] | None = None

@@ -11,6 +11,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feedfabric.core.logging import SAFE_ID, access_log, request_id_var
 
+__all__ = ["REQUEST_ID_HEADER", "RequestIdMiddleware"]
+
 REQUEST_ID_HEADER = "x-request-id"  # as ASGI spells header names: lower case
 _HEADER = REQUEST_ID_HEADER.encode("latin-1")
 

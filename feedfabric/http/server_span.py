@@ -31,6 +31,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+__all__ = ["ServerSpans"]
+
 UNTRACED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 _PROPAGATOR = TraceContextTextMapPropagator()
 

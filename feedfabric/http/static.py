@@ -16,6 +16,8 @@ from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
+__all__ = ["StaticFolder"]
+
 
 class StaticFolder(StaticFiles):
     async def get_response(self, path: str, scope: Scope) -> Response:

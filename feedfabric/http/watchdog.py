@@ -33,6 +33,8 @@ from typing import Any
 from feedfabric.core import metrics
 from feedfabric.core.background import Background
 
+__all__ = ["EXIT_ON_SIGTERM", "LoopWatchdog"]
+
 log = logging.getLogger("feedfabric.watchdog")
 
 EXIT_ON_SIGTERM = 128 + signal.SIGTERM

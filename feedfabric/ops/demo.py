@@ -22,6 +22,8 @@ from feedfabric.feeds import members as members_svc
 from feedfabric.feeds import posts as posts_svc
 from feedfabric.feeds import reactions
 
+__all__ = ["ADMIN", "CELEBRITY", "CELEBRITY_FOLLOWER_THRESHOLD", "INACTIVE", "load_demo"]
+
 PEOPLE = [
     ("demo-maya", "maya_runs", "Maya Runs"),
     ("demo-theo", "theo_cooks", "Theo Cooks"),

@@ -22,6 +22,26 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+__all__ = [
+    "DevStack",
+    "RedisClusterNodes",
+    "Service",
+    "die_with_parent",
+    "empty_pgdata",
+    "free_port",
+    "init_pgdata",
+    "pg_bin",
+    "redis_cli_binary",
+    "redis_server_binary",
+    "start",
+    "start_kafka",
+    "start_postgres",
+    "start_redis",
+    "start_redis_cluster",
+    "start_replica",
+    "stop_postgres_immediately",
+]
+
 _PR_SET_PDEATHSIG = 1
 _PG_SYSTEM_USER = "embedded_postgres"
 

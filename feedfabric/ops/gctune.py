@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import gc
 
+__all__ = ["YOUNG_THRESHOLD", "tune_for_serving"]
+
 YOUNG_THRESHOLD = 10_000
 
 

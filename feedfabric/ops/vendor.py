@@ -18,6 +18,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+__all__ = ["STATIC", "locked"]
+
 HERE = Path(__file__).resolve().parent
 PACKAGE = HERE.parent
 LOCK = HERE / "vendor.json"

@@ -31,6 +31,8 @@ from feedfabric.feeds.relations import RelationsCache
 from feedfabric.realtime.delivery import RELATION_EVENTS, deliver
 from feedfabric.realtime.hub import Hub
 
+__all__ = ["RealtimeConsumer", "start_realtime"]
+
 log = logging.getLogger(__name__)
 
 # Posts and notifications to deliver; a member's relation changes to apply to live filters (delivery).

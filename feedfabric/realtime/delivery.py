@@ -40,6 +40,8 @@ from feedfabric.realtime import live_filter
 from feedfabric.realtime.hub import Channel, Hub
 from feedfabric.realtime.item import TimelineItem
 
+__all__ = ["deliver"]
+
 log = logging.getLogger(__name__)
 
 

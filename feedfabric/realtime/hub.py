@@ -25,6 +25,8 @@ from feedfabric.core import metrics
 from feedfabric.realtime.listener import Listener
 from feedfabric.realtime.mailbox import Mailbox
 
+__all__ = ["Channel", "Hub", "Subscriber", "SubscriberDropped"]
+
 DEFAULT_QUEUE_SIZE = 256
 # Members handed an item between two turns of the event loop during a fan-out.
 PUBLISH_BATCH = 64

@@ -16,6 +16,8 @@ from feedfabric.core.models import Post
 from feedfabric.db.loaders import Loaders
 from feedfabric.db.post_extras import PageExtras
 
+__all__ = ["TimelineItem"]
+
 NOBODY: frozenset[int] = frozenset()
 
 

@@ -25,6 +25,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from feedfabric.realtime.item import TimelineItem
 
+__all__ = ["HANDED_OVER", "INTERNAL_ERROR", "TRY_AGAIN_LATER", "Listener", "LiveSink"]
+
 log = logging.getLogger(__name__)
 
 TRY_AGAIN_LATER = 1013

@@ -15,6 +15,8 @@ import asyncio
 from collections import deque
 from typing import Generic, TypeVar
 
+__all__ = ["Mailbox"]
+
 T = TypeVar("T")
 
 

@@ -35,6 +35,8 @@ from feedfabric.db import members as members_db
 from feedfabric.db.redisclient import REDIS_FAILURES
 from feedfabric.realtime import socket_leases
 
+__all__ = ["Close", "Sessions"]
+
 log = logging.getLogger(__name__)
 
 FORBIDDEN = 4403

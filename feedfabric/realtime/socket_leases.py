@@ -21,6 +21,8 @@ from typing import Any
 
 from feedfabric.db.redisclient import Script
 
+__all__ = ["LEASE_SECONDS", "claim", "lease_key"]
+
 KEY_PREFIX = "wssockets:"
 LEASE_SECONDS = 60.0
 

@@ -9,6 +9,8 @@ from feedfabric.feeds import block_import
 from feedfabric.resolvers.context import Context
 from feedfabric.resolvers.media import read_upload
 
+__all__ = ["import_blocks"]
+
 
 async def import_blocks(ctx: Context, file: Any) -> block_import.BlockImport:
     blocker = ctx.viewer.require_member()

@@ -13,6 +13,23 @@ from feedfabric.core.models import Comment, FeedPost, Member, Playlist, Post
 from feedfabric.resolvers.context import Context
 from feedfabric.resolvers.pages import feed_post_of
 
+__all__ = [
+    "existing_member",
+    "feed_post",
+    "group_actors",
+    "is_favourite",
+    "liked_playlist",
+    "member_counts",
+    "mentioned",
+    "playlist_followers",
+    "viewer_blocks",
+    "viewer_follows",
+    "viewer_follows_playlist",
+    "viewer_mutes",
+    "visible_comment",
+    "visible_post",
+]
+
 
 async def member_counts(ctx: Context, member_id: uuid.UUID) -> tuple[int, int]:
     """(followers, following)."""

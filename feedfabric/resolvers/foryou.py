@@ -15,6 +15,16 @@ from feedfabric.feeds.filtering import posts_hidden_by_words
 from feedfabric.resolvers import pages
 from feedfabric.resolvers.context import Context
 
+__all__ = [
+    "MAX_STATS_DAYS",
+    "STATS_ROWS_PER_DAY",
+    "feed_profile",
+    "for_you",
+    "ranker_models",
+    "stats",
+    "update_feed_profile",
+]
+
 MAX_STATS_DAYS = 366
 STATS_ROWS_PER_DAY = 2 + len(ranking.PRESETS)
 """feedStats rows a day can have: following, favourites, and for_you once per preset."""

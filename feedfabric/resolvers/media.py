@@ -18,6 +18,8 @@ from feedfabric.feeds import paging
 from feedfabric.feeds.filtering import posts_hidden_by_words
 from feedfabric.resolvers.context import Context
 
+__all__ = ["file_to_serve", "media_item", "read_upload", "similar_posts", "upload"]
+
 
 async def upload(ctx: Context, data: bytes) -> Any:
     """Stores the original as PENDING; worker-media decides READY or REJECTED."""

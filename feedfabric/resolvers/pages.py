@@ -12,6 +12,8 @@ from feedfabric.feeds import pages as feed_pages
 from feedfabric.feeds.feed_posts import feed_post
 from feedfabric.resolvers.context import Context
 
+__all__ = ["feed_posts_of"]
+
 
 def viewer_id(ctx: Context) -> uuid.UUID | None:
     """The viewer the loaders would use (never raises)."""

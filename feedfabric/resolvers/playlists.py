@@ -15,6 +15,8 @@ from feedfabric.feeds import paging
 from feedfabric.feeds import playlists as playlists_svc
 from feedfabric.resolvers.context import Context
 
+__all__ = ["add", "create", "follow", "item_cursor", "items", "move", "playlist", "remove"]
+
 item_cursor = playlists_svc.item_cursor
 
 

@@ -22,6 +22,26 @@ from feedfabric.feeds.filtering import PostsRead, items_without_muted_words, wit
 from feedfabric.resolvers import pages
 from feedfabric.resolvers.context import Context
 
+__all__ = [
+    "comments",
+    "favourites",
+    "favourites_feed",
+    "followed_tags",
+    "followers",
+    "following",
+    "home_feed",
+    "member",
+    "member_feed",
+    "member_posts",
+    "mentions_feed",
+    "notification_groups",
+    "notifications",
+    "playlists",
+    "post",
+    "tag_feed",
+    "viewer",
+]
+
 
 async def viewer(ctx: Context) -> Member | None:
     return ctx.viewer.member

@@ -21,6 +21,19 @@ from feedfabric.feeds import reports as reports_svc
 from feedfabric.resolvers.context import Context
 from feedfabric.resolvers.pages import feed_posts_of
 
+__all__ = [
+    "ReportInput",
+    "ReportPage",
+    "ReportView",
+    "add_term",
+    "my_reports",
+    "queue",
+    "remove_term",
+    "report",
+    "resolve",
+    "terms",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class ReportView:

@@ -13,6 +13,18 @@ from feedfabric.db.pool import transaction
 from feedfabric.feeds import paging, safety
 from feedfabric.resolvers.context import Context
 
+__all__ = [
+    "add_muted_word",
+    "block",
+    "blocked_members",
+    "mute",
+    "muted_members",
+    "muted_words",
+    "remove_muted_word",
+    "unblock",
+    "unmute",
+]
+
 
 async def block(ctx: Context, external_id: str) -> Member:
     member = ctx.viewer.require_member()

@@ -7,6 +7,8 @@ from feedfabric.feeds import paging, suggestions
 from feedfabric.feeds.suggestions import MemberSuggestion, TopicSuggestion
 from feedfabric.resolvers.context import Context
 
+__all__ = ["dismiss", "members", "topics"]
+
 
 async def members(ctx: Context, first: int | None) -> list[MemberSuggestion]:
     member = ctx.viewer.require_member()

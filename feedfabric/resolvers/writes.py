@@ -12,6 +12,25 @@ from feedfabric.feeds import notifications, reactions, suggestions
 from feedfabric.feeds import posts as posts_svc
 from feedfabric.resolvers.context import Context
 
+__all__ = [
+    "add_comment",
+    "add_favourite",
+    "create_post",
+    "delete_post",
+    "follow",
+    "follow_tag",
+    "hold_post",
+    "like",
+    "mark_notification_group_read",
+    "mark_notifications_read",
+    "remove_favourite",
+    "repost",
+    "suspend_member",
+    "unfollow",
+    "update_post",
+    "upsert_profile",
+]
+
 
 async def upsert_profile(ctx: Context, username: str, display_name: str, avatar_url: str | None) -> Member:
     claims = ctx.viewer.require_claims()

@@ -7,6 +7,8 @@ from typing import Any
 import orjson
 from starlette.responses import JSONResponse as _StarletteJSONResponse
 
+__all__ = ["JSONResponse"]
+
 
 class JSONResponse(_StarletteJSONResponse):
     def render(self, content: Any) -> bytes:

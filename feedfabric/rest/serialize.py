@@ -7,6 +7,8 @@ from typing import Any
 
 from feedfabric.core.models import FeedPage, FeedPost, Member, Mention, MentionsPage, Page, Post
 
+__all__ = ["member"]
+
 
 def member(row: Member) -> dict[str, Any]:
     return {

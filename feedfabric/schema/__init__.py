@@ -28,6 +28,8 @@ from feedfabric.schema.subscription import Subscription
 from feedfabric.schema.tracing import traced_operations
 from feedfabric.schema.viewer_marks import ViewerMarks
 
+__all__ = ["LIMIT_RULES", "MAX_ALIASES", "MAX_DEPTH", "MAX_TOKENS", "build_schema"]
+
 MAX_DEPTH = 10
 MAX_ALIASES = 30
 
@@ -36,7 +38,7 @@ MAX_ALIASES = 30
 # every request miss the cache and re-validate (a large share of a home-feed
 # page's CPU, docs/benchmarks.md). The rules are stateless, so they are made once and each
 # operation's OperationHooks only adds them.
-_LIMIT_RULES = (
+LIMIT_RULES = (
     *QueryDepthLimiter(max_depth=MAX_DEPTH).validation_rules,
     *MaxAliasesLimiter(max_alias_count=MAX_ALIASES).validation_rules,
 )
@@ -89,7 +91,7 @@ def build_schema(tracer_provider: TracerProvider | None = None, *, engine: Engin
             # (a subscription over HTTP, variables that do not coerce) or registers a persisted query
             # (a hash is resolved to its text by the HTTP endpoint, feedfabric.adapter.graphql_http); cost, then
             # the rate limit, run last, on validated documents with valid variables.
-            partial(OperationHooks, _LIMIT_RULES, MAX_TOKENS),
+            partial(OperationHooks, LIMIT_RULES, MAX_TOKENS),
             ParseCache,
             lambda: ValidationCache(maxsize=256),
             QueryCost,

@@ -28,6 +28,8 @@ from graphql import (
 from strawberry import Schema
 from strawberry.types.base import StrawberryObjectDefinition
 
+__all__ = ["graphql_schema", "metadata_of"]
+
 METADATA = "feedfabric.metadata"
 
 

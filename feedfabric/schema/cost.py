@@ -71,6 +71,8 @@ from feedfabric.schema.idmemo import IdMemo
 from feedfabric.schema.refusal import app_context, refuse
 from feedfabric.schema.selections import fragments_of, iter_fields
 
+__all__ = ["MAX_ITEMS", "QueryCost", "cached_cost", "operation_cost"]
+
 log = logging.getLogger("feedfabric.graphql")
 
 DEFAULT_MAX_COST = 10_000

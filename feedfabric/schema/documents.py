@@ -12,6 +12,8 @@ from functools import lru_cache
 
 from graphql import DocumentNode, GraphQLError, OperationDefinitionNode, parse
 
+__all__ = ["MAX_DOCUMENT_CHARS", "UNNAMED_OF_SEVERAL", "parse_document", "several_operations", "too_long"]
+
 MAX_TOKENS = 2000
 # Comments and whitespace are no tokens, yet the lexer walks every character of them (0.3 s for a
 # megabyte of comment) and the parse cache keeps the whole text: the token cap alone bounds neither.

@@ -15,6 +15,8 @@ from strawberry.schema.exceptions import CannotGetOperationTypeError, InvalidOpe
 
 from feedfabric.core.errors import FeedFabricError, ServiceUnavailable, store_unreachable
 
+__all__ = ["code_errors"]
+
 log = logging.getLogger("feedfabric.graphql")
 
 MASKED_MESSAGE = "Internal server error."

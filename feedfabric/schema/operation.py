@@ -66,6 +66,8 @@ from feedfabric.schema.selections import (
 from feedfabric.schema.timing import count_errors, observe_latency
 from feedfabric.schema.variables import variable_errors
 
+__all__ = ["screen"]
+
 Rules = tuple[type[ASTValidationRule], ...]
 
 _CYCLE_RULES: Rules = (NoFragmentCyclesRule,)

@@ -42,6 +42,8 @@ from feedfabric.schema.idmemo import IdMemo
 from feedfabric.schema.refusal import app_context, refuse
 from feedfabric.schema.selections import fragments_of, iter_fields
 
+__all__ = ["root_field_count", "spend_refused_document"]
+
 
 def root_field_count(document: DocumentNode, operation_name: str | None) -> int:
     """Root fields of the selected operation, aliases counted separately; at least 1."""

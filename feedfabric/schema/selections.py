@@ -43,6 +43,15 @@ from graphql import (
 
 from feedfabric.schema.idmemo import IdMemo
 
+__all__ = [
+    "MAX_EXPANDED_FIELDS",
+    "MAX_MERGED_PAIRS",
+    "expanded_size",
+    "has_fragment_cycle",
+    "iter_fields",
+    "merged_pairs",
+]
+
 # Fields of a document with its fragments expanded: the token limit's order of
 # magnitude, so an ordinary document never meets it and a fan-out document is
 # refused long before a walker would notice it (docs/api.md, "Fragment cycles and fan-out").

@@ -27,6 +27,8 @@ from feedfabric.schema.notification_groups import NotificationGroup
 from feedfabric.schema.types import ContextInfo, Notification, Post, post_of
 from feedfabric.schema.viewer_marks import SAME_FOR_EVERY_VIEWER
 
+__all__ = ["TimelineEvent"]
+
 
 @strawberry.type
 class TimelineEvent:

@@ -20,6 +20,8 @@ from feedfabric.resolvers import playlists as resolve_playlists
 from feedfabric.resolvers.context import Context
 from feedfabric.schema.viewer_marks import SAME_FOR_EVERY_VIEWER, shared_values
 
+__all__ = ["Post"]
+
 ContextInfo = Info[Context, None]
 # Placeholder default of the fields filled in __post_init__ from `row`; never served.
 _FROM_ROW: Any = None

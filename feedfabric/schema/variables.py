@@ -45,17 +45,19 @@ from feedfabric.schema.core_schema import graphql_schema
 from feedfabric.schema.idmemo import IdMemo
 from feedfabric.schema.input_bounds import bound_errors
 
+__all__ = ["input_schema", "schema_sdl", "variable_errors"]
+
 MAX_ERRORS = 5
 NOT_AN_OBJECT = "The GraphQL operation's `variables` must be an object or null, if provided."
 
 
 @lru_cache(maxsize=4)
-def _input_schema(sdl: str) -> GraphQLSchema:
+def input_schema(sdl: str) -> GraphQLSchema:
     return build_schema(sdl)
 
 
 @lru_cache(maxsize=4)
-def _sdl(schema: Any) -> str:
+def schema_sdl(schema: Any) -> str:
     return str(schema.as_str())
 
 
@@ -137,6 +139,6 @@ def variable_errors(execution_context: ExecutionContext, *, hide_suggestions: bo
         return []
     if _plainly_valid(operation, variables):
         return []
-    schema = _input_schema(_sdl(ec.schema))
+    schema = input_schema(schema_sdl(ec.schema))
     coerced = get_variable_values(schema, operation.variable_definitions, variables, MAX_ERRORS, hide_suggestions)
     return coerced if isinstance(coerced, list) else []

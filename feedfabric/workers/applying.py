@@ -31,6 +31,8 @@ from feedfabric.db import pipeline as db
 from feedfabric.workers import spans
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 
+__all__ = ["apply_in_order", "sweep"]
+
 log = logging.getLogger(__name__)
 
 SWEPT = {"feedfabric.consumer.source": "outbox sweep"}

@@ -25,6 +25,8 @@ from feedfabric.core import tracing
 from feedfabric.core.events import Event
 from feedfabric.core.settings import Settings
 
+__all__ = ["GroupSpec", "Handle", "PermanentError", "WorkerContext"]
+
 
 class PermanentError(Exception):
     """The payload can never succeed: park it in dead letters and move on."""

@@ -32,6 +32,8 @@ from feedfabric.core.events import Event
 from feedfabric.db import pipeline as db
 from feedfabric.workers.base import GroupSpec, WorkerContext
 
+__all__ = ["apply_batch"]
+
 Around = Callable[[int], contextlib.AbstractContextManager[None]]
 """The context (the group's span) around handling the batch's event at an index."""
 

@@ -16,6 +16,9 @@ from feedfabric.core.settings import Settings, load_settings
 if TYPE_CHECKING:
     from feedfabric.core.tracing import Tracing
 
+
+__all__ = ["add_commands"]
+
 _RELATIVE = re.compile(r"^(\d+)\s*([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 

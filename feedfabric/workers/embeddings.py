@@ -22,6 +22,8 @@ from feedfabric.feeds import embeddings as post_embeddings
 from feedfabric.feeds import minilm as embeddings
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 
+__all__ = ["EMBEDDER", "GROUP", "PREPARED"]
+
 EMBEDDER = "embedder"
 PREPARED = "embeddings.prepared"
 # Prepared vectors whose handle never ran (an already-processed redelivery) are dropped past this.

@@ -15,6 +15,8 @@ from feedfabric.db import affinity
 from feedfabric.feeds import engagement, reader_effects
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 
+__all__ = ["GROUP", "handle", "handle_batch"]
+
 
 def _ids(event: Event, *names: str) -> list[uuid.UUID]:
     try:

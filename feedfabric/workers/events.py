@@ -15,6 +15,8 @@ from feedfabric.core.events import MEMBERS, POSTS, Event
 from feedfabric.feeds import timelines
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 
+__all__ = ["GROUP", "handle"]
+
 
 def _uuid(event: Event, field: str) -> uuid.UUID:
     raw = event.data.get(field) or event.key

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from feedfabric.workers.base import GroupSpec
 
+__all__ = ["all_groups"]
+
 
 def all_groups() -> dict[str, GroupSpec]:
     from feedfabric.workers import embeddings, engagement, events, media, notifications

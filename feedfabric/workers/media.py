@@ -11,6 +11,8 @@ from feedfabric.core.events import Event
 from feedfabric.feeds import media
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 
+__all__ = ["GROUP"]
+
 
 async def handle(ctx: WorkerContext, conn: asyncpg.Connection, event: Event) -> None:
     if event.type != "MediaUploaded":

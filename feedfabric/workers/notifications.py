@@ -38,6 +38,8 @@ from feedfabric.db import notifications as notifications_db
 from feedfabric.db.outbox import add_event
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 
+__all__ = ["GROUP", "plan"]
+
 
 @dataclass(frozen=True)
 class Planned:

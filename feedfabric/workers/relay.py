@@ -54,6 +54,8 @@ from feedfabric.db import pipeline as db
 from feedfabric.db.outbox import NOTIFY_CHANNEL
 from feedfabric.db.pool import init_connection
 
+__all__ = ["Relay", "RelayTimings", "encode", "make_producer", "replay_since"]
+
 log = logging.getLogger(__name__)
 # Holds the relay's marker records (see _Kafka._place_marker); no consumer reads it.
 MARKER_TOPIC = "feedfabric._relay-marker"

@@ -12,6 +12,8 @@ import asyncpg
 
 from feedfabric.feeds import ranker_training as ranker
 
+__all__ = ["retrain_once"]
+
 log = logging.getLogger("feedfabric.retrain")
 
 _LOCK_KEY = 0x0FEED_2A2

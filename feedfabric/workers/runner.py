@@ -44,6 +44,8 @@ from feedfabric.db import pipeline as db
 from feedfabric.workers import applying, batches, spans
 from feedfabric.workers.base import GroupSpec, PermanentError, WorkerContext
 
+__all__ = ["GroupRunner", "run_groups"]
+
 log = logging.getLogger(__name__)
 
 ConsumerFactory = Callable[[Settings, str], AIOKafkaConsumer]

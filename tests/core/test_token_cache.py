@@ -21,13 +21,13 @@ class Clock:
 
 def counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
-    verify = auth._verify
+    verify = auth.verify_token
 
     def counted(secret: str, token: str, max_lifetime: float | None = None) -> tuple[auth.Claims, float]:
         calls.append(token)
         return verify(secret, token, max_lifetime)
 
-    monkeypatch.setattr(auth, "_verify", counted)
+    monkeypatch.setattr(auth, "verify_token", counted)
     return calls
 
 
@@ -49,7 +49,7 @@ def test_a_cached_token_is_refused_once_expired(monkeypatch: pytest.MonkeyPatch)
     clock.now += 59
     assert cache.decode(SECRET, token).external_id == "maya"
     clock.now += 2  # past exp by the cache's clock: the entry goes, and PyJWT (real clock) decides afresh
-    monkeypatch.setattr(auth.jwt, "decode", lambda *a, **k: (_ for _ in ()).throw(jwt.ExpiredSignatureError()))
+    monkeypatch.setattr(jwt, "decode", lambda *a, **k: (_ for _ in ()).throw(jwt.ExpiredSignatureError()))
     with pytest.raises(Unauthenticated, match="expired"):
         cache.decode(SECRET, token)
     assert len(cache) == 0

@@ -393,3 +393,32 @@ async def test_a_fold_is_due_once_enough_pairs_wait_whatever_the_schedule(api: A
     assert await log.flush() == 1
     assert await pool.fetchval("SELECT served FROM author_exposure WHERE member_id = $1", reader) == 2
     assert log.book.unfolded_pairs == 0
+
+
+async def test_rows_encoded_for_copy_read_back_exactly_as_made(pool: asyncpg.Pool) -> None:
+    """The writer encodes rows itself (db.feed_log.LogRows, binary COPY): every column reads back as
+    made, text beyond ASCII and NULLs included, timestamps to the microsecond, each day's rows in
+    that day's partition (made when missing)."""
+    reader, post = uuid.uuid4(), uuid.uuid4()
+    today = datetime(2026, 12, 7, 23, 59, 59, 999_999, tzinfo=UTC)
+    tomorrow = datetime(2026, 12, 8, 0, 0, 0, 1, tzinfo=UTC)
+    rows = feed_log_db.LogRows()
+    prefix, out = rows.page(reader, "foryou", "candidates", today, "découverte")
+    rows.add(prefix, out, post, 7, 1.5, -2.25, True, 0.0, 0.875, 12.0, 0.75, 1e-9, -0.5, 3.25, "tag:café")
+    prefix, out = rows.page(reader, "following", "redis", tomorrow, None)
+    rows.add(prefix, out, post, 0, 0.0, 0.0, False, 86_400.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, None)
+    assert rows.count == 2
+    async with pool.acquire() as conn:
+        await feed_log_db.copy_rows(conn, rows)
+    got = await pool.fetch(
+        "SELECT tableoid::regclass::text AS part, member_id, feed, source, served_at, preset, post_id, position,"
+        " affinity, interest, favourite, age_seconds, similarity, popularity, affinity_rate, interest_rate,"
+        " author_effect, topic_effect, reason FROM feed_log WHERE member_id = $1 ORDER BY served_at",
+        reader,
+    )
+    assert [tuple(r.values()) for r in got] == [
+        ("feed_log_20261207", reader, "foryou", "candidates", today, "découverte", post, 7,
+         1.5, -2.25, True, 0.0, 0.875, 12.0, 0.75, 1e-9, -0.5, 3.25, "tag:café"),
+        ("feed_log_20261208", reader, "following", "redis", tomorrow, None, post, 0,
+         0.0, 0.0, False, 86_400.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, None),
+    ]  # fmt: skip

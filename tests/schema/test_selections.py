@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from feedfabric.app import schema
 from feedfabric.core.settings import Settings
-from feedfabric.schema import _LIMIT_RULES
+from feedfabric.schema import LIMIT_RULES
 from feedfabric.schema.core_schema import graphql_schema
 from feedfabric.schema.cost import operation_cost
 from feedfabric.schema.operation import screen
@@ -117,7 +117,7 @@ def analyses(document: DocumentNode) -> Iterator[tuple[str, Callable[[], object]
     the rules the screening leaves, then the cost and the rate limit's root fields."""
     yield "screening (cycles, expanded size, merge pairs)", lambda: screen(document)
     screening = screen(document)
-    every_rule = (*specified_rules, *_LIMIT_RULES)
+    every_rule = (*specified_rules, *LIMIT_RULES)
     rules = screening.rules if screening.cyclic or screening.refusal else every_rule
     yield "validation", lambda: validate(SERVED, document, rules)
     if screening.cyclic or screening.refusal or validate(SERVED, document, rules):

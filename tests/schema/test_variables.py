@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from feedfabric.app import schema
-from feedfabric.schema.variables import _input_schema, _sdl, variable_errors
+from feedfabric.schema.variables import input_schema, schema_sdl, variable_errors
 from graphql import get_operation_ast, get_variable_values, parse
 
 QUERY = """query($i: Int, $n: Int!, $f: Float, $s: String, $b: Boolean, $id: ID, $d: Int! = 3) {
@@ -49,5 +49,5 @@ def test_quick_check_agrees_with_full_coercion(values: dict[str, Any]) -> None:
     context = SimpleNamespace(schema=schema, graphql_document=document, operation_name=None, variables=variables)
     operation = get_operation_ast(document)
     assert operation is not None and operation.variable_definitions
-    full = get_variable_values(_input_schema(_sdl(schema)), operation.variable_definitions, variables)
+    full = get_variable_values(input_schema(schema_sdl(schema)), operation.variable_definitions, variables)
     assert bool(variable_errors(context, hide_suggestions=True)) == isinstance(full, list)  # type: ignore[arg-type]

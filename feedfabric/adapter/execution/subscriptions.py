@@ -38,6 +38,8 @@ from feedfabric.adapter.execution.renderings import RenderKey, SharedRenders
 from feedfabric.realtime.item import TimelineItem
 from feedfabric.realtime.listener import HANDED_OVER
 
+__all__ = ["SharedRenderingExecutionContext"]
+
 
 @runtime_checkable
 class LiveRoot(Protocol):

@@ -33,6 +33,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from feedfabric.adapter.websocket.frames import TRY_AGAIN_LATER
 from feedfabric.core import metrics
 
+__all__ = ["Connection"]
+
 DEFAULT_MAX_UNSENT_BYTES = 1_048_576
 """WS_MAX_UNSENT_BYTES's default: what a phone on a slow network (1 Mbit/s) takes in 8 s, and the size of
 the largest frame a client may send."""

@@ -27,6 +27,18 @@ from strawberry.subscriptions.protocols.graphql_ws import types as legacy_ws
 
 from feedfabric.core import jsonwire
 
+__all__ = [
+    "MAX_CHARS_BEFORE_INIT",
+    "MAX_FRAMES_BEFORE_INIT",
+    "TRY_AGAIN_LATER",
+    "BeforeInit",
+    "Extensions",
+    "Malformed",
+    "MessageBudget",
+    "parse",
+    "payload_text",
+]
+
 # The messages a client sends, typed as Strawberry types them for both protocols: `parse` hands on only
 # what has the fields its `type` needs (the `malformed` checks), so the handlers read them as typed.
 TransportMessage: TypeAlias = (

@@ -19,6 +19,8 @@ from feedfabric.adapter.websocket.frames import Extensions, encode, result_paylo
 from feedfabric.realtime.item import TimelineItem
 from feedfabric.realtime.listener import Listener
 
+__all__ = ["Operation"]
+
 DATA = '{"data":'  # how every payload opens: a frame's head ends with it
 
 

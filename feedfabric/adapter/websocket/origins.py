@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 
 from strawberry.http.websocket_origin import is_same_origin, normalize_origin
 
+__all__ = ["Origins"]
+
 
 class Origins:
     """The allowed cross-origin pages, normalised once (Strawberry's `normalize_origin`: lowercase, no

@@ -9,6 +9,8 @@ from feedfabric.core.ids import id_millis
 from feedfabric.db import timeline_queries as q
 from feedfabric.db.redisclient import REDIS_ERRORS, is_cluster
 
+__all__ = ["shard_of"]
+
 KEY_PREFIX = "feed:"
 
 

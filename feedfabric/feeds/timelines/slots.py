@@ -33,6 +33,8 @@ from feedfabric.db.redisclient import Script
 from feedfabric.feeds.timelines.encoding import as_text, feed_key
 from feedfabric.feeds.timelines.slot_tags import TAGS
 
+__all__ = ["check_tags", "key_slot", "rebuilt_key", "sentinel_key", "timeline_trusted"]
+
 SLOTS = 16384
 SENTINEL_PREFIX = "feed:slot:"
 CLUSTER_RUN = "cluster"  # the run the epoch table records when a cluster's slots are first settled
