@@ -31,3 +31,15 @@ def test_no_doc_names_the_external_contract_files() -> None:
         if outside.search(line)
     ]
     assert named == [], "name docs/api.md or schema.graphql instead"
+
+
+def test_no_doc_names_a_file_of_one_machine() -> None:
+    """A path such as a workspace's lock file is true of the machine it was written on, not of a clone."""
+    machine = re.compile(r"(?<![\w.])/(work|home|root|tmp)/")
+    named = [
+        f"{doc.relative_to(ROOT)}:{n}"
+        for doc in DOCS
+        for n, line in enumerate(doc.read_text().splitlines(), 1)
+        if machine.search(line)
+    ]
+    assert named == []

@@ -20,7 +20,8 @@ from feedfabric.resolvers import foryou as foryou_resolvers
 from feedfabric.resolvers import media as media_resolvers
 from feedfabric.resolvers import reads, safety, writes
 from feedfabric.resolvers import suggestions as suggestion_resolvers
-from feedfabric.resolvers.context import Context, Resources, build_context, note_write, route_reads
+from feedfabric.resolvers.context import Context, build_context, note_write, route_reads
+from feedfabric.resources import Resources
 from feedfabric.rest import reports as rest_reports
 from feedfabric.rest import serialize
 from feedfabric.rest.responses import JSONResponse

@@ -22,7 +22,7 @@ Two steps, each where it belongs:
 
 Texts live in Redis (shared by every API replica, `pq:<hash>` with
 PERSISTED_QUERY_TTL_SECONDS) with an in-process LRU beside it bounded in bytes
-(feedfabric.resolvers.context.PERSISTED_QUERY_CACHE_BYTES), so registration keeps working while Redis is down; the LRU sits
+(feedfabric.resources.PERSISTED_QUERY_CACHE_BYTES), so registration keeps working while Redis is down; the LRU sits
 in the app's Resources, not in this module.
 """
 

@@ -54,7 +54,8 @@ from feedfabric.adapter.websocket.frames import (
     payload_text,
 )
 from feedfabric.adapter.websocket.operation import Operation
-from feedfabric.resolvers.context import Context, Resources, build_context
+from feedfabric.resolvers.context import Context, build_context
+from feedfabric.resources import Resources
 from feedfabric.schema.documents import UNNAMED_OF_SEVERAL, parse_document, several_operations, too_long
 from feedfabric.schema.ratelimit import spend_refused_document
 
