@@ -12,7 +12,8 @@ import inspect
 from typing import Any, Protocol
 from weakref import WeakValueDictionary
 
-from graphql import ExecutionResult, Executor, execute_subscription_event
+from graphql import ExecutionResult, execute_subscription_event
+from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from feedfabric.adapter.execution.independent import viewer_independent
 from feedfabric.adapter.execution.marks import FieldMarks
@@ -49,7 +50,7 @@ class LiveRenderer:
 
     __slots__ = ("__weakref__", "executor", "key", "operation")
 
-    def __init__(self, executor: Executor[Any], key: RenderKey | None) -> None:
+    def __init__(self, executor: StrawberryGraphQLCoreExecutionContext, key: RenderKey | None) -> None:
         self.executor = executor
         self.operation = executor.operation
         self.key = key
@@ -75,7 +76,9 @@ class LiveRenderer:
 
 
 def live_rendering(
-    executor: Executor[Any], marks: FieldMarks, renderers: WeakValueDictionary[RenderKey, LiveRenderer]
+    executor: StrawberryGraphQLCoreExecutionContext,
+    marks: FieldMarks,
+    renderers: WeakValueDictionary[RenderKey, LiveRenderer],
 ) -> LiveRendering:
     """The renderer of this subscription's selection: one for every listener of a selection that reads
     nothing about the viewer (kept in `renderers` while any listens), else a renderer of its own."""
