@@ -27,7 +27,6 @@ import pytest
 from feedfabric.app import schema
 from feedfabric.core.settings import Settings
 from feedfabric.feeds.paging import MAX_PAGE
-from feedfabric.schema import variables as variables_module
 from feedfabric.schema.core_schema import graphql_schema, metadata_of
 from feedfabric.schema.cost import MAX_ITEMS, cached_cost
 from feedfabric.schema.variables import variable_errors
@@ -48,6 +47,7 @@ from graphql import (
     print_type,
     validate,
 )
+from graphql.execution import values as graphql_values
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -338,8 +338,8 @@ def test_a_name_longer_than_any_the_type_knows_is_refused_before_coercion(
     line count above does not see) and echoed it whole in the error. The bounds refuse it by its length:
     coercion never sees it, and the answer does not repeat it."""
     coerced: list[object] = []
-    real = variables_module.get_variable_values
-    monkeypatch.setattr(variables_module, "get_variable_values", lambda *a, **k: coerced.append(a) or real(*a, **k))
+    real = graphql_values.coerce_input_value  # what graphql-core's get_variable_values coerces each value with
+    monkeypatch.setattr(graphql_values, "coerce_input_value", lambda *a, **k: coerced.append(a) or real(*a, **k))
     for value, why in _long_names(target.type):
         errors, _ = checked(target.document, {"v": value})
         assert len(errors) == 1 and why in errors[0], errors

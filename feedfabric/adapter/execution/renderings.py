@@ -71,7 +71,10 @@ class SharedRenders:
         not awaited; a subscriber arriving while the first rendering is in flight waits for it rather
         than start its own.
         """
-        key = render_key(operation, variables)
+        return self.render_keyed(operation, render_key(operation, variables), execute)
+
+    def render_keyed(self, operation: Any, key: RenderKey, execute: Callable[[], Any]) -> Any:
+        """`render` under a key made once per subscription (`render_key`, or `liked_key` of it)."""
         entry = self._results.get(key)
         if entry is None or entry.operation is not operation:
             # Registered now, before the rendering starts: a subscriber that comes meanwhile waits for it.
@@ -104,6 +107,13 @@ class SharedRenders:
             return None
         return entry.text
 
+    def in_flight(self, operation: Any, key: RenderKey) -> asyncio.Future[Any] | None:
+        """The rendering under way for this key, to wait for, else None (none yet, or done)."""
+        entry = self._results.get(key)
+        if entry is None or entry.operation is not operation or entry.done.done():
+            return None
+        return entry.done
+
     async def _after_first(self, entry: _Rendering, execute: Callable[[], Any]) -> Any:
         shared = await asyncio.shield(entry.done)
         return shared if shared is not None else await _maybe_await(execute())
@@ -112,6 +122,12 @@ class SharedRenders:
 def render_key(operation: Any, variables: Mapping[str, Any]) -> RenderKey:
     """A rendering's key: made once per subscription, not per item."""
     return id(operation), json.dumps(variables, sort_keys=True, default=str) if variables else ""
+
+
+def liked_key(key: RenderKey, liked: bool) -> RenderKey:
+    """The key of the rendering for the subscribers whose `viewerHasLiked` of the item is `liked`, of a
+    selection that reads nothing else about the viewer (feedfabric.adapter.execution.live)."""
+    return key[0], f"{key[1]}\x00liked={int(liked)}"
 
 
 async def _maybe_await(value: Any) -> Any:
