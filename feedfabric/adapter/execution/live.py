@@ -103,7 +103,7 @@ class LikedRenderer(LiveRenderer):
 
     __slots__ = ("keys", "member")
 
-    def __init__(self, executor: Executor[Any], key: RenderKey, member: int) -> None:
+    def __init__(self, executor: StrawberryGraphQLCoreExecutionContext, key: RenderKey, member: int) -> None:
         super().__init__(executor, None)
         self.keys = (liked_key(key, False), liked_key(key, True))
         self.member = member
