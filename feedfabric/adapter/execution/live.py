@@ -15,7 +15,8 @@ import inspect
 from typing import Any, Protocol, cast
 from weakref import WeakValueDictionary
 
-from graphql import ExecutionResult, Executor, execute_subscription_event
+from graphql import ExecutionResult, execute_subscription_event
+from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 
 from feedfabric.adapter.execution.independent import liked_only, viewer_independent
 from feedfabric.adapter.execution.marks import FieldMarks
@@ -52,7 +53,7 @@ class LiveRenderer:
 
     __slots__ = ("__weakref__", "executor", "key", "operation")
 
-    def __init__(self, executor: Executor[Any], key: RenderKey | None) -> None:
+    def __init__(self, executor: StrawberryGraphQLCoreExecutionContext, key: RenderKey | None) -> None:
         self.executor = executor
         self.operation = executor.operation
         self.key = key
@@ -102,7 +103,7 @@ class LikedRenderer(LiveRenderer):
 
     __slots__ = ("keys", "member")
 
-    def __init__(self, executor: Executor[Any], key: RenderKey, member: int) -> None:
+    def __init__(self, executor: StrawberryGraphQLCoreExecutionContext, key: RenderKey, member: int) -> None:
         super().__init__(executor, None)
         self.keys = (liked_key(key, False), liked_key(key, True))
         self.member = member
@@ -132,7 +133,9 @@ def _as_sent(result: ExecutionResult) -> str | ExecutionResult:
 
 
 def live_rendering(
-    executor: Executor[Any], marks: FieldMarks, renderers: WeakValueDictionary[RenderKey, LiveRenderer]
+    executor: StrawberryGraphQLCoreExecutionContext,
+    marks: FieldMarks,
+    renderers: WeakValueDictionary[RenderKey, LiveRenderer],
 ) -> LiveRendering:
     """The renderer of this subscription's selection: one for every listener of a selection that reads
     nothing about the viewer (kept in `renderers` while any listens); one of its own sharing its renderings
