@@ -27,7 +27,7 @@ from feedfabric.rest import serialize
 from feedfabric.rest.responses import JSONResponse
 
 if TYPE_CHECKING:
-    from feedfabric.db.foryou import Profile
+    from feedfabric.resolvers.foryou import Profile
 
 __all__ = ["favourites", "favourites_feed", "home", "mentions", "own_posts", "routes", "tag_feed"]
 
