@@ -11,9 +11,12 @@ execution per recipient. The events of every relation change make every
 instance read the changed members' relations again (`forget_relations`). Deletes and holds are not new items and are ignored.
 The hydrated rows travel with the item, so each subscriber's loaders are
 primed with them and rendering N copies costs no N queries. A chunk costs
-three statements, the last two at once: the posts with their visibility and
-tags, then the connected followers and the extras (db.post_extras, the feed
-page's own statement). This is the fixed part of every live item's latency,
+four statements, the last three at once: the posts with their visibility and
+tags, then the connected followers, the extras (db.post_extras, the feed
+page's own statement) and which connected members like the posts and the
+originals they repost (so each recipient's `viewerHasLiked` is known without
+a statement each, and a per-viewer selection that reads nothing else about
+the viewer renders once per value: feedfabric.adapter.execution.live). This is the fixed part of every live item's latency,
 so it is kept to as few round trips as the data allows.
 """
 
@@ -78,15 +81,18 @@ async def _deliver_posts(pool: asyncpg.Pool, hub: Hub, events: Sequence[Event], 
     found = await realtime_db.posts_with_visibility(pool, post_ids)
     if not found:
         return 0
-    # Who gets each post and what it shows are independent: two statements on two connections at once.
-    follows, extras = await asyncio.gather(
+    connected = hub.connected(Channel.TIMELINE)
+    liked = list(found) + [p for v in found.values() if (p := v.post.repost_of) is not None]
+    # Who gets each post, what it shows and who here likes it are independent: three statements at once.
+    follows, extras, likers = await asyncio.gather(
         realtime_db.connected_followers(
             pool,
-            hub.connected(Channel.TIMELINE),
+            connected,
             list({v.post.author_id for v in found.values()}),
             sorted({t for v in found.values() for t in v.tags}),
         ),
         post_extras.page_extras(pool, list(found), None),
+        realtime_db.likers(pool, liked, connected),
     )
     followers_of: dict[tuple[str, str], set[uuid.UUID]] = {}
     versions: dict[uuid.UUID, int] = {}
@@ -114,7 +120,7 @@ async def _deliver_posts(pool: asyncpg.Pool, hub: Hub, events: Sequence[Event], 
     delivered = 0
     for post_id, recipients in reached.items():
         post = found[post_id].post
-        item = TimelineItem(post=post, extras=extras)
+        item = TimelineItem(post=post, extras=extras, likers=likers)
         kept = live_filter.timeline_recipients(post, extras, found[post_id].tags, recipients, held)
         delivered += await hub.publish_many(Channel.TIMELINE, kept, item)
     return delivered

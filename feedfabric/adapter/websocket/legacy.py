@@ -11,8 +11,6 @@ types are ignored, as the protocol's servers did. `start` with an id already run
 
 from __future__ import annotations
 
-from typing import Any
-
 from graphql import GraphQLError
 from strawberry.subscriptions.protocols.graphql_ws.types import StartMessage
 
@@ -38,7 +36,7 @@ class LegacyProtocol(SocketProtocol):
         elif message["type"] == "connection_terminate":
             self.conn.close_soon(NORMAL, "")
 
-    async def refuse_init(self, payload: dict[str, Any]) -> None:
+    async def refuse_init(self, payload: dict[str, object]) -> None:
         await self.conn.send(frames.encode({"type": "connection_error", "payload": payload}))
 
     async def _start(self, message: StartMessage) -> None:

@@ -27,7 +27,6 @@ import contextlib
 import logging
 from contextlib import aclosing
 from datetime import timedelta
-from typing import Any
 
 from graphql import GraphQLError
 from starlette.websockets import WebSocket
@@ -181,7 +180,7 @@ class SocketProtocol:
         await self.conn.send('{"type":"connection_ack"}')
         return True
 
-    async def refuse_init(self, payload: dict[str, Any]) -> None:
+    async def refuse_init(self, payload: dict[str, object]) -> None:
         """What the protocol says before a refused init's close (graphql-ws: `connection_error`)."""
 
     # -- operations ---------------------------------------------------------------------------------------
