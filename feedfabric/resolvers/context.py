@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -51,6 +52,8 @@ class Context:
     _relations: Relations | None = field(default=None, repr=False)
     # Set once this request changed the viewer's relations: its version read at the start is behind.
     _relations_changed: bool = field(default=False, repr=False)
+    # Set on a socket's first event (reset_loaders): its viewer's version is the one read at connection.
+    _per_event: bool = field(default=False, repr=False)
 
     @property
     def viewer(self) -> Viewer:
@@ -91,10 +94,13 @@ class Context:
         if self._relations is None:
             viewer = self.viewer_result.viewer
             member = viewer.member
-            version = None if self._relations_changed else viewer.relations_version
-            self._relations = await relations_of(
-                self.pool, member.id if member else None, version, self.resources.relations
-            )
+            if self._per_event and member is not None:
+                self._relations = await self._current_relations(member.id)
+            else:
+                version = None if self._relations_changed else viewer.relations_version
+                self._relations = await relations_of(
+                    self.pool, member.id if member else None, version, self.resources.relations
+                )
         return self._relations
 
     def relations_changed(self) -> None:
@@ -104,9 +110,21 @@ class Context:
 
     def reset_loaders(self, prime: Callable[[Loaders], None] | None = None) -> None:
         """A subscription sends many events over one socket: each gets loaders of its own (made when first
-        used, then filled by `prime`), so nothing is cached across events or viewers."""
+        used, then filled by `prime`), and reads the viewer's relations again, so nothing is cached across
+        events or viewers (a live item's `viewerBlocks` is as of the item, not of the connection)."""
         self._loaders = None
         self._prime = prime
+        self._relations = None
+        self._per_event = True
+
+    async def _current_relations(self, member_id: uuid.UUID) -> Relations:
+        """An event's relations of the viewer: the process's entry, which the realtime consumer keeps
+        current (each change's event makes every instance forget it; the delivery of an item reads it again
+        when the follower's version moved), else read from the primary. The socket's own version, read when
+        it connected, would let an older entry stand."""
+        cache = self.resources.relations
+        held = cache.peek(member_id)
+        return held if held is not None else await relations_of(self.pool, member_id, None, cache)
 
 
 def build_context(resources: Resources, viewer_result: ViewerResult, **kwargs: Any) -> Context:

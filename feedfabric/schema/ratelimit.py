@@ -18,10 +18,11 @@ document of 270 tokens takes about 3 ms, as a feed page of cost 260 does). A
 document that does not parse is charged one unit per ten characters, the
 ratio the character cap assumes (feedfabric.schema.documents). Its query cost it does
 not spend (a client's one query of `first: 1000` does not lock it out for the
-window). A request refused for its variables (feedfabric.schema.input_bounds)
-also spends one unit per ten bytes of them, what the server read to refuse
-it (`variables_work`), so a client cannot send a megabyte of list for the
-price of one operation. Over the budget, the refusal's own errors give way to RATE_LIMITED.
+window). A refused request (its document at parse or validation, or its
+variables, feedfabric.schema.input_bounds) also spends one unit per ten bytes
+of its variables, what the server read to refuse it (`variables_work`), so a
+client cannot send a megabyte of list for the price of one operation, whatever
+the document beside it. Over the budget, the refusal's own errors give way to RATE_LIMITED.
 These checks live in the schema, so HTTP and both socket protocols spend alike.
 """
 

@@ -172,3 +172,45 @@ async def test_a_replay_leaves_out_what_the_relations_hide(settings: Settings) -
             replayed = (await ws.next_data())["homeTimeline"]["post"]["id"]
             assert replayed == kept
             assert await ws.nothing_within(1.0)
+
+
+OWN_FIELDS = """subscription { homeTimeline { post { id
+  author { username viewerMutes viewerBlocks } mentions { username viewerBlocks viewerMutes } } } }"""
+
+
+async def test_a_live_items_own_relation_fields_are_as_of_the_item(settings: Settings, pool: asyncpg.Pool) -> None:
+    """The fields a live item renders per viewer from the viewer's relations (`viewerBlocks`, `viewerMutes`)
+    are read for each item, not kept from the socket's first one: changes made on the other instance show
+    on the next item the subscription's own socket gets."""
+    async with serve(settings) as writer, serve(settings) as reader, running(relay(settings).run):
+        api = writer.api
+        viewer, alice = await api.member("looker"), await api.member("alice")
+        await api.member("carol")
+        await api.member("dora")
+        await api.follow(viewer, "alice")
+        await api.gql(MUTE, {"e": "dora"}, token=viewer)
+        async with ws_client(reader, TRANSPORT_WS, viewer) as ws:
+            await ws.subscribe(OWN_FIELDS)
+            await wait_subscribed(reader, 1)
+            first = await api.post(alice, "hi @carol and @dora")
+            shown = (await ws.next_data())["homeTimeline"]["post"]
+            assert shown["id"] == first
+            assert shown["author"] == {"username": "alice", "viewerMutes": False, "viewerBlocks": False}
+            assert shown["mentions"] == [
+                {"username": "carol", "viewerBlocks": False, "viewerMutes": False},
+                {"username": "dora", "viewerBlocks": False, "viewerMutes": True},
+            ]
+
+            # On the other instance: carol blocked, dora unmuted, alice muted then unmuted.
+            await api.gql(BLOCK, {"e": "carol"}, token=viewer)
+            await api.gql('mutation { unmute(externalUserId: "dora") { id } }', token=viewer)
+            await api.gql(MUTE, {"e": "alice"}, token=viewer)
+            await api.gql('mutation { unmute(externalUserId: "alice") { id } }', token=viewer)
+            second = await api.post(alice, "again @carol and @dora")
+            shown = (await ws.next_data())["homeTimeline"]["post"]
+    assert shown["id"] == second
+    assert shown["author"] == {"username": "alice", "viewerMutes": False, "viewerBlocks": False}
+    assert shown["mentions"] == [
+        {"username": "carol", "viewerBlocks": True, "viewerMutes": False},
+        {"username": "dora", "viewerBlocks": False, "viewerMutes": False},
+    ]

@@ -389,6 +389,12 @@ async def test_a_refused_request_spends_the_rate_limit_by_its_bytes(settings: Se
         assert codes(body) == ["BAD_USER_INPUT"]
         spent = settings.rate_limit_cost - body["extensions"]["rateLimit"]["costRemaining"]
         assert spent >= sent // 10, (spent, sent)
+        # A document refused at parse or validation spends for the variables beside it all the same.
+        for document in ("{", "{ noSuchField }"):
+            before = body["extensions"]["rateLimit"]["costRemaining"]
+            body = await server.api.raw(document, variables)
+            assert codes(body) in (["BAD_USER_INPUT"], ["GRAPHQL_VALIDATION_FAILED"]), body
+            assert before - body["extensions"]["rateLimit"]["costRemaining"] >= sent // 10, document
         # The 960 kB request costs more than a window's budget: the next refusal is the rate limit's.
         huge = {"i": {"sources": ["TAGS"] * 120_000}}
         first = await server.api.raw(PROFILE, huge)

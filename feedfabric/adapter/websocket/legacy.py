@@ -58,10 +58,11 @@ class LegacyProtocol(SocketProtocol):
         return '{"type":"data","id":' + operation.id_json + ',"payload":' + payload + "}"
 
     async def send_errors(self, operation: Operation, errors: list[GraphQLError]) -> None:
-        await self.conn.send(frames.encode({"type": "error", "id": operation.id, "payload": errors[0].formatted}))
+        frame = frames.encode({"type": "error", "id": operation.id, "payload": errors[0].formatted})
+        await self.conn.send(frame, operation.id)
 
     async def send_complete(self, operation: Operation) -> None:
-        await self.conn.send('{"type":"complete","id":' + operation.id_json + "}")
+        await self.conn.send('{"type":"complete","id":' + operation.id_json + "}", operation.id)
 
     async def cancelled(self, operation: Operation) -> None:
         await self.send_complete(operation)

@@ -100,7 +100,7 @@ class Operation:
 
     def write(self, frame: str) -> None:
         assert self.conn is not None
-        self.conn.post(frame, self)
+        self.conn.post(frame, self.id)
 
     def end(self, code: int, reason: str) -> None:
         assert self.conn is not None

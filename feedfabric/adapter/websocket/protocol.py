@@ -226,9 +226,11 @@ class SocketProtocol:
         operation.task = asyncio.create_task(self._run(operation, payload))
 
     async def stop(self, operation_id: str) -> None:
+        # Its frames still queued behind a slow reader do not go out either, also when the operation already
+        # finished (a query's result and `complete` queued, its task gone).
+        self.conn.drop(operation_id)
         operation = self.operations.pop(operation_id, None)
         if operation is not None:
-            self.conn.drop(operation)  # its results still queued behind a slow reader do not go out either
             operation.finish()
 
     async def _run(self, operation: Operation, payload: OperationPayload) -> None:
@@ -257,7 +259,7 @@ class SocketProtocol:
                         operation.go_live(result.extensions)
                         return
                     text = payload_text(result, operation.extensions)
-                    await self.conn.send(self.next_frame(operation, text), operation)
+                    await self.conn.send(self.next_frame(operation, text), operation.id)
             if not self.ended(operation):
                 await self.send_complete(operation)
         except asyncio.CancelledError:
