@@ -36,6 +36,7 @@ from strawberry.extensions import SchemaExtension
 
 from feedfabric.core import jsonwire
 from feedfabric.feeds import ratelimit
+from feedfabric.resolvers.context import Context
 from feedfabric.schema.core_schema import graphql_schema
 from feedfabric.schema.cost import cached_cost
 from feedfabric.schema.documents import MAX_TOKENS
@@ -118,7 +119,7 @@ def _sized(value: Any, most: int) -> int:
     return min(total, most)
 
 
-def _client(context: Any) -> str:
+def _client(context: Context) -> str:
     member = getattr(getattr(context.viewer_result, "viewer", None), "member", None)
     client = getattr(context.request, "client", None)
     return ratelimit.client_key(member.id if member else None, client.host if client else None)
@@ -136,7 +137,7 @@ async def spend_refused(ec: Any, *, with_variables: bool = False) -> ratelimit.A
 
 
 async def spend_refused_document(
-    context: Any,
+    context: Context,
     query: str | None,
     document: DocumentNode | None,
     operation_name: str | None = None,
@@ -179,7 +180,7 @@ class OperationRateLimit(SchemaExtension):
             await self._check(context, ec.graphql_document)
         yield
 
-    async def _check(self, context: Any, document: DocumentNode) -> None:
+    async def _check(self, context: Context, document: DocumentNode) -> None:
         ec = self.execution_context
         refused = ec.result is not None
         allowance = await ratelimit.spend(
