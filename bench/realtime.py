@@ -14,7 +14,8 @@ the poster creates POSTS posts one after another and each subscriber's
 receipt time minus the createPost response time is one sample (p50/p99 over
 all samples); API CPU over the posts per delivered event. Delivery runs
 twice: a selection that reads nothing about the viewer (rendered once for
-all) and the same selection with `viewerHasLiked` (executed per viewer).
+all) and the same selection with `viewerHasLiked` (rendered once per value
+of it: feedfabric.adapter.execution.live.LikedRenderer).
 Last, the same posts with no subscriber connected (each post's own share of
 an event) and ten seconds with nothing to do (the idle process's background).
 Clients and server share the machine's cores, so the figures include the

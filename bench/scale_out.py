@@ -19,8 +19,7 @@ process's CPU seconds over the measured interval (psutil) and its share of one c
 processed_at is its transaction's start, and a worker applies a poll (up to 500 events) in one transaction, so
 the worker window leaves out the last poll's own time: keep --worker-events large beside 500.
 
-    flock /work/notes/bench.lock .venv/bin/python bench/scale_out.py [--events 20000] [--worker-events 20000]
-                                                                    [--rounds 2]
+    .venv/bin/python bench/scale_out.py [--events 20000] [--worker-events 20000] [--rounds 2]
 """
 
 from __future__ import annotations

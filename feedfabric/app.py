@@ -42,7 +42,8 @@ from feedfabric.ops import vendor
 from feedfabric.realtime.consumer import start_realtime
 from feedfabric.realtime.hub import Hub
 from feedfabric.realtime.sessions import Sessions
-from feedfabric.resolvers.context import Context, Resources, build_context, route_reads
+from feedfabric.resolvers.context import Context, build_context, route_reads
+from feedfabric.resources import Resources
 from feedfabric.rest import routes as rest_routes
 from feedfabric.rest.responses import JSONResponse
 from feedfabric.schema import build_schema

@@ -262,6 +262,10 @@ class StalledClient:
                 texts.append(event.data.decode())
         return texts
 
+    async def messages(self) -> list[dict[str, Any]]:
+        """The messages that one read of the socket completes (none while a frame is still partial)."""
+        return [json.loads(text) for text in await self._read()]
+
     async def drain_until_closed(self, timeout: float = 20.0) -> tuple[int | None, str]:
         """Reads what was in flight, then returns the server's close code and reason."""
         deadline = time.monotonic() + timeout

@@ -50,6 +50,7 @@ from strawberry.types.graphql import OperationType
 
 from feedfabric.core import jsonwire
 from feedfabric.core.errors import FeedFabricError, RequestTooLarge
+from feedfabric.resolvers.context import Context
 from feedfabric.schema import persisted
 from feedfabric.schema.documents import UNNAMED_OF_SEVERAL, parse_document, several_operations, too_long
 from feedfabric.schema.ratelimit import spend_refused_document
@@ -66,7 +67,7 @@ _ALLOWED = {
     "POST": frozenset({OperationType.QUERY, OperationType.MUTATION, OperationType.SUBSCRIPTION}),
 }
 
-ContextGetter = Callable[[Request, Response], Awaitable[Any]]
+ContextGetter = Callable[[Request, Response], Awaitable[Context]]
 
 
 class RequestRefused(Exception):
@@ -152,7 +153,7 @@ class GraphQLHTTP:
         response.headers.raw.extend(sub_response.headers.raw)
         return response
 
-    async def _execute(self, request: Request, data: GraphQLRequestData, context: Any) -> ExecutionResult:
+    async def _execute(self, request: Request, data: GraphQLRequestData, context: Context) -> ExecutionResult:
         try:
             return await self.schema.execute(
                 data.query,
@@ -302,7 +303,7 @@ def _place(operations: dict[str, Any] | list[Any], path: object, upload: UploadF
         raise RequestRefused(400, "The multipart map does not fit the operations.") from None
 
 
-async def _before_parsing(context: Any, data: GraphQLRequestData) -> GraphQLRequestData:
+async def _before_parsing(context: Context, data: GraphQLRequestData) -> GraphQLRequestData:
     """A persisted query's hash becomes its stored text, before anything parses it (feedfabric.schema.persisted),
     and a document too long to parse is refused; the context notes whether the request named its operation
     (feedfabric.schema.operation refuses an unnamed one among several). A document of several operations that

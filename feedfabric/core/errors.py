@@ -78,7 +78,7 @@ class Blocked(FeedFabricError):
 
 
 class LimitReached(FeedFabricError):
-    """A member's muted words past their cap."""
+    """A list past its cap: a member's muted words, the moderation terms."""
 
     code = "LIMIT_REACHED"
     rest_code = "limit.reached"

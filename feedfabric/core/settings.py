@@ -70,7 +70,7 @@ class Settings(BaseSettings):
 
     post_max_length: int = Field(5000, ge=1)
     comment_max_length: int = Field(2000, ge=1)
-    favourite_limit: int = Field(30, ge=1)
+    favourite_limit: int = Field(30, ge=1, le=100)  # `favourites` returns them all: at most a page (its query cost)
     max_body_bytes: int = Field(1_000_000, ge=1024)
     redis_timeout_ms: int = Field(250, ge=1)
     # The longest one Postgres statement may wait (pools and the relay's own connection): a connection to a

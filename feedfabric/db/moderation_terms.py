@@ -9,7 +9,7 @@ import asyncpg
 from feedfabric.core.moderation import Term
 from feedfabric.db.queryable import Queryable
 
-__all__ = ["add", "folded_terms", "newest_first", "remove", "version"]
+__all__ = ["add", "count", "find", "folded_terms", "newest_first", "remove", "version"]
 
 
 async def version(conn: Queryable) -> int:
@@ -50,6 +50,15 @@ async def add(conn: asyncpg.Connection, term_id: uuid.UUID, phrase: str, folded:
     else:
         await _bump(conn)
     return Term(row["id"], row["phrase"], row["created_at"])
+
+
+async def count(conn: Queryable) -> int:
+    return int(await conn.fetchval("SELECT count(*) FROM moderation_terms"))
+
+
+async def find(conn: Queryable, folded: str) -> Term | None:
+    row = await conn.fetchrow("SELECT id, phrase, created_at FROM moderation_terms WHERE folded = $1", folded)
+    return Term(row["id"], row["phrase"], row["created_at"]) if row is not None else None
 
 
 async def remove(conn: asyncpg.Connection, term_id: uuid.UUID) -> bool:

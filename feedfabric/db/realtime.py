@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from feedfabric.core.models import Post
 from feedfabric.db.queryable import Queryable
 
-__all__ = ["connected_followers", "posts_with_visibility"]
+__all__ = ["PostVisibility", "connected_followers", "likers", "posts_with_visibility"]
 
 _COLUMNS = "id, author_id, content, repost_of, status, created_at, updated_at"
 
@@ -65,3 +65,21 @@ async def connected_followers(
         list(tags),
     )
     return [(r["follower_id"], r["target_type"], r["target_id"], r["relations_version"]) for r in rows]
+
+
+async def likers(
+    conn: Queryable, post_ids: Sequence[uuid.UUID], members: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, frozenset[int]]:
+    """Which of `members` (a chunk's recipients) like each of `post_ids` (its posts and reposted originals
+    with likes), as the members' UUIDs' integers, for every recipient's `viewerHasLiked` at once
+    (realtime.item). One probe of the likes' primary key (post_id, member_id) per pair, so it is bounded by
+    the recipients, not by an original's likes; a post none of them likes is absent."""
+    if not post_ids or not members:
+        return {}
+    rows = await conn.fetch(
+        "SELECT post_id, array_agg(member_id) AS members FROM likes"
+        " WHERE post_id = ANY($1::uuid[]) AND member_id = ANY($2::uuid[]) GROUP BY post_id",
+        list(post_ids),
+        list(members),
+    )
+    return {r["post_id"]: frozenset(m.int for m in r["members"]) for r in rows}

@@ -12,16 +12,18 @@ import uuid
 
 import asyncpg
 
-from feedfabric.core.errors import BadInput
+from feedfabric.core.errors import BadInput, LimitReached
 from feedfabric.core.ids import new_id
 from feedfabric.core.moderation import Term
 from feedfabric.db import moderation_terms as terms_db
 from feedfabric.db.queryable import Queryable
 from feedfabric.feeds import term_matcher, text
 
-__all__ = ["add", "newest_first", "remove"]
+__all__ = ["MAX_TERMS", "add", "newest_first", "remove"]
 
 MAX_PHRASE = 100
+MAX_TERMS = 1_000
+"""Moderation terms in all: what `moderationTerms` can return (its declared bound for the query cost)."""
 
 _compiled: tuple[int, term_matcher.Matcher] | None = None
 
@@ -56,8 +58,14 @@ async def holds(conn: Queryable, content: str, known_version: int | None = None)
 
 
 async def add(conn: asyncpg.Connection, phrase: str) -> Term:
-    """Adding a phrase already there (in any case or width) returns the existing term."""
+    """Adding a phrase already there (in any case or width) returns the existing term. Past MAX_TERMS a new
+    one is LIMIT_REACHED: `moderationTerms` returns them all, and the query cost counts that many."""
     phrase, folded = clean_phrase(phrase)
+    if await terms_db.count(conn) >= MAX_TERMS:
+        known = await terms_db.find(conn, folded)
+        if known is None:
+            raise LimitReached(f"there are already {MAX_TERMS} moderation terms; remove one first")
+        return known
     return await terms_db.add(conn, new_id(), phrase, folded)
 
 

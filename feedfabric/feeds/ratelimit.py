@@ -32,11 +32,14 @@ from feedfabric.core.errors import RateLimited
 from feedfabric.core.settings import Settings
 from feedfabric.db.redisclient import Script
 
-__all__ = ["Allowance", "LocalWindows", "client_key", "spend"]
+__all__ = ["BYTES_PER_UNIT", "Allowance", "LocalWindows", "client_key", "spend"]
 
 log = logging.getLogger("feedfabric.ratelimit")
 
 REDIS_PREFIX = "ratelimit:"
+BYTES_PER_UNIT = 10
+"""A refused request spends a unit of the cost budget per this many bytes it made the server read (its
+GraphQL variables, its REST body): refusing a megabyte is work, and must not cost one operation."""
 
 # Count both budgets and, for a new window, expire it in one command: this runs on every GraphQL
 # operation, and a MULTI/HINCRBY/EXPIRE/EXEC pipeline costs the client several round trips' CPU.

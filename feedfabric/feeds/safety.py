@@ -32,6 +32,7 @@ from feedfabric.feeds.matcher import CONTEXTS
 from feedfabric.feeds.members import Listed, target
 
 __all__ = [
+    "MAX_MUTED_WORDS",
     "MutedWord",
     "add_muted_word",
     "block",

@@ -24,7 +24,7 @@ from feedfabric.db import foryou as foryou_db
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.http import journeys
 from feedfabric.http.static import StaticFolder
-from feedfabric.resolvers.context import Resources
+from feedfabric.resources import Resources
 
 __all__ = ["recent_journeys", "routes"]
 

@@ -20,7 +20,7 @@ from starlette.responses import Response
 
 from feedfabric.core import metrics
 from feedfabric.db.gauges import refresh_from_postgres, refresh_from_redis
-from feedfabric.resolvers.context import Resources
+from feedfabric.resources import Resources
 
 __all__ = ["check", "metrics_endpoint"]
 

@@ -13,7 +13,12 @@ The hydrated rows travel with the item, so each subscriber's loaders are
 primed with them and rendering N copies costs no N queries. A chunk costs
 three statements, the last two at once: the posts with their visibility and
 tags, then the connected followers and the extras (db.post_extras, the feed
-page's own statement). This is the fixed part of every live item's latency,
+page's own statement). Which recipients like a post or the original it
+reposts is known from the extras' like counts when nobody does (a new post),
+else read in one more statement for the chunk (`_likers`): so each
+recipient's `viewerHasLiked` is known without a statement each, and a
+per-viewer selection that reads nothing else about the viewer renders once
+per value (feedfabric.adapter.execution.live). This is the fixed part of every live item's latency,
 so it is kept to as few round trips as the data allows.
 """
 
@@ -22,12 +27,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import asyncpg
 
 from feedfabric.core.events import Event
-from feedfabric.core.models import Notification
+from feedfabric.core.models import Notification, PageExtras
 from feedfabric.db import notification_groups as groups_db
 from feedfabric.db import notifications as notifications_db
 from feedfabric.db import post_extras
@@ -111,13 +116,39 @@ async def _deliver_posts(pool: asyncpg.Pool, hub: Hub, events: Sequence[Event], 
     # Each recipient's relations, held in this process (read once per change, checked against the version
     # the followers' statement read), in one batch for the chunk.
     held = await relations.relations_many(pool, {r for rs in reached.values() for r in rs}, cache, versions)
+    likers = await _likers(pool, found, extras, reached)
     delivered = 0
     for post_id, recipients in reached.items():
         post = found[post_id].post
-        item = TimelineItem(post=post, extras=extras)
+        item = TimelineItem(post=post, extras=extras, likers=likers)
         kept = live_filter.timeline_recipients(post, extras, found[post_id].tags, recipients, held)
         delivered += await hub.publish_many(Channel.TIMELINE, kept, item)
     return delivered
+
+
+async def _likers(
+    pool: asyncpg.Pool,
+    found: Mapping[uuid.UUID, realtime_db.PostVisibility],
+    extras: PageExtras,
+    reached: Mapping[uuid.UUID, set[uuid.UUID]],
+) -> dict[uuid.UUID, frozenset[int]]:
+    """Which recipients like each post and the original it reposts (TimelineItem.likers), for every
+    recipient's `viewerHasLiked` at once. The extras carry each one's like count: a post nobody likes (every
+    new post, nearly always) is known to be liked by no recipient, so a chunk costs a statement only when
+    some post or original in it has likes, and then one for the chunk, among those posts' recipients."""
+    wanted: list[uuid.UUID] = []
+    members: set[uuid.UUID] = set()
+    for post_id, recipients in reached.items():
+        original = found[post_id].post.repost_of
+        liked = [
+            p
+            for p in ([post_id] if original is None else [post_id, original])
+            if (e := extras.extras.get(p)) is not None and e.like_count > 0
+        ]
+        if liked and recipients:
+            wanted += liked
+            members |= recipients
+    return await realtime_db.likers(pool, wanted, list(members)) if wanted else {}
 
 
 async def _deliver_notifications(

@@ -26,9 +26,9 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import asyncpg
+import redis.asyncio as aioredis
 
 from feedfabric.core.background import Background
 from feedfabric.db import members as members_db
@@ -58,7 +58,7 @@ class Sessions:
 
     interval_s: float = 2.0
     max_per_member: int = 20
-    redis: Any = None
+    redis: aioredis.Redis | None = None
     _open: dict[object, Session] = field(default_factory=dict)
     _per_member: Counter[uuid.UUID] = field(default_factory=Counter)
     _renewed_at: float = 0.0
@@ -92,9 +92,10 @@ class Sessions:
     async def forget(self, key: object) -> None:
         """The socket closed: it no longer counts against its member."""
         session = self._drop(key)
-        if session is not None and session.lease is not None and session.member_id is not None:
-            with contextlib.suppress(*REDIS_FAILURES):  # an unreturned lease ends by itself
-                await socket_leases.release(self.redis, session.member_id, session.lease)
+        if session is None or session.lease is None or session.member_id is None or self.redis is None:
+            return
+        with contextlib.suppress(*REDIS_FAILURES):  # an unreturned lease ends by itself
+            await socket_leases.release(self.redis, session.member_id, session.lease)
 
     def _drop(self, key: object) -> Session | None:
         session = self._open.pop(key, None)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterable
-from typing import Any
+
+import redis.asyncio as aioredis
 
 from feedfabric.db.redisclient import Script
 
@@ -43,14 +44,14 @@ def _ms(seconds: float) -> int:
     return int(seconds * 1000)
 
 
-async def claim(redis: Any, member_id: uuid.UUID, token: str, limit: int, now: float | None = None) -> bool:
+async def claim(redis: aioredis.Redis, member_id: uuid.UUID, token: str, limit: int, now: float | None = None) -> bool:
     """Takes one of the member's `limit` places for the socket `token`; False when all are held."""
     now = time.time() if now is None else now
     taken = await _CLAIM(redis, [lease_key(member_id)], (_ms(now), limit, _ms(now + LEASE_SECONDS), token))
     return bool(taken)
 
 
-async def renew(redis: Any, leases: Iterable[tuple[uuid.UUID, str]], now: float | None = None) -> None:
+async def renew(redis: aioredis.Redis, leases: Iterable[tuple[uuid.UUID, str]], now: float | None = None) -> None:
     """Extends the leases of sockets still open, in one pipeline. A lease Redis lost (a restart, a
     flush) is added back, so the members' counts recover by the next renewal."""
     ends = _ms((time.time() if now is None else now) + LEASE_SECONDS)
@@ -62,5 +63,5 @@ async def renew(redis: Any, leases: Iterable[tuple[uuid.UUID, str]], now: float 
     await pipe.execute()
 
 
-async def release(redis: Any, member_id: uuid.UUID, token: str) -> None:
+async def release(redis: aioredis.Redis, member_id: uuid.UUID, token: str) -> None:
     await redis.zrem(lease_key(member_id), token)

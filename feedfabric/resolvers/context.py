@@ -1,73 +1,23 @@
-"""The app's lifespan resources and the per-request context built on them."""
+"""The per-request context: the viewer, the app's resources (feedfabric.resources) and what one request reads."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import asyncpg
-import redis.asyncio as aioredis
 from starlette.requests import HTTPConnection
 from starlette.responses import Response
 
-from feedfabric.core.auth import TokenCache
-from feedfabric.core.bytelru import ByteBoundedLRU
 from feedfabric.core.settings import Settings
-from feedfabric.db.breaker import CircuitBreaker
 from feedfabric.db.loaders import Loaders
-from feedfabric.db.replica import ReadRouting
-from feedfabric.feeds.feed_log import FeedLog
-from feedfabric.feeds.playlist_rebalance import Rebalances
-from feedfabric.feeds.ratelimit import LocalWindows
-from feedfabric.feeds.relations import Relations, RelationsCache, relations_of
+from feedfabric.feeds.relations import Relations, relations_of
 from feedfabric.feeds.viewer import Viewer, ViewerResult
-from feedfabric.realtime.hub import Hub
-from feedfabric.realtime.sessions import Sessions
+from feedfabric.resources import Resources
 
-if TYPE_CHECKING:
-    from feedfabric.core.tracing import Tracing
-    from feedfabric.realtime.consumer import RealtimeConsumer
-
-
-__all__ = ["PERSISTED_QUERY_CACHE_BYTES", "Context", "Resources", "build_context", "note_write", "route_reads"]
-
-
-# Persisted-query texts kept in each API process (and their hashes), in bytes.
-PERSISTED_QUERY_CACHE_BYTES = 4_000_000
-
-
-@dataclass
-class Resources:
-    """Made once in the app's lifespan; the only long-lived state, reached through the context."""
-
-    settings: Settings
-    pool: asyncpg.Pool
-    redis: aioredis.Redis | None = None
-    breaker: CircuitBreaker = field(default_factory=CircuitBreaker)
-    feed_log: FeedLog | None = None
-    # DATABASE_READ_URL: which pool a request's reads use (feedfabric.db.replica); None: the primary.
-    reads: ReadRouting | None = None
-    # The process's live subscribers (feedfabric.realtime.hub) and the consumer that feeds them, if Kafka is set.
-    hub: Hub = field(default_factory=Hub)
-    realtime_consumer: RealtimeConsumer | None = None
-    # Signed-in WebSockets, closed when their token expires or their member is suspended.
-    sessions: Sessions = field(default_factory=Sessions)
-    # /readyz's last answer: (monotonic time, ready, body), so probes do not each hit every dependency.
-    readiness: tuple[float, bool, dict[str, Any]] | None = None
-    # Persisted queries by hash, most recently used last (feedfabric.schema.persisted).
-    persisted_queries: ByteBoundedLRU = field(default_factory=lambda: ByteBoundedLRU(PERSISTED_QUERY_CACHE_BYTES))
-    # This process's tracing (feedfabric.core.tracing), None when off; the dashboard reads its recent traces.
-    tracing: Tracing | None = None
-    # Members' relations (blocks, mutes, muted words) this process holds, by version (feedfabric.feeds.relations);
-    # the realtime consumer forgets a member's on the events of their changes.
-    relations: RelationsCache = field(default_factory=RelationsCache)
-    # Verified bearer tokens (bounded, never past a token's expiry), so a token is checked once.
-    tokens: TokenCache = field(default_factory=TokenCache)
-    # This process's share of the rate-limit budgets, counted here only while Redis does not answer.
-    rate_windows: LocalWindows = field(default_factory=LocalWindows)
-    # Playlist rebalances running in the background after the write that grew the keys.
-    rebalances: Rebalances = field(default_factory=Rebalances)
+__all__ = ["Context", "build_context", "note_write", "route_reads"]
 
 
 class SocketCloser(Protocol):
@@ -102,6 +52,8 @@ class Context:
     _relations: Relations | None = field(default=None, repr=False)
     # Set once this request changed the viewer's relations: its version read at the start is behind.
     _relations_changed: bool = field(default=False, repr=False)
+    # Set on a socket's first event (reset_loaders): its viewer's version is the one read at connection.
+    _per_event: bool = field(default=False, repr=False)
 
     @property
     def viewer(self) -> Viewer:
@@ -142,10 +94,13 @@ class Context:
         if self._relations is None:
             viewer = self.viewer_result.viewer
             member = viewer.member
-            version = None if self._relations_changed else viewer.relations_version
-            self._relations = await relations_of(
-                self.pool, member.id if member else None, version, self.resources.relations
-            )
+            if self._per_event and member is not None:
+                self._relations = await self._current_relations(member.id)
+            else:
+                version = None if self._relations_changed else viewer.relations_version
+                self._relations = await relations_of(
+                    self.pool, member.id if member else None, version, self.resources.relations
+                )
         return self._relations
 
     def relations_changed(self) -> None:
@@ -155,9 +110,21 @@ class Context:
 
     def reset_loaders(self, prime: Callable[[Loaders], None] | None = None) -> None:
         """A subscription sends many events over one socket: each gets loaders of its own (made when first
-        used, then filled by `prime`), so nothing is cached across events or viewers."""
+        used, then filled by `prime`), and reads the viewer's relations again, so nothing is cached across
+        events or viewers (a live item's `viewerBlocks` is as of the item, not of the connection)."""
         self._loaders = None
         self._prime = prime
+        self._relations = None
+        self._per_event = True
+
+    async def _current_relations(self, member_id: uuid.UUID) -> Relations:
+        """An event's relations of the viewer: the process's entry, which the realtime consumer keeps
+        current (each change's event makes every instance forget it; the delivery of an item reads it again
+        when the follower's version moved), else read from the primary. The socket's own version, read when
+        it connected, would let an older entry stand."""
+        cache = self.resources.relations
+        held = cache.peek(member_id)
+        return held if held is not None else await relations_of(self.pool, member_id, None, cache)
 
 
 def build_context(resources: Resources, viewer_result: ViewerResult, **kwargs: Any) -> Context:

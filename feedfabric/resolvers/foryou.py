@@ -9,15 +9,20 @@ from feedfabric.core.errors import BadInput
 from feedfabric.core.models import PageExtras, RankedPage
 from feedfabric.db import feed_stats, post_extras
 from feedfabric.db import foryou as foryou_db
+from feedfabric.db.feed_stats import DayStats
 from feedfabric.db.foryou import Model, Profile
 from feedfabric.feeds import foryou, paging, ranking
 from feedfabric.feeds.filtering import posts_hidden_by_words
 from feedfabric.resolvers import pages
 from feedfabric.resolvers.context import Context
 
+# The rows these functions return (storage's types), named here so the edges need not import storage.
 __all__ = [
     "MAX_STATS_DAYS",
     "STATS_ROWS_PER_DAY",
+    "DayStats",
+    "Model",
+    "Profile",
     "feed_profile",
     "for_you",
     "ranker_models",
@@ -70,7 +75,7 @@ async def update_feed_profile(
     return profile
 
 
-async def stats(ctx: Context, days: int | None) -> list[feed_stats.DayStats]:
+async def stats(ctx: Context, days: int | None) -> list[DayStats]:
     ctx.viewer.require_admin()
     days = 14 if days is None else days
     if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_STATS_DAYS:

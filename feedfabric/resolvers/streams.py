@@ -33,7 +33,8 @@ from feedfabric.realtime.item import TimelineItem
 from feedfabric.realtime.listener import Listener
 
 if TYPE_CHECKING:
-    from feedfabric.resolvers.context import Context, Resources
+    from feedfabric.resolvers.context import Context
+    from feedfabric.resources import Resources
 
 
 __all__ = ["REPLAY_MAX", "home_timeline", "notification_groups", "notifications"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
 
 from feedfabric.core.errors import BadInput
@@ -14,7 +12,7 @@ from feedfabric.rest.responses import JSONResponse
 _KEYS = {"postId", "commentId", "externalUserId", "reason", "note", "alsoBlock"}
 
 
-def report(view: resolve.ReportView) -> dict[str, Any]:
+def report(view: resolve.ReportView) -> dict[str, object]:
     """The report as its reporter sees it (REST has no admin view of the queue)."""
     r = view.report
     return {
@@ -32,7 +30,7 @@ def report(view: resolve.ReportView) -> dict[str, Any]:
     }
 
 
-def _optional_text(body: dict[str, Any], key: str) -> str | None:
+def _optional_text(body: dict[str, object], key: str) -> str | None:
     value = body.get(key)
     if value is not None and not isinstance(value, str):
         raise BadInput(f"{key} must be a string")

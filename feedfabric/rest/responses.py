@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 from starlette.responses import JSONResponse as _StarletteJSONResponse
 
@@ -11,5 +9,5 @@ __all__ = ["JSONResponse"]
 
 
 class JSONResponse(_StarletteJSONResponse):
-    def render(self, content: Any) -> bytes:
+    def render(self, content: object) -> bytes:
         return orjson.dumps(content)

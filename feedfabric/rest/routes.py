@@ -6,7 +6,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -20,16 +20,20 @@ from feedfabric.resolvers import foryou as foryou_resolvers
 from feedfabric.resolvers import media as media_resolvers
 from feedfabric.resolvers import reads, safety, writes
 from feedfabric.resolvers import suggestions as suggestion_resolvers
-from feedfabric.resolvers.context import Context, Resources, build_context, note_write, route_reads
+from feedfabric.resolvers.context import Context, build_context, note_write, route_reads
+from feedfabric.resources import Resources
 from feedfabric.rest import reports as rest_reports
 from feedfabric.rest import serialize
 from feedfabric.rest.responses import JSONResponse
+
+if TYPE_CHECKING:
+    from feedfabric.resolvers.foryou import Profile
 
 __all__ = ["favourites", "favourites_feed", "home", "mentions", "own_posts", "routes", "tag_feed"]
 
 log = logging.getLogger("feedfabric.rest")
 
-Handler = Callable[[Context, Request], Awaitable[Any]]
+Handler = Callable[[Context, Request], Awaitable[object]]
 
 
 def endpoint(handler: Handler, *, rate_limited: bool = True) -> Callable[[Request], Awaitable[Response]]:
@@ -39,20 +43,18 @@ def endpoint(handler: Handler, *, rate_limited: bool = True) -> Callable[[Reques
     async def run(request: Request) -> Response:
         resources: Resources = request.app.state.resources
         headers: dict[str, str] = {}
+        client: str | None = None
         try:
             viewer = await resolve_viewer(
                 resources.pool, resources.settings, resources.tokens, request.headers.get("authorization")
             )
             if rate_limited:
                 member = viewer.viewer.member
+                client = ratelimit.client_key(
+                    member.id if member else None, request.client.host if request.client else None
+                )
                 allowance = await ratelimit.spend(
-                    resources.redis,
-                    resources.settings,
-                    resources.rate_windows,
-                    ratelimit.client_key(
-                        member.id if member else None, request.client.host if request.client else None
-                    ),
-                    1,
+                    resources.redis, resources.settings, resources.rate_windows, client, 1
                 )
                 if allowance is not None:
                     headers = allowance.as_headers()
@@ -70,6 +72,8 @@ def endpoint(handler: Handler, *, rate_limited: bool = True) -> Callable[[Reques
                 return result
             return JSONResponse(result, headers=headers)
         except FeedFabricError as error:
+            if isinstance(error, BadInput) and client is not None:
+                await _spend_refused_body(request, resources, client)
             return JSONResponse({"error": {"code": error.rest_code, "message": error.message}}, error.status, headers)
         except Exception as error:
             if store_unreachable(error):
@@ -80,6 +84,21 @@ def endpoint(handler: Handler, *, rate_limited: bool = True) -> Callable[[Reques
             return JSONResponse({"error": {"code": "internal", "message": "Internal server error."}}, 500)
 
     return run
+
+
+async def _spend_refused_body(request: Request, resources: Resources, client: str) -> None:
+    """A refused body spends a unit of the cost budget per BYTES_PER_UNIT of its bytes, as GraphQL's refused
+    variables do: `PUT /feed-profile` with 960 kB of sources cost one operation where its GraphQL twin cost
+    96,000 units."""
+    if request.method in ("GET", "HEAD"):
+        return
+    try:
+        size = len(await request.body())  # already read by the handler; an upload's stream is not kept
+    except RuntimeError:
+        return
+    if size >= ratelimit.BYTES_PER_UNIT:
+        units = size // ratelimit.BYTES_PER_UNIT
+        await ratelimit.spend(resources.redis, resources.settings, resources.rate_windows, client, 0, units)
 
 
 def _limit(request: Request) -> int:
@@ -96,31 +115,35 @@ def _cursor(request: Request) -> str | None:
     return request.query_params.get("cursor") or None
 
 
-async def home(ctx: Context, request: Request) -> dict[str, Any]:
+async def home(ctx: Context, request: Request) -> dict[str, object]:
     return serialize.feed_page(await reads.home_feed(ctx, _limit(request), _cursor(request)))
 
 
-async def favourites_feed(ctx: Context, request: Request) -> dict[str, Any]:
+async def favourites_feed(ctx: Context, request: Request) -> dict[str, object]:
     return serialize.feed_page(await reads.favourites_feed(ctx, _limit(request), _cursor(request)))
 
 
-async def tag_feed(ctx: Context, request: Request) -> dict[str, Any]:
+async def tag_feed(ctx: Context, request: Request) -> dict[str, object]:
     tag = request.path_params["tag"]
     return serialize.feed_page(await reads.tag_feed(ctx, tag, _limit(request), _cursor(request)))
 
 
-async def for_you(ctx: Context, request: Request) -> dict[str, Any]:
+async def for_you(ctx: Context, request: Request) -> dict[str, object]:
     result = await foryou_resolvers.for_you(ctx, _limit(request), _cursor(request))
-    body = serialize.feed_page(result.page)
-    for post, reason, score in zip(body["posts"], result.reasons, result.scores, strict=True):
-        post["reason"] = reason.upper()
-        post["score"] = score
-    body["preset"] = result.preset.upper()
-    body["rankedAt"] = result.ranked_at.isoformat()
-    return body
+    posts = [
+        {**serialize.feed_post(post), "reason": reason.upper(), "score": score}
+        for post, reason, score in zip(result.page.posts, result.reasons, result.scores, strict=True)
+    ]
+    return {
+        "posts": posts,
+        "nextCursor": result.page.next_cursor,
+        "source": result.page.source,
+        "preset": result.preset.upper(),
+        "rankedAt": result.ranked_at.isoformat(),
+    }
 
 
-def _profile(profile: Any) -> dict[str, Any]:
+def _profile(profile: Profile) -> dict[str, object]:
     return {
         "preset": profile.preset.upper(),
         "sources": [s.upper() for s in profile.sources],
@@ -128,10 +151,12 @@ def _profile(profile: Any) -> dict[str, Any]:
     }
 
 
-async def feed_profile(ctx: Context, request: Request) -> dict[str, Any]:
+async def feed_profile(ctx: Context, request: Request) -> dict[str, object]:
     if request.method == "GET":
         ctx.viewer.require_member()
-        return {"profile": _profile(await foryou_resolvers.feed_profile(ctx))}
+        profile = await foryou_resolvers.feed_profile(ctx)
+        assert profile is not None  # a member always has one: the default until they choose
+        return {"profile": _profile(profile)}
     try:
         body = await request.json()
     except (ValueError, RecursionError):
@@ -147,12 +172,12 @@ async def feed_profile(ctx: Context, request: Request) -> dict[str, Any]:
     return {"profile": _profile(profile)}
 
 
-async def mentions(ctx: Context, request: Request) -> dict[str, Any]:
+async def mentions(ctx: Context, request: Request) -> dict[str, object]:
     """Posts and comments that mention the viewer; a constant number of statements for any page size."""
     return serialize.mentions_page(await reads.mentions_feed(ctx, _limit(request), _cursor(request)))
 
 
-async def own_posts(ctx: Context, request: Request) -> dict[str, Any]:
+async def own_posts(ctx: Context, request: Request) -> dict[str, object]:
     member = ctx.viewer.require_member()
     q = request.query_params
     order = q.get("order", "newest")
@@ -172,7 +197,7 @@ async def own_posts(ctx: Context, request: Request) -> dict[str, Any]:
     return serialize.bare_page(page)
 
 
-async def follow(ctx: Context, request: Request) -> dict[str, Any]:
+async def follow(ctx: Context, request: Request) -> dict[str, object]:
     target = request.path_params["external_id"]
     if request.method == "PUT":
         member = await writes.follow(ctx, target)
@@ -181,7 +206,7 @@ async def follow(ctx: Context, request: Request) -> dict[str, Any]:
     return {"member": serialize.member(member), "following": request.method == "PUT"}
 
 
-async def favourite(ctx: Context, request: Request) -> dict[str, Any]:
+async def favourite(ctx: Context, request: Request) -> dict[str, object]:
     target = request.path_params["external_id"]
     if request.method == "PUT":
         member = await writes.add_favourite(ctx, target)
@@ -190,7 +215,7 @@ async def favourite(ctx: Context, request: Request) -> dict[str, Any]:
     return {"member": serialize.member(member), "favourite": request.method == "PUT"}
 
 
-async def block(ctx: Context, request: Request) -> dict[str, Any]:
+async def block(ctx: Context, request: Request) -> dict[str, object]:
     target = request.path_params["external_id"]
     if request.method == "PUT":
         member = await safety.block(ctx, target)
@@ -218,7 +243,7 @@ async def _mute_body(request: Request) -> tuple[bool | None, int | None]:
     return notifications, expires
 
 
-async def mute(ctx: Context, request: Request) -> dict[str, Any]:
+async def mute(ctx: Context, request: Request) -> dict[str, object]:
     target = request.path_params["external_id"]
     if request.method == "PUT":
         notifications, expires = await _mute_body(request)
@@ -228,31 +253,31 @@ async def mute(ctx: Context, request: Request) -> dict[str, Any]:
     return {"member": serialize.member(member), "muted": request.method == "PUT"}
 
 
-async def blocked_members(ctx: Context, request: Request) -> dict[str, Any]:
+async def blocked_members(ctx: Context, request: Request) -> dict[str, object]:
     return serialize.member_page(await safety.blocked_members(ctx, _limit(request), _cursor(request)))
 
 
-async def muted_members(ctx: Context, request: Request) -> dict[str, Any]:
+async def muted_members(ctx: Context, request: Request) -> dict[str, object]:
     return serialize.member_page(await safety.muted_members(ctx, _limit(request), _cursor(request)))
 
 
-async def favourites(ctx: Context, request: Request) -> dict[str, Any]:
+async def favourites(ctx: Context, request: Request) -> dict[str, object]:
     return {"favourites": [serialize.member(m) for m in await reads.favourites(ctx)]}
 
 
-async def suggested_members(ctx: Context, request: Request) -> dict[str, Any]:
+async def suggested_members(ctx: Context, request: Request) -> dict[str, object]:
     found = await suggestion_resolvers.members(ctx, _limit(request))
     return {"members": [{"member": serialize.member(s.member), "reason": s.reason.upper()} for s in found]}
 
 
-async def suggested_topics(ctx: Context, request: Request) -> dict[str, Any]:
+async def suggested_topics(ctx: Context, request: Request) -> dict[str, object]:
     found = await suggestion_resolvers.topics(ctx, _limit(request))
     return {
         "topics": [{"tag": s.tag, "reason": s.reason.upper(), "recentPostCount": s.recent_post_count} for s in found]
     }
 
 
-async def upload_media(ctx: Context, request: Request) -> dict[str, Any]:
+async def upload_media(ctx: Context, request: Request) -> dict[str, object]:
     """POST /media: multipart with a `file` part, or the raw bytes as the body."""
     limit = ctx.settings.media_max_bytes
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
@@ -272,7 +297,7 @@ async def upload_media(ctx: Context, request: Request) -> dict[str, Any]:
     return {"media": serialize.media(row)}
 
 
-async def media_status(ctx: Context, request: Request) -> dict[str, Any]:
+async def media_status(ctx: Context, request: Request) -> dict[str, object]:
     return {"media": serialize.media(await media_resolvers.media_item(ctx, request.path_params["media_id"]))}
 
 

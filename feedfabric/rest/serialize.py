@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from feedfabric.core.models import FeedPage, FeedPost, Member, Mention, MentionsPage, Page, Post
 
 __all__ = ["member"]
 
 
-def member(row: Member) -> dict[str, Any]:
+def member(row: Member) -> dict[str, object]:
     return {
         "id": str(row.id),
         "externalId": row.external_id,
@@ -20,7 +20,7 @@ def member(row: Member) -> dict[str, Any]:
     }
 
 
-def media(row: Any) -> dict[str, Any]:
+def media(row: Mapping[str, object]) -> dict[str, object]:
     ready = row["status"] == "ready"
     return {
         "id": str(row["id"]),
@@ -34,7 +34,7 @@ def media(row: Any) -> dict[str, Any]:
     }
 
 
-def bare_post(row: Post) -> dict[str, Any]:
+def bare_post(row: Post) -> dict[str, object]:
     return {
         "id": str(row.id),
         "authorId": str(row.author_id),
@@ -46,7 +46,7 @@ def bare_post(row: Post) -> dict[str, Any]:
     }
 
 
-def feed_post(post: FeedPost) -> dict[str, Any]:
+def feed_post(post: FeedPost) -> dict[str, object]:
     """A feed post (feeds.feed_posts) as every REST feed route answers it."""
     author = post.author
     out = bare_post(post.row)
@@ -65,15 +65,15 @@ def feed_post(post: FeedPost) -> dict[str, Any]:
     return out
 
 
-def feed_page(page: FeedPage) -> dict[str, Any]:
+def feed_page(page: FeedPage) -> dict[str, object]:
     return {"posts": [feed_post(p) for p in page.posts], "nextCursor": page.next_cursor, "source": page.source}
 
 
-def bare_page(page: Page) -> dict[str, Any]:
+def bare_page(page: Page) -> dict[str, object]:
     return {"posts": [bare_post(p) for p in page.items], "nextCursor": page.next_cursor, "source": page.source}
 
 
-def mention(item: Mention) -> dict[str, Any] | None:
+def mention(item: Mention) -> dict[str, object] | None:
     if item.post is not None:
         return {"type": "post", **feed_post(item.post)}
     comment, author = item.comment, item.comment_author
@@ -89,11 +89,11 @@ def mention(item: Mention) -> dict[str, Any] | None:
     }
 
 
-def mentions_page(page: MentionsPage) -> dict[str, Any]:
+def mentions_page(page: MentionsPage) -> dict[str, object]:
     items = [m for m in map(mention, page.mentions) if m is not None]
     return {"posts": items, "nextCursor": page.next_cursor, "source": page.source}
 
 
-def member_page(page: Page) -> dict[str, Any]:
+def member_page(page: Page) -> dict[str, object]:
     """A page of listed members (feeds.members.Listed): GET /blocks, GET /mutes."""
     return {"members": [member(listed.member) for listed in page.items], "nextCursor": page.next_cursor}

@@ -13,8 +13,7 @@ from feedfabric.schema.cost import MAX_ITEMS
 from feedfabric.schema.types import ContextInfo, PageInfo, Post
 
 if TYPE_CHECKING:
-    from feedfabric.db.feed_stats import DayStats
-    from feedfabric.db.foryou import Model, Profile
+    from feedfabric.resolvers.foryou import DayStats, Model, Profile
 
 
 @strawberry.enum(description="How For You ranks its candidates. NEWEST_FIRST is plain recency with no favourite boost.")

@@ -20,7 +20,14 @@ schema declares, before `get_variable_values` or execution sees them:
 - nothing is nested deeper than its type: where the type wants one value (a
   scalar, an enum or an input object), a list (or, for a scalar, an object)
   is refused as nested too deeply, so a 900-deep list is refused at its
-  second level.
+  second level;
+- a string where an enum is wanted is at most as long as the enum's longest
+  value, and a key an input object's type lacks at most as long as its
+  longest field name: coercion measures an unknown name against every known
+  one for its "did you mean" (graphql-core's LexicalDistance allocates rows
+  of the name's length) and echoes it in the error, so a 900 kB enum string
+  held the loop for 55-240 ms and came back whole in the answer. Past the
+  bound it is refused here, by its length alone.
 
 The walk follows the declared type, so it visits at most the bounded value
 and stops at the first violation: its work is a small constant times the
@@ -40,6 +47,7 @@ from typing import Any
 from graphql import (
     ArgumentNode,
     DocumentNode,
+    GraphQLEnumType,
     GraphQLError,
     GraphQLInputObjectType,
     GraphQLInputType,
@@ -158,6 +166,8 @@ class _Walk:
             self._object(value, type_, path, depth)
         elif isinstance(value, list | dict):  # a scalar or an enum: one value
             raise self.refuse(path, NESTED_TOO_DEEPLY)
+        elif isinstance(type_, GraphQLEnumType) and isinstance(value, str) and len(value) > _longest(type_.values):
+            raise self.refuse(path, f"is {len(value):,} characters long; no value of {type_.name} is that long")
 
     def _list(self, value: Any, item: GraphQLInputType, bound: int | None, path: str, depth: int) -> None:
         if not isinstance(value, list):  # one value where a list is wanted: a list of one
@@ -177,10 +187,18 @@ class _Walk:
         fields = type_.fields
         if len(value) > len(fields):
             raise self.refuse(path, f"has {len(value)} fields; {type_.name} has {len(fields)}")
+        longest = _longest(fields)
         for key, each in value.items():
             field = fields.get(key)
-            if field is not None:  # a key the type lacks: coercion names it (with suggestions), unread
+            if field is not None:
                 self.check(each, field.type, _bound(metadata_of(field)), f"{path}.{key}", depth + 1)
+            elif len(key) > longest:  # a short one coercion names (with suggestions); its value is unread
+                raise self.refuse(path, f"has a key of {len(key):,} characters; no field of {type_.name} is that long")
+
+
+def _longest(names: Mapping[str, Any]) -> int:
+    """The length of the longest of these names (an enum's values, an input type's fields)."""
+    return max(map(len, names), default=0)
 
 
 def bound_errors(

@@ -181,7 +181,7 @@ class OperationHooks(SchemaExtension):
         self.execution_context.parse_options["max_tokens"] = self.max_tokens
         yield
         if self.execution_context.graphql_document is None:  # it did not parse
-            await self._spend_refused()
+            await self._spend_refused(with_variables=True)  # its variables were read all the same
 
     async def on_validate(self) -> AsyncIterator[None]:
         ec = self.execution_context
@@ -197,7 +197,7 @@ class OperationHooks(SchemaExtension):
         ec.validation_rules = _joined(ec.validation_rules, extra)
         yield
         if ec.pre_execution_errors:  # a rule refused it: the guards of on_execute never see it
-            await self._spend_refused()
+            await self._spend_refused(with_variables=True)
 
     async def _spend_refused(self, *, with_variables: bool = False) -> None:
         """A document refused at parse or validation, or for its variables, spends for the work it caused

@@ -22,7 +22,7 @@ Two steps, each where it belongs:
 
 Texts live in Redis (shared by every API replica, `pq:<hash>` with
 PERSISTED_QUERY_TTL_SECONDS) with an in-process LRU beside it bounded in bytes
-(feedfabric.resolvers.context.PERSISTED_QUERY_CACHE_BYTES), so registration keeps working while Redis is down; the LRU sits
+(feedfabric.resources.PERSISTED_QUERY_CACHE_BYTES), so registration keeps working while Redis is down; the LRU sits
 in the app's Resources, not in this module.
 """
 
@@ -40,6 +40,7 @@ from strawberry.types import ExecutionContext
 from feedfabric.core.bytelru import ByteBoundedLRU
 from feedfabric.core.errors import BadInput, FeedFabricError
 from feedfabric.feeds import ratelimit
+from feedfabric.resolvers.context import Context
 
 __all__ = ["MAX_STORED_BYTES", "resolve_request"]
 
@@ -97,7 +98,7 @@ class PersistedQueryStore:
                 log.warning("persisted queries: Redis unavailable for store; kept locally")
 
 
-def store_for(context: Any) -> PersistedQueryStore:
+def store_for(context: Context) -> PersistedQueryStore:
     resources = context.resources
     lru = resources.persisted_queries
     return PersistedQueryStore(resources.redis, resources.settings.persisted_query_ttl_seconds, lru)
@@ -112,7 +113,7 @@ def _requested_hash(persisted: Any) -> str:
     return sha
 
 
-async def resolve_request(context: Any, request: GraphQLRequestData) -> GraphQLRequestData:
+async def resolve_request(context: Context, request: GraphQLRequestData) -> GraphQLRequestData:
     """The request with its stored text as the query, for a hash sent without one.
 
     Raises PersistedQueryNotFound for an unknown hash and BadInput for a malformed extension. A request

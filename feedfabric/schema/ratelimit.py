@@ -18,10 +18,11 @@ document of 270 tokens takes about 3 ms, as a feed page of cost 260 does). A
 document that does not parse is charged one unit per ten characters, the
 ratio the character cap assumes (feedfabric.schema.documents). Its query cost it does
 not spend (a client's one query of `first: 1000` does not lock it out for the
-window). A request refused for its variables (feedfabric.schema.input_bounds)
-also spends one unit per ten bytes of them, what the server read to refuse
-it (`variables_work`), so a client cannot send a megabyte of list for the
-price of one operation. Over the budget, the refusal's own errors give way to RATE_LIMITED.
+window). A refused request (its document at parse or validation, or its
+variables, feedfabric.schema.input_bounds) also spends one unit per ten bytes
+of its variables, what the server read to refuse it (`variables_work`), so a
+client cannot send a megabyte of list for the price of one operation, whatever
+the document beside it. Over the budget, the refusal's own errors give way to RATE_LIMITED.
 These checks live in the schema, so HTTP and both socket protocols spend alike.
 """
 
@@ -35,6 +36,7 @@ from strawberry.extensions import SchemaExtension
 
 from feedfabric.core import jsonwire
 from feedfabric.feeds import ratelimit
+from feedfabric.resolvers.context import Context
 from feedfabric.schema.core_schema import graphql_schema
 from feedfabric.schema.cost import cached_cost
 from feedfabric.schema.documents import MAX_TOKENS
@@ -117,7 +119,7 @@ def _sized(value: Any, most: int) -> int:
     return min(total, most)
 
 
-def _client(context: Any) -> str:
+def _client(context: Context) -> str:
     member = getattr(getattr(context.viewer_result, "viewer", None), "member", None)
     client = getattr(context.request, "client", None)
     return ratelimit.client_key(member.id if member else None, client.host if client else None)
@@ -135,7 +137,7 @@ async def spend_refused(ec: Any, *, with_variables: bool = False) -> ratelimit.A
 
 
 async def spend_refused_document(
-    context: Any,
+    context: Context,
     query: str | None,
     document: DocumentNode | None,
     operation_name: str | None = None,
@@ -178,7 +180,7 @@ class OperationRateLimit(SchemaExtension):
             await self._check(context, ec.graphql_document)
         yield
 
-    async def _check(self, context: Any, document: DocumentNode) -> None:
+    async def _check(self, context: Context, document: DocumentNode) -> None:
         ec = self.execution_context
         refused = ec.result is not None
         allowance = await ratelimit.spend(

@@ -11,8 +11,10 @@ from enum import Enum
 import strawberry
 
 from feedfabric.core.moderation import Term
+from feedfabric.feeds.moderation_terms import MAX_TERMS
 from feedfabric.resolvers import fields
 from feedfabric.resolvers import reports as resolve
+from feedfabric.schema.cost import MAX_ITEMS
 from feedfabric.schema.types import Comment, ContextInfo, Member, PageInfo, Post
 
 
@@ -174,7 +176,8 @@ class ReportQuery:
     ) -> ReportConnection:
         return ReportConnection.of(await resolve.queue(info.context, _status(status), first, after), after)
 
-    @strawberry.field(description="Admin only, newest first.")
+    # All of them, up to the cap: the query cost counts that many (a page's 100 was less).
+    @strawberry.field(description="Admin only, newest first.", metadata={MAX_ITEMS: MAX_TERMS})
     async def moderation_terms(self, info: ContextInfo) -> list[ModerationTerm]:
         return [ModerationTerm(row=t) for t in await resolve.terms(info.context)]
 

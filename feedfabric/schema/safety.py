@@ -9,6 +9,7 @@ import strawberry
 
 from feedfabric.feeds import safety as safety_svc
 from feedfabric.resolvers import safety
+from feedfabric.schema.cost import MAX_ITEMS
 from feedfabric.schema.types import ContextInfo, Member, MemberConnection
 
 
@@ -68,7 +69,11 @@ class SafetyQuery:
     ) -> MemberConnection:
         return MemberConnection.of(await safety.muted_members(info.context, first, after), after)
 
-    @strawberry.field(description="The viewer's muted words that have not expired, newest first.")
+    # All of them, up to the cap: the query cost counts that many (a page's 100 was less).
+    @strawberry.field(
+        description="The viewer's muted words that have not expired, newest first.",
+        metadata={MAX_ITEMS: safety_svc.MAX_MUTED_WORDS},
+    )
     async def muted_words(self, info: ContextInfo) -> list[MutedWord]:
         return [MutedWord(word=w) for w in await safety.muted_words(info.context)]
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 
+import asyncpg
 import pytest
 from feedfabric.core.settings import Settings
 
-from tests.realtime_support import PROTOCOLS, TRANSPORT_WS, serve, ws_client
+from tests.pipeline_support import eventually
+from tests.realtime_support import PROTOCOLS, TRANSPORT_WS, Server, StalledClient, bulk_posts, serve, ws_client
 
 MUTATION = 'mutation { createPost(input: {content: "raced"}) { id } }'
 RESULTS = ("next", "data", "error")
@@ -57,3 +59,51 @@ async def _results_before_next_marker(ws: object, op: str, start: str, n: int) -
             return late
         if message.get("id") == op and message["type"] in RESULTS:
             late.append(op)
+
+
+BIG = (
+    "{ "
+    + " ".join(f"a{i}: viewer {{ posts(first: 10) {{ edges {{ node {{ content }} }} }} }}" for i in range(8))
+    + " }"
+)
+"""8 aliases of 10 posts of 60 kB: a 4.8 MB answer that a reader who does not read leaves half written."""
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_result_waiting_behind_a_reader_that_does_not_read_is_dropped_by_its_complete(
+    settings: Settings, pool: asyncpg.Pool, protocol: str
+) -> None:
+    """The race above, made certain: a large answer holds the socket (the reader takes nothing), the
+    mutation commits and its result waits behind it, then the client completes the mutation. Nothing of
+    it may go out once the reader reads again; the mutation itself stays done."""
+    start, stop = ("subscribe", "complete") if protocol == TRANSPORT_WS else ("start", "stop")
+    settings = settings.model_copy(update={"ws_max_unsent_bytes": 64 * 2**20})  # the answer is written, slowly
+    async with serve(settings) as server:
+        token = await server.api.member("hoarder")
+        member_id = await pool.fetchval("SELECT id FROM members WHERE username = 'hoarder'")
+        await bulk_posts(pool, member_id, 10, 60_000, settings.outbox_shards)
+        reader = await StalledClient.open(server, protocol, token)
+        try:
+            await reader.send({"id": "big", "type": start, "payload": {"query": BIG}})
+            await eventually(lambda: asyncio.sleep(0, _unwritten(server)))  # the answer is stuck in the socket
+            mutation = 'mutation { createPost(input: {content: "behind the big one"}) { id } }'
+            await reader.send({"id": "m", "type": start, "payload": {"query": mutation}})
+            committed = "SELECT count(*) FROM posts WHERE content = 'behind the big one'"
+            await eventually(lambda: pool.fetchval(committed))
+            await reader.send({"id": "m", "type": stop})
+            await reader.send({"id": "mark", "type": start, "payload": {"query": "{ viewer { id } }"}})
+            seen: list[tuple[str, str]] = []
+            while ("mark", "complete") not in seen:
+                seen += [(m.get("id", ""), m["type"]) for m in await asyncio.wait_for(reader.messages(), 30)]
+        finally:
+            reader.close()
+        assert [kind for op, kind in seen if op == "big"][:1] in (["next"], ["data"])  # it was sent, whole
+        # graphql-transport-ws: nothing of it; the legacy protocol may answer a `stop` with `complete`.
+        allowed = [[]] if protocol == TRANSPORT_WS else [[], ["complete"]]
+        assert [kind for op, kind in seen if op == "m"] in allowed, seen
+        assert await pool.fetchval(committed) == 1
+
+
+def _unwritten(server: Server) -> int:
+    """Bytes the server's sockets hold for peers that have not taken them (asyncio's write buffers)."""
+    return sum(c.transport.get_write_buffer_size() for c in server.connections if getattr(c, "transport", None))

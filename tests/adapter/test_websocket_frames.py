@@ -207,7 +207,7 @@ async def test_frames_of_a_completed_operation_queued_behind_a_slow_reader_are_n
     waited in the queue included."""
     socket = _BlockedSocket()
     conn = Connection(socket, max_pending=8, max_bytes=10_000)  # type: ignore[arg-type]
-    completed, running = object(), object()
+    completed, running = "completed", "running"
     blocked = asyncio.create_task(conn.send("first"))
     await asyncio.sleep(0)
     await conn.send("result of the completed one", completed)
@@ -216,4 +216,24 @@ async def test_frames_of_a_completed_operation_queued_behind_a_slow_reader_are_n
     assert conn.unsent == len("first") + len("result of the running one")
     socket.readable.set()
     await blocked
+    await conn.drained()
     assert socket.sent == ["first", "result of the running one"]
+
+
+async def test_an_operation_completed_while_its_own_write_waits_loses_only_its_own_frame() -> None:
+    """An operation's task writes its result itself; the client completes it (the task is cancelled)
+    while the write waits for the reader, with another subscription's items queued behind. Those still
+    go out, and the bytes count comes back to 0: the cancelled task used to take the queue down with it
+    (the items lost without a close, their bytes counted unsent for ever)."""
+    socket = _BlockedSocket()
+    conn = Connection(socket, max_pending=8, max_bytes=10_000)  # type: ignore[arg-type]
+    writing = asyncio.create_task(conn.send("the completed one's result", "completed"))
+    await asyncio.sleep(0)
+    conn.post("live item 1", "live")
+    conn.post("live item 2", "live")
+    writing.cancel()  # the client's `complete`: Protocol.stop cancels the operation's task
+    await asyncio.gather(writing, return_exceptions=True)
+    socket.readable.set()
+    await conn.drained()
+    assert socket.sent == ["live item 1", "live item 2"]
+    assert conn.unsent == 0 and not conn.closed

@@ -13,7 +13,8 @@ from feedfabric.core.settings import Settings
 from feedfabric.db.pool import create_pool, transaction
 from feedfabric.feeds import timelines
 from feedfabric.feeds.viewer import resolve_viewer
-from feedfabric.resolvers.context import Resources, build_context
+from feedfabric.resolvers.context import build_context
+from feedfabric.resources import Resources
 from feedfabric.rest import routes
 from starlette.requests import Request
 

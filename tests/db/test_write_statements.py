@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 from feedfabric.core.settings import Settings
 from feedfabric.db.pool import create_pool
-from feedfabric.resolvers.context import Resources
+from feedfabric.resources import Resources
 
 from tests.support import Api, make_api
 

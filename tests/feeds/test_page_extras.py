@@ -9,8 +9,9 @@ from feedfabric.db import post_extras
 from feedfabric.db.pool import create_pool
 from feedfabric.feeds.viewer import resolve_viewer
 from feedfabric.resolvers import reads
-from feedfabric.resolvers.context import Resources, build_context
+from feedfabric.resolvers.context import build_context
 from feedfabric.resolvers.pages import feed_posts_of
+from feedfabric.resources import Resources
 
 from tests.support import Api
 

@@ -315,7 +315,8 @@ async def test_a_page_of_items_costs_the_same_statements_whatever_its_size(api: 
     from feedfabric.app import schema
     from feedfabric.db.pool import create_pool
     from feedfabric.feeds.viewer import resolve_viewer
-    from feedfabric.resolvers.context import Resources, build_context
+    from feedfabric.resolvers.context import build_context
+    from feedfabric.resources import Resources
 
     count = 0
 

@@ -11,20 +11,26 @@ import asyncpg
 import pytest
 import redis.asyncio as aioredis
 from feedfabric.app import schema
+from feedfabric.core.events import Event
 from feedfabric.core.settings import Settings
 from feedfabric.db import notifications as notifications_db
+from feedfabric.feeds.relations import relations_many
+from feedfabric.realtime.delivery import deliver
 from feedfabric.schema.core_schema import graphql_schema
 from feedfabric.workers import notifications
 
+from tests.feeds.test_post_visibility_paths import notify
+from tests.feeds.test_safety_matrix import RELATIONS, WORDS, Rule, World, apply_relations
+from tests.feeds.test_safety_matrix import _name as matrix_name
 from tests.pipeline_support import eventually, group_runner, relay, running
 from tests.realtime_support import HOME_SUB, TRANSPORT_WS, member_id, serve, wait_subscribed, ws_client
 from tests.support import Api
 
 # Every live surface, with the test below that holds it against the relations.
 LIVE_ROWS = {
-    "Subscription.homeTimeline": "test_live_home_timeline_holds_every_relation_across_instances",
-    "Subscription.notificationAdded": "test_live_notifications_and_groups_leave_out_hidden_actors",
-    "Subscription.notificationGroupUpdated": "test_live_notifications_and_groups_leave_out_hidden_actors",
+    "Subscription.homeTimeline": "test_live_home_timeline_holds_every_matrix_column_across_instances",
+    "Subscription.notificationAdded": "test_live_notifications_hold_every_matrix_column_across_instances",
+    "Subscription.notificationGroupUpdated": "test_live_notifications_hold_every_matrix_column_across_instances",
 }
 BLOCK = "mutation($e: String!) { block(externalUserId: $e) { id } }"
 MUTE = "mutation($e: String!, $n: Boolean) { mute(externalUserId: $e, notifications: $n) { id } }"
@@ -87,6 +93,39 @@ async def test_live_home_timeline_holds_every_relation_across_instances(settings
             assert got == expected
 
 
+async def test_live_home_timeline_holds_every_matrix_column_across_instances(
+    settings: Settings, pool: asyncpg.Pool
+) -> None:
+    """The page matrix's columns (tests/feeds/test_safety_matrix.py: RELATIONS, applied by its own
+    apply_relations, expired mute and a muted word of every context included) against the live
+    homeTimeline, with every change made on one instance after the subscription started on the other."""
+    rule = Rule("HOME", "feed")
+    async with serve(settings) as writer, serve(settings) as reader, running(relay(settings).run):
+        api = writer.api
+        viewer, echo = await api.member("looker"), await api.member("echo")
+        world = World(api, viewer, {relation: await api.member(matrix_name(relation)) for relation in RELATIONS})
+        for who in ["echo", *(matrix_name(r) for r in RELATIONS)]:
+            await api.follow(viewer, who)
+        async with ws_client(reader, TRANSPORT_WS, viewer) as ws:
+            await ws.subscribe(HOME_SUB)
+            await wait_subscribed(reader, 1)
+            warm = await api.post(world.tokens["shown"], "before anything")
+            assert (await ws.next_data())["homeTimeline"]["post"]["id"] == warm  # the reader holds the relations
+            await apply_relations(world, pool)
+            owner: dict[str, str] = {}
+            for relation in RELATIONS:
+                post = await api.post(world.tokens[relation], f"{WORDS.get(relation, 'plain')} hello")
+                repost = (await api.gql(REPOST, {"p": post}, token=echo))["repost"]["id"]
+                owner[post] = owner[repost] = relation
+            expected = {item for item, relation in owner.items() if not rule.hides(relation)}
+            got: set[str] = set()
+            while not expected <= got:
+                got.add((await ws.next_data())["homeTimeline"]["post"]["id"])
+            assert await ws.nothing_within(1.0)
+    assert {owner[i] for i in got} == {r for r in RELATIONS if not rule.hides(r)}
+    assert got == expected
+
+
 NOTIFY_SUB = "subscription { notificationAdded { kind actor { username } } }"
 GROUP_SUB = "subscription { notificationGroupUpdated { kind actorCount sampleActors { username } } }"
 
@@ -137,6 +176,58 @@ async def test_live_notifications_and_groups_leave_out_hidden_actors(
                         assert again["kind"] == "LIKE" and again["actorCount"] == 2
 
 
+@pytest.mark.parametrize("live", ["notificationAdded", "notificationGroupUpdated"])
+async def test_live_notifications_hold_every_matrix_column_across_instances(
+    settings: Settings, pool: asyncpg.Pool, live: str
+) -> None:
+    """The page matrix's columns against the live notifications: a mention by each column's author, written
+    (as the worker would have, before the relations existed) after every change was made on the writing
+    instance, then delivered by the reading instance's own delivery, which forgot what it held on the
+    changes' events. Blocked either way hides as a mute with notifications does (a block racing a
+    notification in flight); a mute without them, an expired one and a word of another context do not."""
+    rule = Rule("NOTIFICATIONS", "notify")
+    async with serve(settings) as writer, serve(settings) as reader, running(relay(settings).run):
+        api = writer.api
+        viewer = await api.member("looker")
+        world = World(api, viewer, {relation: await api.member(matrix_name(relation)) for relation in RELATIONS})
+        looker = await member_id(pool, "looker")
+        resources = reader.app.state.resources
+        async with ws_client(reader, TRANSPORT_WS, viewer) as ws:
+            await ws.subscribe(NOTIFY_SUB if live == "notificationAdded" else GROUP_SUB)
+            await wait_subscribed(reader, 1)
+            held = resources.relations
+            await relations_many(pool, [looker], held)  # the reader holds the viewer's (empty) relations
+            await apply_relations(world, pool)
+
+            async def forgotten() -> bool:
+                return held.peek(looker) is None
+
+            await eventually(forgotten)
+            events = []
+            for relation in RELATIONS:
+                post = await api.post(world.tokens[relation], f"{WORDS.get(relation, 'plain')} hi @looker")
+                await notify(pool, "looker", matrix_name(relation), "mention", post, None)
+            rows = await pool.fetch(
+                "SELECT id, group_id FROM notifications WHERE recipient_id = $1 AND kind = 'mention'", looker
+            )
+            for n, row in enumerate(rows, 1):
+                kind, key, value = (
+                    ("NotificationCreated", "notificationId", row["id"])
+                    if live == "notificationAdded"
+                    else ("NotificationGroupUpdated", "groupId", row["group_id"])
+                )
+                events.append(Event(n, kind, str(looker), 1, {"recipientId": str(looker), key: str(value)}))
+            await deliver(pool, reader.hub, events, held)
+            expected = {matrix_name(r) for r in RELATIONS if not rule.hides(r)}
+            got: set[str] = set()
+            while not expected <= got:
+                data = (await ws.next_data())[live]
+                actors = [data["actor"]] if live == "notificationAdded" else data["sampleActors"]
+                got |= {a["username"] for a in actors}
+            assert await ws.nothing_within(1.0)
+    assert got == expected
+
+
 async def test_the_worker_writes_no_notification_from_a_blocked_actor(api: Api, pool: asyncpg.Pool) -> None:
     viewer = await api.member("looker")
     await api.member("pest")
@@ -172,3 +263,45 @@ async def test_a_replay_leaves_out_what_the_relations_hide(settings: Settings) -
             replayed = (await ws.next_data())["homeTimeline"]["post"]["id"]
             assert replayed == kept
             assert await ws.nothing_within(1.0)
+
+
+OWN_FIELDS = """subscription { homeTimeline { post { id
+  author { username viewerMutes viewerBlocks } mentions { username viewerBlocks viewerMutes } } } }"""
+
+
+async def test_a_live_items_own_relation_fields_are_as_of_the_item(settings: Settings, pool: asyncpg.Pool) -> None:
+    """The fields a live item renders per viewer from the viewer's relations (`viewerBlocks`, `viewerMutes`)
+    are read for each item, not kept from the socket's first one: changes made on the other instance show
+    on the next item the subscription's own socket gets."""
+    async with serve(settings) as writer, serve(settings) as reader, running(relay(settings).run):
+        api = writer.api
+        viewer, alice = await api.member("looker"), await api.member("alice")
+        await api.member("carol")
+        await api.member("dora")
+        await api.follow(viewer, "alice")
+        await api.gql(MUTE, {"e": "dora"}, token=viewer)
+        async with ws_client(reader, TRANSPORT_WS, viewer) as ws:
+            await ws.subscribe(OWN_FIELDS)
+            await wait_subscribed(reader, 1)
+            first = await api.post(alice, "hi @carol and @dora")
+            shown = (await ws.next_data())["homeTimeline"]["post"]
+            assert shown["id"] == first
+            assert shown["author"] == {"username": "alice", "viewerMutes": False, "viewerBlocks": False}
+            assert shown["mentions"] == [
+                {"username": "carol", "viewerBlocks": False, "viewerMutes": False},
+                {"username": "dora", "viewerBlocks": False, "viewerMutes": True},
+            ]
+
+            # On the other instance: carol blocked, dora unmuted, alice muted then unmuted.
+            await api.gql(BLOCK, {"e": "carol"}, token=viewer)
+            await api.gql('mutation { unmute(externalUserId: "dora") { id } }', token=viewer)
+            await api.gql(MUTE, {"e": "alice"}, token=viewer)
+            await api.gql('mutation { unmute(externalUserId: "alice") { id } }', token=viewer)
+            second = await api.post(alice, "again @carol and @dora")
+            shown = (await ws.next_data())["homeTimeline"]["post"]
+    assert shown["id"] == second
+    assert shown["author"] == {"username": "alice", "viewerMutes": False, "viewerBlocks": False}
+    assert shown["mentions"] == [
+        {"username": "carol", "viewerBlocks": True, "viewerMutes": False},
+        {"username": "dora", "viewerBlocks": False, "viewerMutes": False},
+    ]

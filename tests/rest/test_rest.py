@@ -1,5 +1,7 @@
 """The REST routes: same services, same semantics, the seed's JSON shapes and error form."""
 
+import json
+
 from tests.support import Api
 
 
@@ -57,3 +59,21 @@ async def test_tag_and_mentions_routes(api: Api) -> None:
     assert [p["id"] for p in tagged["posts"]] == [post]
     mentions = (await api.rest("GET", "/userfeed/mentions", token=maya)).json()
     assert [(p["type"], p["id"]) for p in mentions["posts"]] == [("post", post)]
+
+
+async def test_a_refused_body_spends_the_cost_budget_by_its_bytes_as_graphql_does(api: Api) -> None:
+    """REST and GraphQL agree: `PUT /feed-profile` with 20,000 sources is refused as its GraphQL twin is,
+    and spends a unit of the cost budget per 10 bytes read, not one operation."""
+    maya = await api.member("maya")
+    budget = "{ __typename }"
+    before = (await api.raw(budget, token=maya))["extensions"]["rateLimit"]["costRemaining"]
+    body = {"sources": ["TAGS"] * 20_000}
+    sent = len(json.dumps(body, separators=(",", ":")))  # as the client sends it
+    refused = await api.rest("PUT", "/feed-profile", token=maya, json=body)
+    assert (refused.status_code, refused.json()["error"]["code"]) == (400, "request.invalid")
+    after = (await api.raw(budget, token=maya))["extensions"]["rateLimit"]["costRemaining"]
+    assert before - after >= sent // 10 - 10, (before, after, sent)
+    twin = await api.raw(
+        "mutation($i: FeedProfileInput!){ updateFeedProfile(input: $i){ preset } }", {"i": body}, token=maya
+    )
+    assert [e["extensions"]["code"] for e in twin["errors"]] == ["BAD_USER_INPUT"]

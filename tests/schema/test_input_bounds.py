@@ -7,9 +7,11 @@ values nested up to 900 deep where the type wants one value), the lines of
 Python that bounding, coercing and costing the variables execute (counted,
 not timed) stay under a small constant times the input's size, and under a
 cap that no input moves. Past a bound the operation is refused; at it, it is
-not. Then the same over the wire: HTTP and both socket protocols answer
-BAD_USER_INPUT, and a refused request spends from the rate limit by the bytes
-it sent.
+not. Names longer than any the type knows (an enum string, a key its input
+type lacks), whose cost is C work the line count cannot see, are refused
+before coercion is called at all. Then the same over the wire: HTTP and both
+socket protocols answer BAD_USER_INPUT, and a refused request spends from the
+rate limit by the bytes it sent.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from graphql import (
     print_type,
     validate,
 )
+from graphql.execution import values as graphql_values
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -295,6 +298,55 @@ def _at(type_: GraphQLInputType, bound: int | None, over: int) -> Any:
     return _leaf(type_)
 
 
+LONG_NAME = 900_000
+"""A name's length far past any the schema knows: the issue's 960 kB body, as one enum string or one key."""
+
+
+def _long_names(type_: GraphQLInputType) -> Iterator[tuple[Any, str]]:
+    """Values of the type with one name longer than any it knows: an enum string, or a key its input type
+    lacks (in place of its last field); with the words the refusal says."""
+    if isinstance(type_, GraphQLNonNull):
+        yield from _long_names(type_.of_type)
+    elif isinstance(type_, GraphQLList):
+        for inner, why in _long_names(type_.of_type):
+            yield [inner], why
+    elif isinstance(type_, GraphQLEnumType):
+        yield "Q" * LONG_NAME, "no value of"
+    elif isinstance(type_, GraphQLInputObjectType):
+        within = _at(type_, None, 0)
+        for name, field in type_.fields.items():
+            for inner, why in _long_names(field.type):
+                yield {**within, name: inner}, why
+        keys = list(within)[:-1]
+        yield {**{k: within[k] for k in keys}, "Q" * LONG_NAME: 1}, "no field of"
+
+
+NAMED = [t for t in TARGETS if any(True for _ in _long_names(t.type))]
+
+
+def test_the_enum_and_input_object_arguments_are_all_there() -> None:
+    named = {t.where for t in NAMED}
+    assert {"Mutation.updateFeedProfile(input)", "Query.reports(status)", "Mutation.createPost(input)"} <= named
+
+
+@pytest.mark.parametrize("target", NAMED, ids=[t.where for t in NAMED])
+def test_a_name_longer_than_any_the_type_knows_is_refused_before_coercion(
+    target: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 900 kB string where an enum is wanted, or a 900 kB key an input type lacks: graphql-core's
+    coercion measured it against every known name for its suggestions (55-240 ms, work in C that the
+    line count above does not see) and echoed it whole in the error. The bounds refuse it by its length:
+    coercion never sees it, and the answer does not repeat it."""
+    coerced: list[object] = []
+    real = graphql_values.coerce_input_value  # what graphql-core's get_variable_values coerces each value with
+    monkeypatch.setattr(graphql_values, "coerce_input_value", lambda *a, **k: coerced.append(a) or real(*a, **k))
+    for value, why in _long_names(target.type):
+        errors, _ = checked(target.document, {"v": value})
+        assert len(errors) == 1 and why in errors[0], errors
+        assert len(errors[0]) < 300, errors[0][:300]
+    assert coerced == []
+
+
 def test_variables_the_operation_does_not_declare_are_bounded_in_number_and_never_read() -> None:
     deep: Any = 1
     for _ in range(900):
@@ -313,6 +365,7 @@ def codes(body: dict[str, Any]) -> list[str]:
 
 
 async def test_a_list_past_its_bound_is_refused_over_http_before_authentication(settings: Settings) -> None:
+    settings = settings.model_copy(update={"rate_limit_cost": 1_000_000})  # these bytes are more than a window's
     async with serve(settings) as server:
         sources = {"i": {"sources": ["TAGS"] * 10_000}}
         body = await asyncio.wait_for(server.api.raw(PROFILE, sources), 10)
@@ -322,6 +375,10 @@ async def test_a_list_past_its_bound_is_refused_over_http_before_authentication(
             'mutation($m: [ID!]){ createPost(input: {content: "x", mediaIds: $m}){ id } }', {"m": ["x"] * 5}
         )
         assert codes(media) == ["BAD_USER_INPUT"] and "at most 4" in media["errors"][0]["message"]
+        status = "query($s: ReportStatus){ reports(status: $s){ __typename } }"
+        response = await server.api.client.post("/graphql", json={"query": status, "variables": {"s": "Q" * 900_000}})
+        assert codes(response.json()) == ["BAD_USER_INPUT"], response.text[:300]
+        assert len(response.content) < 2_000  # the 900 kB value is not echoed back
 
 
 async def test_a_refused_request_spends_the_rate_limit_by_its_bytes(settings: Settings) -> None:
@@ -332,6 +389,12 @@ async def test_a_refused_request_spends_the_rate_limit_by_its_bytes(settings: Se
         assert codes(body) == ["BAD_USER_INPUT"]
         spent = settings.rate_limit_cost - body["extensions"]["rateLimit"]["costRemaining"]
         assert spent >= sent // 10, (spent, sent)
+        # A document refused at parse or validation spends for the variables beside it all the same.
+        for document in ("{", "{ noSuchField }"):
+            before = body["extensions"]["rateLimit"]["costRemaining"]
+            body = await server.api.raw(document, variables)
+            assert codes(body) in (["BAD_USER_INPUT"], ["GRAPHQL_VALIDATION_FAILED"]), body
+            assert before - body["extensions"]["rateLimit"]["costRemaining"] >= sent // 10, document
         # The issue's 960 kB request costs more than a window's budget: the next refusal is the rate limit's.
         huge = {"i": {"sources": ["TAGS"] * 120_000}}
         first = await server.api.raw(PROFILE, huge)
@@ -359,6 +422,7 @@ async def test_a_900_deep_list_is_nested_too_deeply_not_a_recursion_error(settin
 
 @pytest.mark.parametrize("protocol", ["graphql-transport-ws", "graphql-ws"])
 async def test_a_list_past_its_bound_is_refused_over_both_socket_protocols(settings: Settings, protocol: str) -> None:
+    settings = settings.model_copy(update={"rate_limit_cost": 1_000_000})  # these bytes are more than a window's
     async with serve(settings) as server:
         token = await server.api.member("lister")
         async with ws_client(server, protocol, token) as ws:
@@ -369,6 +433,15 @@ async def test_a_list_past_its_bound_is_refused_over_both_socket_protocols(setti
             errors = await errors_of(ws)
             assert [e.get("extensions", {}).get("code") for e in errors] == ["BAD_USER_INPUT"], errors
             assert "nested too deeply" in errors[0]["message"], errors
+            # An object of 60,000 keys (a 700 kB frame) and a 900 kB enum string, within the frame limit.
+            await ws.subscribe(PROFILE, {"i": {f"k{n}": 1 for n in range(60_000)}})
+            errors = await errors_of(ws)
+            assert [e.get("extensions", {}).get("code") for e in errors] == ["BAD_USER_INPUT"], errors
+            assert "has 60000 fields" in errors[0]["message"], errors
+            await ws.subscribe(PROFILE, {"i": {"preset": "Q" * 900_000}})
+            errors = await errors_of(ws)
+            assert [e.get("extensions", {}).get("code") for e in errors] == ["BAD_USER_INPUT"], errors
+            assert "no value of" in errors[0]["message"] and len(errors[0]["message"]) < 300, errors
 
 
 async def errors_of(ws: WsClient) -> list[dict[str, Any]]:

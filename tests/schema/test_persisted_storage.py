@@ -9,7 +9,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from feedfabric.core.bytelru import ByteBoundedLRU
 from feedfabric.core.settings import Settings
-from feedfabric.resolvers.context import PERSISTED_QUERY_CACHE_BYTES as LRU_BYTES
+from feedfabric.resources import PERSISTED_QUERY_CACHE_BYTES as LRU_BYTES
 from feedfabric.schema import MAX_TOKENS
 from feedfabric.schema.documents import MAX_DOCUMENT_CHARS
 from feedfabric.schema.persisted import MAX_STORED_BYTES

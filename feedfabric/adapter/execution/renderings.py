@@ -31,7 +31,7 @@ class _Rendering:
 
     __slots__ = ("done", "operation", "text")
 
-    def __init__(self, operation: Any, done: asyncio.Future[Any]) -> None:
+    def __init__(self, operation: object, done: asyncio.Future[Any]) -> None:
         self.operation = operation
         self.done = done
         self.text: str | None = None  # the shared result's data as JSON, once it is done without errors
@@ -55,23 +55,26 @@ class SharedRenders:
         # Keyed by id(operation); the operation is kept beside the value and compared by identity,
         # so an id reused by another document after the first was freed is never mistaken for it.
         self._results: dict[tuple[int, str], _Rendering] = {}
-        self._shareable: dict[int, tuple[Any, bool]] = {}
+        self._shareable: dict[int, tuple[object, bool]] = {}
 
-    def shareable(self, operation: Any, decide: Callable[[], bool]) -> bool:
+    def shareable(self, operation: object, decide: Callable[[], bool]) -> bool:
         known = self._shareable.get(id(operation))
         if known is None or known[0] is not operation:
             known = (operation, decide())
             self._shareable[id(operation)] = known
         return known[1]
 
-    def render(self, operation: Any, variables: Mapping[str, Any], execute: Callable[[], Any]) -> Any:
+    def render(self, operation: object, variables: Mapping[str, object], execute: Callable[[], Any]) -> Any:
         """The shared result for this operation and variables, executing it if no subscriber did yet.
 
         Every later subscriber of the item comes here, so a finished rendering is handed back as it is,
         not awaited; a subscriber arriving while the first rendering is in flight waits for it rather
         than start its own.
         """
-        key = render_key(operation, variables)
+        return self.render_keyed(operation, render_key(operation, variables), execute)
+
+    def render_keyed(self, operation: object, key: RenderKey, execute: Callable[[], Any]) -> Any:
+        """`render` under a key made once per subscription (`render_key`, or `liked_key` of it)."""
         entry = self._results.get(key)
         if entry is None or entry.operation is not operation:
             # Registered now, before the rendering starts: a subscriber that comes meanwhile waits for it.
@@ -96,7 +99,7 @@ class SharedRenders:
             done.set_result(shared)
         return result
 
-    def finished_text(self, operation: Any, key: RenderKey) -> str | None:
+    def finished_text(self, operation: object, key: RenderKey) -> str | None:
         """The shared text without waiting: the text when the rendering is done (the common case, for every
         subscriber after the first few), else None. `key` is `render_key(operation, variables)`."""
         entry = self._results.get(key)
@@ -104,14 +107,27 @@ class SharedRenders:
             return None
         return entry.text
 
+    def in_flight(self, operation: object, key: RenderKey) -> asyncio.Future[Any] | None:
+        """The rendering under way for this key, to wait for, else None (none yet, or done)."""
+        entry = self._results.get(key)
+        if entry is None or entry.operation is not operation or entry.done.done():
+            return None
+        return entry.done
+
     async def _after_first(self, entry: _Rendering, execute: Callable[[], Any]) -> Any:
         shared = await asyncio.shield(entry.done)
         return shared if shared is not None else await _maybe_await(execute())
 
 
-def render_key(operation: Any, variables: Mapping[str, Any]) -> RenderKey:
+def render_key(operation: object, variables: Mapping[str, object]) -> RenderKey:
     """A rendering's key: made once per subscription, not per item."""
     return id(operation), json.dumps(variables, sort_keys=True, default=str) if variables else ""
+
+
+def liked_key(key: RenderKey, liked: bool) -> RenderKey:
+    """The key of the rendering for the subscribers whose `viewerHasLiked` of the item is `liked`, of a
+    selection that reads nothing else about the viewer (feedfabric.adapter.execution.live)."""
+    return key[0], f"{key[1]}\x00liked={int(liked)}"
 
 
 async def _maybe_await(value: Any) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 
 from feedfabric.feeds.viewer import ViewerResult, resolve_viewer
 from feedfabric.realtime.sessions import Close
-from feedfabric.resolvers.context import Resources
+from feedfabric.resources import Resources
 
 LIMIT_CODE = "RATE_LIMITED"
 

@@ -73,7 +73,7 @@ class Connection:
         self.close_code: int | None = None
         self.on_close: Callable[[], None] | None = None
         self._sending = False
-        self._pending: deque[tuple[str, object]] | None = None
+        self._pending: deque[tuple[str, str | None]] | None = None
         self._closing: asyncio.Task[None] | None = None
         self._writer: asyncio.Task[None] | None = None
 
@@ -92,18 +92,36 @@ class Connection:
         self._unsent += size
         return True
 
-    async def send(self, text: str, owner: object = None) -> None:
+    async def send(self, text: str, owner: str | None = None) -> None:
         """Writes the frame, or queues it behind a write that is waiting for the reader; `owner` (an
-        operation) may take its queued frames back (`drop`)."""
+        operation's ID) may take its queued frames back (`drop`). Only this frame is written in the caller's
+        task: the caller may be an operation the client completes (its task cancelled), and the frames
+        queued behind belong to others, so a writer task of their own takes them on."""
         if self.closed or not self._admit(text):
             return
         if self._sending:
             self._queue(text, owner)
             return
         self._sending = True
-        await self._drain(text)
+        try:
+            await self._write(text)
+        finally:
+            self._hand_on()
 
-    def post(self, text: str, owner: object = None) -> None:
+    def _hand_on(self) -> None:
+        """After the caller's own write: what queued behind it goes out from a writer task."""
+        if self._pending and not self.closed:
+            self._writer = asyncio.get_running_loop().create_task(self._drain(self._pending.popleft()[0]))
+        else:
+            self._pending = None
+            self._sending = False
+
+    async def drained(self) -> None:
+        """Waits until every frame admitted so far is written (or the socket closed)."""
+        while self._writer is not None:
+            await asyncio.wait({self._writer})
+
+    def post(self, text: str, owner: str | None = None) -> None:
         """`send` for a caller that may not wait: the frame is written by a task, or queued behind a write."""
         if self.closed or not self._admit(text):
             return
@@ -113,17 +131,18 @@ class Connection:
         self._sending = True
         self._writer = asyncio.get_running_loop().create_task(self._drain(text))
 
-    def drop(self, owner: object) -> None:
-        """Takes back the queued frames of `owner` (an operation the client completed: the protocol allows
-        nothing of it to be sent once its `complete` is read)."""
-        if self._pending and owner is not None:
-            kept = [(text, o) for text, o in self._pending if o is not owner]
+    def drop(self, owner: str) -> None:
+        """Takes back the queued frames of `owner` (the ID of an operation the client completed, running
+        or already finished: the protocol allows nothing of it to be sent once its `complete` is read). A
+        frame already handed to the server's writer is past taking back."""
+        if self._pending:
+            kept = [(text, o) for text, o in self._pending if o != owner]
             for text, o in self._pending:
-                if o is owner:
+                if o == owner:
                     self._unsent = max(self._unsent - frame_bytes(text), 0)
             self._pending = deque(kept)
 
-    def _queue(self, text: str, owner: object) -> None:
+    def _queue(self, text: str, owner: str | None) -> None:
         if self._pending is None:
             self._pending = deque()
         self._pending.append((text, owner))

@@ -20,7 +20,7 @@ from feedfabric.adapter.websocket.origins import Origins
 from feedfabric.adapter.websocket.protocol import SocketProtocol
 from feedfabric.adapter.websocket.transport import TransportProtocol
 from feedfabric.core import metrics
-from feedfabric.resolvers.context import Resources
+from feedfabric.resources import Resources
 
 __all__ = ["GraphQLSockets"]
 

@@ -18,10 +18,11 @@ its operation id spliced in.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias, cast
+from typing import Protocol, TypeAlias, cast
 
+from graphql import GraphQLError
 from strawberry.subscriptions.protocols.graphql_transport_ws import types as transport_ws
 from strawberry.subscriptions.protocols.graphql_ws import types as legacy_ws
 
@@ -57,6 +58,26 @@ LegacyMessage: TypeAlias = (
 ClientMessage: TypeAlias = TransportMessage | LegacyMessage
 OperationPayload: TypeAlias = transport_ws.SubscribeMessagePayload | legacy_ws.StartMessagePayload
 """What starts an operation: its query, variables and operation name (`subscribe`, legacy `start`)."""
+# The messages the server builds as objects, as Strawberry types them. The frequent ones (`next`/`data`,
+# `complete`, `pong`, `connection_ack`) are written as text around a payload's text instead: their shapes
+# are NextMessage / DataMessage and the others of the same modules.
+ServerMessage: TypeAlias = transport_ws.ErrorMessage | legacy_ws.ErrorMessage | legacy_ws.ConnectionErrorMessage
+ResultPayload: TypeAlias = transport_ws.NextMessagePayload
+"""A result as a `next` (legacy `data`) message carries it."""
+
+
+class Result(Protocol):
+    """What a payload is made of, in Strawberry's ExecutionResult and graphql-core's alike."""
+
+    @property
+    def data(self) -> dict[str, object] | None: ...
+
+    @property
+    def errors(self) -> Sequence[GraphQLError] | None: ...
+
+    @property
+    def extensions(self) -> dict[str, object] | None: ...
+
 
 INVALID_MESSAGE = 4400
 UNAUTHORIZED = 4401
@@ -139,7 +160,7 @@ def parse(text: str) -> ClientMessage:
     return cast("ClientMessage", message)
 
 
-def malformed(message: Any) -> str | None:
+def malformed(message: object) -> str | None:
     """Why a message cannot be handled; None for one of the right shape. graphql-transport-ws's reference
     server refuses the same shapes, and both protocols' clients send string ids, so a conforming client
     never meets it. Non-object `variables` are not the protocol's concern: the schema refuses them with
@@ -164,7 +185,7 @@ def malformed(message: Any) -> str | None:
     return None
 
 
-def encode(message: dict[str, Any]) -> str:
+def encode(message: ServerMessage) -> str:
     return jsonwire.dumps_text(message)
 
 
@@ -175,10 +196,10 @@ class Extensions:
     __slots__ = ("text", "value")
 
     def __init__(self) -> None:
-        self.value: Any = None
+        self.value: dict[str, object] | None = None
         self.text = ""
 
-    def encode(self, value: Any) -> str:
+    def encode(self, value: dict[str, object]) -> str:
         if value != self.value:
             self.value, self.text = value, jsonwire.dumps_text(value)
         return self.text
@@ -189,19 +210,19 @@ class Extensions:
         self.value, self.text = None, ""
 
 
-def payload_text(result: Any, extensions: Extensions) -> str:
+def payload_text(result: Result, extensions: Extensions) -> str:
     """`{"data": ..., "errors": ..., "extensions": ...}` as text, the extensions' text encoded once per
     operation (a result with errors is encoded whole)."""
     if result.errors or result.data is None:
-        return encode(result_payload(result))
+        return jsonwire.dumps_text(result_payload(result))
     text = '{"data":' + jsonwire.dumps_text(result.data)
     if result.extensions:
         text += ',"extensions":' + extensions.encode(result.extensions)
     return text + "}"
 
 
-def result_payload(result: Any) -> dict[str, Any]:
-    payload: dict[str, Any] = {"data": result.data}
+def result_payload(result: Result) -> ResultPayload:
+    payload: ResultPayload = {"data": result.data}
     if result.errors:
         payload["errors"] = [error.formatted for error in result.errors]
     if result.extensions:

@@ -11,8 +11,6 @@ types are ignored, as the protocol's servers did. `start` with an id already run
 
 from __future__ import annotations
 
-from typing import Any
-
 from graphql import GraphQLError
 from strawberry.subscriptions.protocols.graphql_ws.types import StartMessage
 
@@ -38,7 +36,7 @@ class LegacyProtocol(SocketProtocol):
         elif message["type"] == "connection_terminate":
             self.conn.close_soon(NORMAL, "")
 
-    async def refuse_init(self, payload: dict[str, Any]) -> None:
+    async def refuse_init(self, payload: dict[str, object]) -> None:
         await self.conn.send(frames.encode({"type": "connection_error", "payload": payload}))
 
     async def _start(self, message: StartMessage) -> None:
@@ -60,10 +58,11 @@ class LegacyProtocol(SocketProtocol):
         return '{"type":"data","id":' + operation.id_json + ',"payload":' + payload + "}"
 
     async def send_errors(self, operation: Operation, errors: list[GraphQLError]) -> None:
-        await self.conn.send(frames.encode({"type": "error", "id": operation.id, "payload": errors[0].formatted}))
+        frame = frames.encode({"type": "error", "id": operation.id, "payload": errors[0].formatted})
+        await self.conn.send(frame, operation.id)
 
     async def send_complete(self, operation: Operation) -> None:
-        await self.conn.send('{"type":"complete","id":' + operation.id_json + "}")
+        await self.conn.send('{"type":"complete","id":' + operation.id_json + "}", operation.id)
 
     async def cancelled(self, operation: Operation) -> None:
         await self.send_complete(operation)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from feedfabric.adapter.execution.live import LiveRendering
 from feedfabric.adapter.websocket import frames
 from feedfabric.adapter.websocket.connection import Connection
-from feedfabric.adapter.websocket.frames import Extensions, encode, result_payload
+from feedfabric.adapter.websocket.frames import Extensions, result_payload
+from feedfabric.core import jsonwire
 from feedfabric.realtime.item import TimelineItem
 from feedfabric.realtime.listener import Listener
 
@@ -74,7 +74,7 @@ class Operation:
         Operation.listeners += 1
         return self.live
 
-    def go_live(self, extensions: Any) -> None:
+    def go_live(self, extensions: dict[str, object] | None) -> None:
         assert self.live is not None and self.frame is not None
         ext = self.extensions.encode(extensions) if extensions else ""
         self.extensions.clear()
@@ -96,11 +96,11 @@ class Operation:
         if isinstance(rendered, str):
             return self.head + rendered + self.tail
         # A result with errors: the same text around its members (`{"data":null,"errors":[...]`, unclosed).
-        return self.head.removesuffix(DATA) + encode(result_payload(rendered))[:-1] + self.tail
+        return self.head.removesuffix(DATA) + jsonwire.dumps_text(result_payload(rendered))[:-1] + self.tail
 
     def write(self, frame: str) -> None:
         assert self.conn is not None
-        self.conn.post(frame, self)
+        self.conn.post(frame, self.id)
 
     def end(self, code: int, reason: str) -> None:
         assert self.conn is not None

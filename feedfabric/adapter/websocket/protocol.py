@@ -27,7 +27,6 @@ import contextlib
 import logging
 from contextlib import aclosing
 from datetime import timedelta
-from typing import Any
 
 from graphql import GraphQLError
 from starlette.websockets import WebSocket
@@ -54,7 +53,8 @@ from feedfabric.adapter.websocket.frames import (
     payload_text,
 )
 from feedfabric.adapter.websocket.operation import Operation
-from feedfabric.resolvers.context import Context, Resources, build_context
+from feedfabric.resolvers.context import Context, build_context
+from feedfabric.resources import Resources
 from feedfabric.schema.documents import UNNAMED_OF_SEVERAL, parse_document, several_operations, too_long
 from feedfabric.schema.ratelimit import spend_refused_document
 
@@ -180,7 +180,7 @@ class SocketProtocol:
         await self.conn.send('{"type":"connection_ack"}')
         return True
 
-    async def refuse_init(self, payload: dict[str, Any]) -> None:
+    async def refuse_init(self, payload: dict[str, object]) -> None:
         """What the protocol says before a refused init's close (graphql-ws: `connection_error`)."""
 
     # -- operations ---------------------------------------------------------------------------------------
@@ -226,9 +226,11 @@ class SocketProtocol:
         operation.task = asyncio.create_task(self._run(operation, payload))
 
     async def stop(self, operation_id: str) -> None:
+        # Its frames still queued behind a slow reader do not go out either, also when the operation already
+        # finished (a query's result and `complete` queued, its task gone).
+        self.conn.drop(operation_id)
         operation = self.operations.pop(operation_id, None)
         if operation is not None:
-            self.conn.drop(operation)  # its results still queued behind a slow reader do not go out either
             operation.finish()
 
     async def _run(self, operation: Operation, payload: OperationPayload) -> None:
@@ -257,7 +259,7 @@ class SocketProtocol:
                         operation.go_live(result.extensions)
                         return
                     text = payload_text(result, operation.extensions)
-                    await self.conn.send(self.next_frame(operation, text), operation)
+                    await self.conn.send(self.next_frame(operation, text), operation.id)
             if not self.ended(operation):
                 await self.send_complete(operation)
         except asyncio.CancelledError:

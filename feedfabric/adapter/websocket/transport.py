@@ -58,8 +58,9 @@ class TransportProtocol(SocketProtocol):
 
     async def send_errors(self, operation: Operation, errors: list[GraphQLError]) -> None:
         await self.conn.send(
-            frames.encode({"id": operation.id, "type": "error", "payload": [e.formatted for e in errors]})
+            frames.encode({"id": operation.id, "type": "error", "payload": [e.formatted for e in errors]}),
+            operation.id,
         )
 
     async def send_complete(self, operation: Operation) -> None:
-        await self.conn.send('{"id":' + operation.id_json + ',"type":"complete"}')
+        await self.conn.send('{"id":' + operation.id_json + ',"type":"complete"}', operation.id)
