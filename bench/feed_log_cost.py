@@ -5,10 +5,13 @@ runs them: the signals (version check, reader loads, rows made and encoded), the
 Seeds a fresh database (1,000 members, 20,000 posts over a week, 30 % tagged, 20,000 likes, affinity
 and topic interest), then writes batches of 50 finished pages of 20 random posts (what each page
 showed of its posts read beforehand, as the API's pages carry it) on one connection with one
-SignalBook, folding every batch (readers drawn at random, so no pair repeats: the fold's most), and
-prints each batch's wall time per page, its median and each step's CPU over the warm batches.
+SignalBook, folding every batch, and prints each batch's wall time per page, its median, each step's
+CPU over the warm batches and how many of the fold's updates were HOT (no index entry written).
+Readers are drawn at random from all 1,000 members by default, so few (reader, author) pairs repeat
+and the fold mostly inserts; `--readers 50` draws them from 50, so the pairs repeat and the fold
+mostly updates, as it does for readers who come back to the same followed authors.
 
-    PYTHONPATH=$PWD python bench/feed_log_cost.py [--batches 12]
+    PYTHONPATH=$PWD python bench/feed_log_cost.py [--batches 12] [--readers 1000]
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import asyncpg  # noqa: E402
 import psutil  # noqa: E402
 from feedfabric.core.ids import new_id  # noqa: E402
 from feedfabric.db import feed_log  # noqa: E402
@@ -37,7 +41,7 @@ PAGES_PER_BATCH = 50
 TAGS = ("art", "books", "code", "food", "travel")
 
 
-async def measure(url: str, batches: int) -> None:
+async def measure(url: str, batches: int, readers: int) -> None:
     pool = await create_pool(url, min_size=1, max_size=2)
     rnd = random.Random(7)
     members = [new_id() for _ in range(1000)]
@@ -89,7 +93,7 @@ async def measure(url: str, batches: int) -> None:
         now = datetime.now(UTC)
         return [
             Served(
-                rnd.choice(members),
+                rnd.choice(members[:readers]),
                 "following",
                 "redis",
                 now,
@@ -111,6 +115,8 @@ async def measure(url: str, batches: int) -> None:
         def clocks() -> tuple[float, float]:
             return time.process_time(), sum(server.cpu_times()[:2])
 
+        await conn.execute("SELECT pg_stat_force_next_flush()")
+        before = await hot_updates(conn)
         for _ in range(batches):
             made = pages()
             started = time.perf_counter()
@@ -126,6 +132,8 @@ async def measure(url: str, batches: int) -> None:
             for step, (cpu0, pg0), (cpu1, pg1) in zip(steps, marks[:-1], marks[1:], strict=True):
                 own[step].append((cpu1 - cpu0) / PAGES_PER_BATCH * 1000)
                 backend[step].append((pg1 - pg0) / PAGES_PER_BATCH * 1000)
+        await conn.execute("SELECT pg_stat_force_next_flush()")
+        after = await hot_updates(conn)
     print("feed log writer, ms per logged page of 20, per batch of 50 (wall):", ", ".join(f"{t:.2f}" for t in wall))
     print(
         f"median of the warm batches: wall {statistics.median(wall[2:]):.3f} ms a page"
@@ -134,16 +142,34 @@ async def measure(url: str, batches: int) -> None:
     )
     for step in steps:
         print(f"  {step}: {statistics.fmean(own[step][2:]):.3f} / {statistics.fmean(backend[step][2:]):.3f} ms a page")
+    print("the fold's rows over the timed batches:")
+    for table, counts in after.items():
+        ins, upd, hot = (n - b for n, b in zip(counts, before.get(table, (0, 0, 0)), strict=True))
+        print(f"  {table}: {ins} inserted, {upd} updated, {hot} of them HOT")
     await pool.close()
 
 
-def main(batches: int) -> None:
+async def hot_updates(conn: asyncpg.Connection) -> dict[str, tuple[int, int, int]]:
+    """Rows inserted, updated and HOT-updated so far in the tables the fold writes: a HOT update writes
+    no index entry, so the share says whether a lower fillfactor could save the fold anything."""
+    rows = await conn.fetch(
+        "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
+        " WHERE relname IN ('author_exposure', 'topic_exposure', 'member_signal_versions') ORDER BY relname"
+    )
+    return {r["relname"]: (r["n_tup_ins"], r["n_tup_upd"], r["n_tup_hot_upd"]) for r in rows}
+
+
+def main(batches: int, readers: int) -> None:
     with services() as env:
         url = fresh_database(env_or(env, "DATABASE_URL"))
-        asyncio.run(measure(url, batches))
+        asyncio.run(measure(url, batches, readers))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=12)
-    main(parser.parse_args().batches)
+    parser.add_argument(
+        "--readers", type=int, default=1000, help="readers drawn from this many members (at most 1,000)"
+    )
+    args = parser.parse_args()
+    main(args.batches, min(max(args.readers, 1), 1000))
