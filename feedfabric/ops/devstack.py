@@ -165,14 +165,15 @@ def _prepare_pgdata(pgdata: Path) -> dict[str, int]:
         os.chown(pgdata, entry.pw_uid, entry.pw_gid)
         run_as = {"user": entry.pw_uid, "group": entry.pw_gid}
     if not (pgdata / "PG_VERSION").exists():
-        subprocess.run(
+        made = subprocess.run(
             [str(_pg_bin() / "initdb"), "-D", str(pgdata), "--auth=trust", "--encoding=utf8", "-U", "postgres"],
-            check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             user=run_as.get("user"),
             group=run_as.get("group"),
         )
+        if made.returncode != 0:
+            raise RuntimeError(f"initdb failed: {made.stderr.decode(errors='replace').strip()}")
     return run_as
 
 
