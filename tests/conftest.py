@@ -45,6 +45,18 @@ def stack() -> Iterator[devstack.DevStack]:
         running.stop()
 
 
+@pytest.fixture
+def service_dir() -> Iterator[Path]:
+    """A directory for services a test starts itself, outside pytest's tmp_path: as root, Postgres runs as an
+    unprivileged user who must traverse the path, and every pytest session started on the machine resets
+    /tmp/pytest-of-<user> to 0700 (initdb then failed now and then when another suite started beside ours)."""
+    made = Path(tempfile.mkdtemp(prefix="feedfabric-test-case-"))
+    try:
+        yield made
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
+
+
 def _server_url(database_url: str, database: str) -> str:
     base, _, _ = database_url.rpartition("/")
     return f"{base}/{database}"

@@ -16,8 +16,8 @@ from feedfabric.ops import devstack
 
 
 @pytest.mark.parametrize("name", list(CASES))
-async def test_fault_case(name: str, stack: devstack.DevStack, tmp_path: Path) -> None:
+async def test_fault_case(name: str, stack: devstack.DevStack, service_dir: Path) -> None:
     base, _, _ = stack.postgres.url.rpartition("/")
-    outcome = await CASES[name](Params(short=True, root=tmp_path, pg_server=f"{base}/postgres"))
+    outcome = await CASES[name](Params(short=True, root=service_dir, pg_server=f"{base}/postgres"))
     print(outcome.report())
     assert outcome.ok, outcome.report()

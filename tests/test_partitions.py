@@ -21,7 +21,7 @@ SHORT = ("2", "5")  # the Postgres failover; the relay cut from the broker and a
 
 
 @pytest.mark.parametrize("name", SHORT)
-async def test_network_case(name: str, tmp_path: Path) -> None:
-    result = await CASES[name](Params(short=True, root=tmp_path))
+async def test_network_case(name: str, service_dir: Path) -> None:
+    result = await CASES[name](Params(short=True, root=service_dir))
     print(result.report())
     assert result.ok, result.report()

@@ -19,10 +19,10 @@ time.sleep(600)
 """
 
 
-def test_services_die_with_a_parent_that_is_killed(tmp_path: Path) -> None:
+def test_services_die_with_a_parent_that_is_killed(service_dir: Path) -> None:
     # As a context manager, so its pipes are closed however the test ends.
     with subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, str(tmp_path)],
+        [sys.executable, "-c", SCRIPT, str(service_dir)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
