@@ -154,6 +154,9 @@ def settings(database_url: str, redis_url: str, redis_mode: str, stack: devstack
         kafka_topic_prefix=f"t{uuid.uuid4().hex[:10]}.",
         feedfabric_data_dir=tmp_path,
         outbox_idle_ms=50,
+        # /readyz must read a live dependency as up however loaded the test machine is; a dead one is refused
+        # at once whatever the timeout.
+        readiness_check_timeout_seconds=30.0,
     )
 
 

@@ -83,6 +83,8 @@ class Settings(BaseSettings):
     # must not hold a client past it); 0: no limit. WebSockets are not bounded by it.
     request_timeout_seconds: float = Field(30.0, ge=0)
     redis_breaker_cooldown_ms: int = Field(5000, ge=0)
+    # Each dependency /readyz checks answers within it or reads as down (a balancer's own probe timeout is longer).
+    readiness_check_timeout_seconds: float = Field(0.5, gt=0, le=30)
 
     # Engagement: a comment says more about a member's taste than a like.
     like_weight: float = Field(1.0, gt=0)

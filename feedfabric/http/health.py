@@ -25,12 +25,11 @@ from feedfabric.resources import Resources
 __all__ = ["check", "metrics_endpoint"]
 
 CACHE_SECONDS = 1.0
-CHECK_TIMEOUT_S = 0.5
 
 
 async def _postgres(resources: Resources) -> str:
     try:
-        async with asyncio.timeout(CHECK_TIMEOUT_S):
+        async with asyncio.timeout(resources.settings.readiness_check_timeout_seconds):
             await resources.pool.fetchval("SELECT 1")
         return "ok"
     except Exception:  # noqa: BLE001 - readiness reports, it never raises
@@ -41,14 +40,14 @@ async def _redis(resources: Resources) -> str:
     if resources.redis is None:
         return "not configured"
     try:
-        async with asyncio.timeout(CHECK_TIMEOUT_S):
+        async with asyncio.timeout(resources.settings.readiness_check_timeout_seconds):
             await resources.redis.ping()
         return "ok"
     except Exception:  # noqa: BLE001
         return "down"
 
 
-async def _broker(bootstrap: str | None) -> str:
+async def _broker(bootstrap: str | None, timeout: float) -> str:
     """A TCP connect to any bootstrap server: cheap, and enough to tell 'unreachable' from 'up'."""
     if not bootstrap:
         return "not configured"
@@ -58,7 +57,7 @@ async def _broker(bootstrap: str | None) -> str:
         if not host or not port.isdigit():
             continue
         try:
-            async with asyncio.timeout(CHECK_TIMEOUT_S):
+            async with asyncio.timeout(timeout):
                 _, writer = await asyncio.open_connection(host, int(port))
             writer.close()
             try:
@@ -78,7 +77,9 @@ async def check(resources: Resources) -> tuple[bool, dict[str, Any]]:
     if cached is not None and now - cached[0] < CACHE_SECONDS:
         return cached[1], cached[2]
     postgres, redis, broker = await asyncio.gather(
-        _postgres(resources), _redis(resources), _broker(resources.settings.kafka_bootstrap_servers)
+        _postgres(resources),
+        _redis(resources),
+        _broker(resources.settings.kafka_bootstrap_servers, resources.settings.readiness_check_timeout_seconds),
     )
     checks = {"postgres": postgres, "redis": redis, "broker": broker}
     ready = postgres == "ok"
