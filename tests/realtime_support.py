@@ -204,6 +204,15 @@ async def followers_watching(server: Server, protocol: str) -> AsyncIterator[tup
         yield alice, [a, b, c]
 
 
+def aliased_pages(aliases: int) -> str:
+    """A query of `aliases` copies of the viewer's first 10 posts: with long posts, an answer as large as a
+    test needs from a reader that does not read."""
+    pages = " ".join(
+        f"a{i}: viewer {{ posts(first: 10) {{ edges {{ node {{ content }} }} }} }}" for i in range(aliases)
+    )
+    return f"query {{ {pages} }}"
+
+
 @dataclass
 class StalledClient:
     """A WebSocket client that can stop reading entirely (the websockets client keeps reading into memory).

@@ -5,13 +5,9 @@ from __future__ import annotations
 import pytest
 from feedfabric.core.settings import Settings
 
-from tests.realtime_support import PROTOCOLS, StalledClient, serve
+from tests.realtime_support import PROTOCOLS, StalledClient, aliased_pages, serve
 
-BIG_ANSWER = (
-    "query { "
-    + " ".join(f"a{i}: viewer {{ posts(first: 10) {{ edges {{ node {{ content }} }} }} }}" for i in range(3))
-    + " }"
-)
+BIG_ANSWER = aliased_pages(3)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -10,7 +10,16 @@ import pytest
 from feedfabric.core.settings import Settings
 
 from tests.pipeline_support import eventually
-from tests.realtime_support import PROTOCOLS, TRANSPORT_WS, Server, StalledClient, bulk_posts, serve, ws_client
+from tests.realtime_support import (
+    PROTOCOLS,
+    TRANSPORT_WS,
+    Server,
+    StalledClient,
+    aliased_pages,
+    bulk_posts,
+    serve,
+    ws_client,
+)
 
 MUTATION = 'mutation { createPost(input: {content: "raced"}) { id } }'
 RESULTS = ("next", "data", "error")
@@ -61,11 +70,7 @@ async def _results_before_next_marker(ws: object, op: str, start: str, n: int) -
             late.append(op)
 
 
-BIG = (
-    "{ "
-    + " ".join(f"a{i}: viewer {{ posts(first: 10) {{ edges {{ node {{ content }} }} }} }}" for i in range(8))
-    + " }"
-)
+BIG = aliased_pages(8)
 """8 aliases of 10 posts of 60 kB: a 4.8 MB answer that a reader who does not read leaves half written."""
 
 
