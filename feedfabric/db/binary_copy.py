@@ -1,4 +1,5 @@
-"""Parses a binary COPY stream of non-null float8 columns into numpy blocks as it arrives.
+"""Postgres's binary COPY format: its framing, which a writer (db.feed_log) wraps its records in, and a
+parser of a stream of non-null float8 columns into numpy blocks as it arrives.
 
 Every record then has the same size (a 2-byte field count, and per field a 4-byte length and 8
 bytes), so a chunk parses with one `np.frombuffer` instead of a Python loop per row, and the caller
@@ -11,10 +12,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["Float8Records"]
+__all__ = ["HEADER", "NULL", "TRAILER", "Float8Records"]
 
 _SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
-_TRAILER = b"\xff\xff"
+HEADER = _SIGNATURE + bytes(8)  # the signature, no flags, no header extension
+TRAILER = b"\xff\xff"
+NULL = b"\xff\xff\xff\xff"  # a field's length when it is NULL
 
 
 class Float8Records:
@@ -58,7 +61,7 @@ class Float8Records:
             self.consume(block)
         rest = data[whole * self.dtype.itemsize :]
         # The stream ends with a 2-byte -1; a record begins with its field count, never -1.
-        if rest == _TRAILER:
+        if rest == TRAILER:
             self.done = True
             rest = b""
         self.pending = rest

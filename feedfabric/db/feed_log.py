@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import asyncpg
 
+from feedfabric.db import binary_copy
 from feedfabric.db.queryable import Queryable
 
 __all__ = [
@@ -47,9 +48,6 @@ COLUMNS = (
     "affinity_rate", "interest_rate", "author_effect", "topic_effect",
     "reason",
 )  # fmt: skip
-_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, no header extension
-_TRAILER = b"\xff\xff"
-_NULL = b"\xff\xff\xff\xff"
 _PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _PAGE = struct.Struct(">hi16s")  # field count, member_id
@@ -61,7 +59,7 @@ _POST = struct.Struct(">i16sii" + "id" * 2 + "i?" + "id" * 7)
 
 def _text(value: str | None) -> bytes:
     if value is None:
-        return _NULL
+        return binary_copy.NULL
     data = value.encode()
     return len(data).to_bytes(4, "big") + data
 
@@ -362,7 +360,7 @@ async def copy_rows(conn: asyncpg.Connection, rows: LogRows) -> None:
         if not part:
             continue
         table = f"feed_log_{day:%Y%m%d}"
-        data = b"".join((_HEADER, *part, _TRAILER))
+        data = b"".join((binary_copy.HEADER, *part, binary_copy.TRAILER))
         try:
             await conn.copy_to_table(table, source=_once(data), columns=COLUMNS, format="binary")
         except asyncpg.UndefinedTableError:
