@@ -135,9 +135,7 @@ async def for_you(ctx: Context, request: Request) -> dict[str, object]:
         for post, reason, score in zip(result.page.posts, result.reasons, result.scores, strict=True)
     ]
     return {
-        "posts": posts,
-        "nextCursor": result.page.next_cursor,
-        "source": result.page.source,
+        **serialize.feed_page(result.page, posts),
         "preset": result.preset.upper(),
         "rankedAt": result.ranked_at.isoformat(),
     }

@@ -65,8 +65,10 @@ def feed_post(post: FeedPost) -> dict[str, object]:
     return out
 
 
-def feed_page(page: FeedPage) -> dict[str, object]:
-    return {"posts": [feed_post(p) for p in page.posts], "nextCursor": page.next_cursor, "source": page.source}
+def feed_page(page: FeedPage, posts: list[dict[str, object]] | None = None) -> dict[str, object]:
+    """The page as REST sends it; `posts` when the caller serialized them with more of its own (For You)."""
+    shown = [feed_post(p) for p in page.posts] if posts is None else posts
+    return {"posts": shown, "nextCursor": page.next_cursor, "source": page.source}
 
 
 def bare_page(page: Page) -> dict[str, object]:
